@@ -1,0 +1,5 @@
+import sys
+
+from rftlab.cli import main
+
+sys.exit(main())

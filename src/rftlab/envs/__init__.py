@@ -1,0 +1,1 @@
+"""Environments: pure and seeded (no network, files or clocks). One subpackage per family."""

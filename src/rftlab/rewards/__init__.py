@@ -1,0 +1,1 @@
+"""Scoring functions and per-episode metrics: pure functions of an episode."""

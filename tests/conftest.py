@@ -1,0 +1,36 @@
+"""Test-wide guards: no test may reach a real platform or read a developer's credentials."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Must be set before litellm is ever imported (specs/platforms.md §4.5).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _offline_guards(monkeypatch, tmp_path, request):
+    if request.node.get_closest_marker("live"):
+        if os.environ.get("RFTLAB_LIVE") != "1":
+            pytest.skip("live test: set RFTLAB_LIVE=1 and provide credentials in the environment")
+        return
+    for key in ("FIREWORKS_API_KEY", "TINKER_API_KEY", "TINKER_CREDENTIAL_CMD", "WANDB_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EP_NO_UPLOAD", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """The read-only ../shared folder (reference data); tests that need it skip when it is absent."""
+    if not SHARED.is_dir():
+        pytest.skip(f"reference data folder {SHARED} is absent (it sits beside the clone in CI)")
+    return SHARED
