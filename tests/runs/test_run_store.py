@@ -1,0 +1,206 @@
+"""Run store: layout, hashing, atomic writes, immutability, reuse, tidy loading and corruption reports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from rftlab.cli import main as cli_main
+from rftlab.runs import (
+    CorruptRunError,
+    FinishedRunError,
+    RunStore,
+    canonical_json,
+    file_sha256,
+    load_metrics,
+    load_run,
+    spec_sha256,
+)
+from rftlab.runs.store import RunStoreError
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    prompt: str
+    memory: str
+    epochs: int
+
+
+def test_canonical_json_sorts_keys_and_is_compact():
+    assert canonical_json({"b": 1, "a": [1, 2.5, "é"]}) == '{"a":[1,2.5,"é"],"b":1}'
+    expected = hashlib.sha256('{"a":1,"b":2}'.encode()).hexdigest()
+    assert spec_sha256({"b": 2, "a": 1}) == expected
+
+
+def test_spec_hash_is_the_same_for_dataclass_and_dict():
+    spec = ArmSpec(prompt="weak", memory="echo", epochs=3)
+    assert spec_sha256(spec) == spec_sha256({"epochs": 3, "memory": "echo", "prompt": "weak"})
+    assert spec_sha256(spec) != spec_sha256(ArmSpec(prompt="weak", memory="scrambled", epochs=3))
+
+
+def test_canonical_json_refuses_nan():
+    with pytest.raises(ValueError):
+        canonical_json({"x": float("nan")})
+
+
+def test_file_sha256_matches_hashlib(tmp_path):
+    path = tmp_path / "data.bin"
+    payload = bytes(range(256)) * 5000
+    path.write_bytes(payload)
+    assert file_sha256(path, chunk_size=1000) == hashlib.sha256(payload).hexdigest()
+
+
+def test_create_run_writes_record_with_spec_hash_git_and_inputs(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"row_id": 1}\n')
+    store = RunStore(tmp_path / "runs")
+    spec = ArmSpec(prompt="explicit", memory="echo", epochs=2)
+    run = store.create_run("spectrum", "A", spec, inputs=[data])
+    assert run.path.parent == tmp_path / "runs" / "spectrum" / "A"
+    record = json.loads((run.path / "run.json").read_text())
+    assert record["spec"] == {"prompt": "explicit", "memory": "echo", "epochs": 2}
+    assert record["spec_sha256"] == spec_sha256(spec)
+    assert record["status"] == "running" and record["backend"] == "local"
+    assert record["inputs"] == [{"path": str(data), "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}]
+    assert set(record["git"]) == {"commit", "dirty"}
+
+
+def test_full_run_lifecycle_and_immutability(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.create_run("gs1", "grpo", {"lr": 1e-5})
+    run.append_metrics({"step": 0, "reward": 0.25})
+    run.append_metrics([{"step": 1, "epoch": 0, "reward": 0.5}])
+    run.write_rollouts(0, [{"row_id": "r1", "candidate": 0, "reward": 1.0}])
+    run.write_eval([{"item_id": "q1", "correct": 1}])
+    run.save_provider_snapshot("job-poll-000.json", {"state": "JOB_STATE_COMPLETED"})
+    run.set_provider(job_name="accounts/x/rftJobs/abc")
+    run.finish()
+
+    reopened = load_run(run.path)
+    assert reopened.record.status == "finished" and reopened.record.finished_at
+    assert reopened.record.provider == {"job_name": "accounts/x/rftJobs/abc"}
+    assert reopened.metrics() == [
+        {"epoch": 0, "step": 0, "reward": 0.25},
+        {"step": 1, "epoch": 0, "reward": 0.5},
+    ]
+    assert reopened.rollouts(0)[0]["row_id"] == "r1"
+    assert reopened.eval_items() == [{"item_id": "q1", "correct": 1}]
+    for write in (
+        lambda: reopened.append_metrics({"step": 2}),
+        lambda: reopened.write_eval([]),
+        lambda: reopened.finish(),
+        lambda: reopened.save_provider_snapshot("x.json", {}),
+    ):
+        with pytest.raises(FinishedRunError):
+            write()
+    # No temporary files are left behind by atomic writes.
+    assert not [p for p in run.path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_rollouts_of_an_epoch_are_written_once(tmp_path):
+    run = RunStore(tmp_path).create_run("e", "a", {})
+    run.write_rollouts(3, [{"reward": 1}])
+    with pytest.raises(FinishedRunError):
+        run.write_rollouts(3, [{"reward": 2}])
+    assert run.rollouts(3) == [{"reward": 1}]
+
+
+def test_bad_rows_are_refused(tmp_path):
+    run = RunStore(tmp_path).create_run("e", "a", {})
+    with pytest.raises(ValueError, match="no 'step'"):
+        run.append_metrics({"reward": 1})
+    with pytest.raises(ValueError, match="no 'item_id'"):
+        run.write_eval([{"correct": 1}])
+    with pytest.raises(ValueError):
+        RunStore(tmp_path).create_run("bad/name", "a", {})
+
+
+def test_reuse_by_spec_hash_unless_forced(tmp_path):
+    store = RunStore(tmp_path)
+    first, reused = store.start_or_reuse("e", "a", {"seed": 1})
+    assert not reused
+    # An unfinished run is never reused.
+    second, reused = store.start_or_reuse("e", "a", {"seed": 1})
+    assert not reused and second.path != first.path
+    second.finish()
+    again, reused = store.start_or_reuse("e", "a", {"seed": 1})
+    assert reused and again.path == second.path
+    other, reused = store.start_or_reuse("e", "a", {"seed": 2})
+    assert not reused
+    forced, reused = store.start_or_reuse("e", "a", {"seed": 1}, force=True)
+    assert not reused and forced.path not in (first.path, second.path)
+
+
+def test_same_run_id_gets_a_unique_folder(tmp_path):
+    store = RunStore(tmp_path)
+    a = store.create_run("e", "a", {}, run_id="fixed")
+    b = store.create_run("e", "a", {}, run_id="fixed")
+    assert a.path.name == "fixed" and b.path.name == "fixed-2"
+
+
+def test_load_metrics_is_one_tidy_frame(tmp_path):
+    store = RunStore(tmp_path)
+    for arm, rewards in (("A", [0.1, 0.2]), ("C", [0.3])):
+        run = store.create_run("spectrum", arm, {"arm": arm}, backend="local")
+        for step, reward in enumerate(rewards):
+            run.append_metrics({"step": step, "epoch": step, "mean_occ": reward})
+        run.finish()
+    frame = load_metrics(tmp_path)
+    assert list(frame.columns) == [
+        "experiment",
+        "arm",
+        "run_id",
+        "backend",
+        "status",
+        "step",
+        "epoch",
+        "mean_occ",
+    ]
+    assert len(frame) == 3
+    assert frame.groupby("arm")["mean_occ"].sum().round(6).to_dict() == {"A": 0.3, "C": 0.3}
+    assert len(load_metrics(tmp_path, arm="C")) == 1
+
+
+def test_corrupt_folders_are_reported_by_path_never_skipped(tmp_path):
+    store = RunStore(tmp_path)
+    good = store.create_run("e", "a", {"k": 1})
+    good.append_metrics({"step": 0, "x": 1})
+    half = tmp_path / "e" / "a" / "half-created"
+    half.mkdir()
+    garbled = store.create_run("e", "b", {"k": 2})
+    (garbled.path / "run.json").write_text("{not json")
+    with pytest.raises(CorruptRunError) as caught:
+        load_metrics(tmp_path)
+    assert set(caught.value.problems) == {str(half / "run.json"), str(garbled.path / "run.json")}
+
+    truncated = store.create_run("e2", "a", {})
+    (truncated.path / "metrics.jsonl").write_text('{"step": 0, "x": 1}\n{"step": 1, "x"')
+    with pytest.raises(CorruptRunError, match="line 2 is not JSON"):
+        load_metrics(tmp_path, experiment="e2")
+
+
+def test_secrets_from_the_environment_never_reach_a_run_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIREWORKS_API_KEY", "sentinel-not-a-real-key-123")
+    run = RunStore(tmp_path).create_run("e", "a", {"model": "qwen"})
+    with pytest.raises(RunStoreError, match="credential"):
+        run.save_provider_snapshot("job.json", {"headers": {"auth": "Bearer sentinel-not-a-real-key-123"}})
+    with pytest.raises(RunStoreError, match="credential"):
+        RunStore(tmp_path).create_run("e", "b", {"api_key": "sentinel-not-a-real-key-123"})
+    assert not list(tmp_path.rglob("job.json"))
+    assert not (tmp_path / "e" / "b").exists()
+
+
+def test_cli_lists_runs_and_exports_metrics(tmp_path, capsys):
+    run = RunStore(tmp_path).create_run("poker", "base", {})
+    run.append_metrics({"step": 0, "reward": 0.5})
+    assert cli_main(["runs", "list", "--root", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["arm"] for r in listed] == ["base"]
+    assert cli_main(["runs", "metrics", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(",0,0,0.5")
+    (run.path / "run.json").write_text("")
+    assert cli_main(["runs", "list", "--root", str(tmp_path)]) == 2
+    assert "run.json" in capsys.readouterr().err
