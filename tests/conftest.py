@@ -23,6 +23,7 @@ def _offline_guards(monkeypatch, tmp_path, request):
         return
     for key in ("FIREWORKS_API_KEY", "TINKER_API_KEY", "TINKER_CREDENTIAL_CMD", "WANDB_API_KEY"):
         monkeypatch.delenv(key, raising=False)
+    (tmp_path / "home").mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("EP_NO_UPLOAD", "1")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")

@@ -31,7 +31,7 @@ class ArmSpec:
 
 def test_canonical_json_sorts_keys_and_is_compact():
     assert canonical_json({"b": 1, "a": [1, 2.5, "é"]}) == '{"a":[1,2.5,"é"],"b":1}'
-    expected = hashlib.sha256('{"a":1,"b":2}'.encode()).hexdigest()
+    expected = hashlib.sha256(b'{"a":1,"b":2}').hexdigest()
     assert spec_sha256({"b": 2, "a": 1}) == expected
 
 
