@@ -1,0 +1,540 @@
+"""Spectrum scoring and per-episode metrics (``specs/spectrum.md`` A.8, A.9, B.7, B.8, B.11). Pure.
+
+Two scores share one interval core:
+
+- **available-IoU** (CLBench's metric): IoU of the complement of the ground-truth channels with the
+  complement of the reported transmitters, on exact float intervals, rounded to 4 dp.
+- **occupied-IoU** (the RFT reward signal): IoU of the occupied spectrum on a 0.5 MHz raster. Two
+  implementations give identical results: ``OccupiedRaster`` (vectorised numpy, GT mask cached) and
+  ``occupied_iou_intervals`` (plain Python over integer bin ranges).
+
+Channels and reports are given as ``(center, bandwidth)`` pairs throughout.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import mean as _stat_mean
+from typing import Any
+
+import numpy as np
+
+Interval = tuple[float, float]
+Region = tuple[float, float]  # (center, bandwidth)
+
+RASTER_RES = 0.5
+OCC_SCALE = 3.0
+INCOMPLETE_PENALTY = -0.2
+CARRY_TAU = 0.05
+CARRY_TAUS_SENSITIVITY = (1.0, 4.0)
+
+
+# ------------------------------------------------------------------------------- available-IoU
+
+
+def region_intervals(regions: Iterable[Region]) -> list[Interval]:
+    """``[c − max(0,bw)/2, c + max(0,bw)/2]`` per region (negative bandwidth → zero width)."""
+    out = []
+    for c, bw in regions:
+        half = max(0.0, bw) / 2
+        out.append((c - half, c + half))
+    return out
+
+
+def normalize_intervals(intervals: Iterable[Interval], band: float) -> list[Interval]:
+    """Clip to ``[0, band]``, drop empty (``hi <= lo``), sort by ``(lo, hi)``, merge touching/overlapping."""
+    clipped = []
+    for lo, hi in intervals:
+        lo, hi = max(0.0, lo), min(band, hi)
+        if hi > lo:
+            clipped.append((lo, hi))
+    clipped.sort()
+    merged: list[list[float]] = []
+    for lo, hi in clipped:
+        if merged and lo <= merged[-1][1]:
+            if hi > merged[-1][1]:
+                merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    return [(a, b) for a, b in merged]
+
+
+def complement(normalized: Sequence[Interval], band: float) -> list[Interval]:
+    out = []
+    cursor = 0.0
+    for lo, hi in normalized:
+        if lo > cursor:
+            out.append((cursor, lo))
+        cursor = max(cursor, hi)
+    if cursor < band:
+        out.append((cursor, band))
+    return out
+
+
+def intersect(gt: Sequence[Interval], rep: Sequence[Interval]) -> list[Interval]:
+    """Two-pointer sweep; advance the list whose interval ends first, ties advance the GT side."""
+    out = []
+    i = j = 0
+    while i < len(gt) and j < len(rep):
+        lo = max(gt[i][0], rep[j][0])
+        hi = min(gt[i][1], rep[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if gt[i][1] <= rep[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def measure(intervals: Iterable[Interval]) -> float:
+    total = 0.0
+    for lo, hi in intervals:
+        total += hi - lo
+    return total
+
+
+def _checks(kind: str, intervals: Sequence[Interval]) -> list[dict[str, Any]]:
+    return [
+        {"type": kind, "center_freq": round((lo + hi) / 2, 2), "bandwidth": round(hi - lo, 2)}
+        for lo, hi in intervals
+    ]
+
+
+@dataclass(frozen=True)
+class AvailableIoU:
+    """Available-IoU of one scan with CLBench's per-scan diagnostics (A.8)."""
+
+    score: float
+    gt_available: tuple[Interval, ...]
+    reported_available: tuple[Interval, ...]
+    overlap: tuple[Interval, ...]
+    gt_measure: float
+    reported_measure: float
+    overlap_measure: float
+
+    @property
+    def unsafe_bandwidth_claimed(self) -> float:
+        return round(max(0.0, self.reported_measure - self.overlap_measure), 4)
+
+    @property
+    def missed_available_bandwidth(self) -> float:
+        return round(max(0.0, self.gt_measure - self.overlap_measure), 4)
+
+    @property
+    def success(self) -> bool:
+        return self.score >= 0.5
+
+    def scoring(self) -> dict[str, Any]:
+        """The ``scan_results[j].scoring`` object of a CLBench run."""
+        return {
+            "score": self.score,
+            "n_gt": len(self.gt_available),
+            "n_reported": len(self.reported_available),
+            "n_matched": len(self.overlap),
+            "checks": _checks("gt_available", self.gt_available)
+            + _checks("reported_available", self.reported_available)
+            + _checks("overlap", self.overlap),
+            "gt_available_bandwidth": round(self.gt_measure, 4),
+            "reported_available_bandwidth": round(self.reported_measure, 4),
+            "overlap_bandwidth": round(self.overlap_measure, 4),
+            "unsafe_bandwidth_claimed": self.unsafe_bandwidth_claimed,
+            "missed_available_bandwidth": self.missed_available_bandwidth,
+        }
+
+    def outcome_metadata(self) -> dict[str, float]:
+        return {
+            "unsafe_bandwidth_claimed": self.unsafe_bandwidth_claimed,
+            "missed_available_bandwidth": self.missed_available_bandwidth,
+        }
+
+
+def available_iou(gt_channels: Iterable[Region], reported: Iterable[Region], band: float) -> AvailableIoU:
+    """CLBench available-IoU (A.8): IoU of the GT-available and report-implied-available spectrum."""
+    gt_av = complement(normalize_intervals(region_intervals(gt_channels), band), band)
+    rep_av = complement(normalize_intervals(region_intervals(reported), band), band)
+    inter = intersect(gt_av, rep_av)
+    g, r, x = measure(gt_av), measure(rep_av), measure(inter)
+    union = g + r - x
+    iou = 1.0 if union == 0.0 else x / union
+    return AvailableIoU(round(iou, 4), tuple(gt_av), tuple(rep_av), tuple(inter), g, r, x)
+
+
+# -------------------------------------------------------------------------------- occupied-IoU
+
+
+def raster_bins(band: float, res: float = RASTER_RES) -> int:
+    return int(band / res) + 1
+
+
+def region_bin_range(
+    center: float, bandwidth: float, band: float, res: float = RASTER_RES
+) -> tuple[int, int]:
+    """Inclusive bin range ``(start, end)`` painted by a region (B.7); ``end < start`` means nothing.
+
+    ``lo = max(0, c − bw/2)``, ``hi = min(B, c + bw/2)``, bins ``int(lo/res) … min(int(hi/res), nb−1)``
+    (``int`` truncates toward zero, as upstream)."""
+    nb = int(band / res) + 1
+    lo = max(0.0, center - bandwidth / 2.0)
+    hi = min(band, center + bandwidth / 2.0)
+    return int(lo / res), min(int(hi / res), nb - 1)
+
+
+def _merged_bin_ranges(regions: Iterable[Region], band: float, res: float) -> list[tuple[int, int]]:
+    ranges = []
+    for c, bw in regions:
+        s, e = region_bin_range(c, bw, band, res)
+        if e >= s:
+            ranges.append((s, e))
+    ranges.sort()
+    merged: list[list[int]] = []
+    for s, e in ranges:
+        if merged and s <= merged[-1][1] + 1:
+            if e > merged[-1][1]:
+                merged[-1][1] = e
+        else:
+            merged.append([s, e])
+    return [(s, e) for s, e in merged]
+
+
+def occupied_iou_intervals(
+    gt_channels: Iterable[Region], reported: Iterable[Region], band: float, res: float = RASTER_RES
+) -> float:
+    """Occupied-IoU on the raster, computed in plain Python over merged integer bin ranges (no array)."""
+    a = _merged_bin_ranges(gt_channels, band, res)
+    b = _merged_bin_ranges(reported, band, res)
+    na = sum(e - s + 1 for s, e in a)
+    nb_ = sum(e - s + 1 for s, e in b)
+    inter = 0
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi >= lo:
+            inter += hi - lo + 1
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    union = na + nb_ - inter
+    return inter / union if union else 0.0
+
+
+class OccupiedRaster:
+    """Vectorised occupied-IoU against a fixed ground truth (mask built once per band)."""
+
+    def __init__(self, gt_channels: Iterable[Region], band: float, res: float = RASTER_RES):
+        self.band = float(band)
+        self.res = float(res)
+        self.nb = int(self.band / self.res) + 1
+        gt = list(gt_channels)
+        self.gt_mask = self.mask([c for c, _ in gt], [bw for _, bw in gt])
+        self.gt_count = int(self.gt_mask.sum())
+
+    def mask(self, centers: Sequence[float] | np.ndarray, bandwidths: float | Sequence[float] | np.ndarray):
+        c = np.asarray(centers, dtype=np.float64)
+        nb = self.nb
+        out = np.zeros(nb, dtype=bool)
+        if c.size == 0:
+            return out
+        half = np.asarray(bandwidths, dtype=np.float64) / 2.0
+        lo = np.maximum(0.0, c - half)
+        hi = np.minimum(self.band, c + half)
+        start = (lo / self.res).astype(np.int64)
+        end = np.minimum((hi / self.res).astype(np.int64), nb - 1)
+        ok = end >= start
+        if not ok.all():
+            start, end = start[ok], end[ok]
+        diff = np.zeros(nb + 1, dtype=np.int32)
+        np.add.at(diff, start, 1)
+        np.add.at(diff, end + 1, -1)
+        return np.cumsum(diff[:nb]) > 0
+
+    def score(
+        self, centers: Sequence[float] | np.ndarray, bandwidths: float | Sequence[float] | np.ndarray = 8.0
+    ):
+        """Occupied-IoU of the report ``centers`` (fixed or per-region ``bandwidths``)."""
+        rep = self.mask(centers, bandwidths)
+        inter = int(np.count_nonzero(rep & self.gt_mask))
+        union = self.gt_count + int(np.count_nonzero(rep)) - inter
+        return inter / union if union else 0.0
+
+
+def occupied_iou_raster(
+    gt_channels: Iterable[Region], reported: Iterable[Region], band: float, res: float = RASTER_RES
+) -> float:
+    """Occupied-IoU on the raster (numpy)."""
+    rep = list(reported)
+    scorer = OccupiedRaster(gt_channels, band, res)
+    return scorer.score([c for c, _ in rep], [bw for _, bw in rep])
+
+
+def occupied_iou_reference(
+    gt_channels: Iterable[Region], reported: Iterable[Region], band: float, res: float = RASTER_RES
+) -> float:
+    """Literal bin-by-bin transcription of B.7 (slow; the oracle the two fast scorers are tested against)."""
+    nb = int(band / res) + 1
+    g = [False] * nb
+    r = [False] * nb
+    for arr, regions in ((g, gt_channels), (r, reported)):
+        for c, bw in regions:
+            lo = max(0.0, c - bw / 2.0)
+            hi = min(band, c + bw / 2.0)
+            for k in range(int(lo / res), min(int(hi / res) + 1, nb)):
+                arr[k] = True
+    inter = sum(1 for x, y in zip(g, r, strict=True) if x and y)
+    union = sum(1 for x, y in zip(g, r, strict=True) if x or y)
+    return inter / union if union else 0.0
+
+
+# ------------------------------------------------------------------------------ task metrics
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def task_metrics(scores: Sequence[float]) -> dict[str, Any]:
+    """CLBench BSM ``evaluate`` metrics over per-scan scores in presentation order (A.8)."""
+    n = len(scores)
+    half = max(1, n // 2)
+    first = _mean(scores[:half])
+    second = _mean(scores[half:])
+    loss_curve = []
+    cum = 0.0
+    for s in scores:
+        cum += 1.0 - s
+        loss_curve.append(round(cum, 4))
+    return {
+        "mean_score": round(_mean(scores), 4),
+        "score_curve": list(scores),
+        "first_half_score": round(first, 4),
+        "second_half_score": round(second, 4),
+        "learning_delta": round(second - first, 4),
+        "n_scans_completed": n,
+        "total_interactions": n,
+        "loss_curve": loss_curve,
+        "optimal_performance": float(n),
+        "actual_performance": round(sum(scores), 4),
+    }
+
+
+def normalized_gain(
+    run_rewards: Sequence[float], baseline_rewards: Sequence[float], r_max: float = 1.0
+) -> dict:
+    """Gain over the stateless baseline (A.9): ``gain = R − B``, ``normalized_gain = gain / (r_max·n − B)``."""
+    R = sum(run_rewards)
+    B = sum(baseline_rewards)
+    n = len(run_rewards)
+    denom = r_max * n - B
+    return {
+        "run_reward_sum": R,
+        "baseline_reward_sum": B,
+        "gain": R - B,
+        "normalized_gain": (R - B) / denom if denom else None,
+    }
+
+
+# ------------------------------------------------------------------------- RFT reward and metrics
+
+
+def score_line(occ: float, avail: float) -> str:
+    """The per-scan score line the upstream reward parses (B.7)."""
+    return f"SCAN_OCC: {occ:.4f} SCAN_AVAIL: {avail:.4f}"
+
+
+def as_reported(x: float) -> float:
+    """A score as it appears (4 dp) in the score line."""
+    return float(f"{x:.4f}")
+
+
+def early_late(values: Sequence[float]) -> tuple[float, float]:
+    """Early/late half means with ``half = max(1, n // 2)`` (B.8; with n = 1 the late mean is 0)."""
+    half = max(1, len(values) // 2)
+    return _mean(values[:half]), _mean(values[half:])
+
+
+def spectrum_reward(occ: Sequence[float]) -> float:
+    """``3 × mean(occ)`` over scored scans, ``−0.2`` when none was scored (B.8)."""
+    if not occ:
+        return INCOMPLETE_PENALTY
+    return OCC_SCALE * _mean(occ)
+
+
+def spectrum_avail_reward(avail: Sequence[float]) -> float:
+    """Bench-pure variant: ``3 × mean(avail)``, ``−0.2`` when none was scored."""
+    if not avail:
+        return INCOMPLETE_PENALTY
+    return OCC_SCALE * _mean(avail)
+
+
+def carried_count(echo: Sequence[float], report: Sequence[float], tau: float) -> int:
+    """``#{e ∈ echo : ∃ r ∈ report, |r − e| ≤ tau}`` (B.11)."""
+    tol = tau + 1e-9  # echo values are parsed back from .1f strings; absorb binary representation error
+    return sum(1 for e in echo if any(abs(r - e) <= tol for r in report))
+
+
+def carry_rate(
+    pairs: Iterable[tuple[Sequence[float] | None, Sequence[float] | None]], tau: float = CARRY_TAU
+):
+    """Rollout carry-rate ``Σ carried_t / Σ |E_t|`` over ``(echo_t, report_t)`` pairs (B.11).
+
+    Scans with no echo (``None`` or empty) or no submit (``report_t is None``) are skipped. Returns
+    ``None`` when no scan had both."""
+    carried = total = 0
+    for echo, report in pairs:
+        if not echo or report is None:
+            continue
+        carried += carried_count(echo, report, tau)
+        total += len(echo)
+    return carried / total if total else None
+
+
+def episode_metrics(scans: Sequence[Mapping[str, Any]], tau: float = CARRY_TAU) -> dict[str, Any]:
+    """Reward and behaviour metrics of one RFT episode from its env-side per-scan records (B.8, B.11).
+
+    Each record needs ``submitted`` (bool), ``occ``/``avail`` (exact floats; ``None`` when unscored),
+    ``report`` (centres after the cap, or ``None``) and ``echo`` (displayed list or ``None``). Scores are
+    taken at the 4-dp precision of the score line, as the upstream reward parses them.
+    """
+    scored = [s for s in scans if s.get("submitted")]
+    occ = [as_reported(float(s["occ"])) for s in scored]
+    avail = [as_reported(float(s["avail"])) for s in scored]
+    n = len(occ)
+    pairs = [(s.get("echo"), s.get("report") if s.get("submitted") else None) for s in scans]
+    sizes = [len(s.get("report") or []) for s in scored]
+    out: dict[str, Any] = {
+        "reward": spectrum_reward(occ),
+        "scans_completed": n,
+        "scans_forced": sum(1 for s in scans if s.get("forced")),
+    }
+    if n == 0:
+        out.update(mean_occ=0.0, early_occ=0.0, late_occ=0.0, memory_gain=0.0, mean_avail=0.0)
+        out.update(early_avail=0.0, late_avail=0.0, avail_gain=0.0, report_size=0.0)
+    else:
+        early, late = early_late(occ)
+        a_early, a_late = early_late(avail)
+        out.update(
+            mean_occ=_mean(occ),
+            early_occ=early,
+            late_occ=late,
+            memory_gain=late - early,
+            mean_avail=_mean(avail),
+            early_avail=a_early,
+            late_avail=a_late,
+            avail_gain=a_late - a_early,
+            report_size=_mean(sizes),
+        )
+    out["carry_rate"] = carry_rate(pairs, tau)
+    for t in CARRY_TAUS_SENSITIVITY:
+        out[f"carry_rate_tau{t:g}"] = carry_rate(pairs, t)
+    out["carry_tau"] = tau
+    return out
+
+
+# ------------------------------------------------------------------- transcript parsing (parity)
+
+_OCC_RE = re.compile(r"SCAN_OCC:\s*([0-9.]+)")
+_AVAIL_RE = re.compile(r"SCAN_AVAIL:\s*([0-9.]+)")
+
+
+def parse_score_lines(
+    messages: Iterable[Mapping[str, Any]], *, env_authored_only: bool = True
+) -> tuple[list[float], list[float]]:
+    """Per-scan scores parsed from a transcript, for parity with upstream's regex reward (B.8).
+
+    Upstream matches ``SCAN_OCC``/``SCAN_AVAIL`` in *every* message, so agent-authored text (an assistant
+    message, or a notepad echoed back by ``notepad_read``) can inject scores (B.15 #1). With
+    ``env_authored_only`` (default) only messages the env marked as a score carrier count: a message
+    counts when it has ``"score_line": True`` (set on the env's ``submit_report`` results)."""
+    occ: list[float] = []
+    avail: list[float] = []
+    for m in messages:
+        if env_authored_only and not m.get("score_line"):
+            continue
+        content = m.get("content") or ""
+        if not isinstance(content, str):
+            continue
+        for v in _OCC_RE.findall(content):
+            try:
+                occ.append(float(v))
+            except ValueError:
+                pass
+        for v in _AVAIL_RE.findall(content):
+            try:
+                avail.append(float(v))
+            except ValueError:
+                pass
+    return occ, avail
+
+
+# -------------------------------------------------------------------- group / behaviour statistics
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    if len(x) < 2:
+        return None
+    mx, my = _stat_mean(x), _stat_mean(y)
+    sx = math.fsum((a - mx) ** 2 for a in x)
+    sy = math.fsum((b - my) ** 2 for b in y)
+    if sx == 0 or sy == 0:
+        return None
+    return math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / math.sqrt(sx * sy)
+
+
+def group_carry_stats(groups: Mapping[Any, Sequence[tuple[float | None, float]]]) -> dict[str, Any]:
+    """Within-group carry statistics (B.11). ``groups`` maps a group key (row, epoch) to the
+    ``(carry_rate, reward)`` of each candidate. Per group: sample sd of carry and Pearson
+    ``corr(carry, reward)``; then mean and median over groups, skipping groups with zero variance in
+    either variable (and candidates whose carry is undefined)."""
+    sds, corrs = [], []
+    for members in groups.values():
+        pairs = [(c, r) for c, r in members if c is not None]
+        if len(pairs) < 2:
+            continue
+        cs = [c for c, _ in pairs]
+        rs = [r for _, r in pairs]
+        m = _stat_mean(cs)
+        sd = math.sqrt(math.fsum((c - m) ** 2 for c in cs) / (len(cs) - 1))
+        rho = _pearson(cs, rs)
+        if sd == 0 or rho is None:
+            continue
+        sds.append(sd)
+        corrs.append(rho)
+
+    def _median(xs: list[float]) -> float | None:
+        if not xs:
+            return None
+        s = sorted(xs)
+        k = len(s) // 2
+        return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
+
+    return {
+        "n_groups": len(sds),
+        "mean_sd_carry": _stat_mean(sds) if sds else None,
+        "median_sd_carry": _median(sds),
+        "mean_corr_carry_reward": _stat_mean(corrs) if corrs else None,
+        "median_corr_carry_reward": _median(corrs),
+    }
+
+
+def classify_report_items(
+    report: Sequence[float],
+    current_peaks: Sequence[float],
+    earlier_peaks: Sequence[float],
+    tol: float = 4.0,
+) -> dict[str, int]:
+    """Item classes of reported centres (B.11, optional): *current* (within ``tol`` of a peak of this scan),
+    *recalled* (within ``tol`` of an earlier scan's peak only), *hallucinated* (neither)."""
+    out = {"current": 0, "recalled": 0, "hallucinated": 0}
+    for r in report:
+        if any(abs(r - p) <= tol for p in current_peaks):
+            out["current"] += 1
+        elif any(abs(r - p) <= tol for p in earlier_peaks):
+            out["recalled"] += 1
+        else:
+            out["hallucinated"] += 1
+    return out

@@ -1,0 +1,25 @@
+"""``rftlab spectrum`` commands (acceptance checks use exactly these invocations)."""
+
+from __future__ import annotations
+
+import json
+
+from rftlab.cli import main as cli_main
+
+
+def test_baselines_bench_json(capsys):
+    assert cli_main(["spectrum", "baselines", "--variant", "bench", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"empty", "memoryless", "accumulate", "wideband_only", "oracle"}
+    for row in out.values():
+        assert 0.0 <= row["mean_available_iou"] <= 1.0
+    assert out["oracle"]["mean_available_iou"] == 1.0
+    assert out["empty"]["mean_available_iou"] == round(33.0 / 168.0, 4)
+    assert out["empty"]["mean_occupied_iou"] == 0.0
+    # the stateless baseline of a memoryless policy equals its run score
+    assert out["memoryless"]["stateless_available_iou"] == out["memoryless"]["mean_available_iou"]
+
+
+def test_baselines_bad_runs(capsys):
+    assert cli_main(["spectrum", "baselines", "--variant", "bench", "--runs", "9"]) == 2
+    assert "--runs" in capsys.readouterr().err
