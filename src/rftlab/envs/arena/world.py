@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -357,3 +358,48 @@ def refresh_knowledge(state: GameState) -> None:
         for nid in state.nodes[agent.position].neighbors:
             if nid in known:
                 known[nid] = state.observe(nid)
+
+
+def build_state(
+    nodes: list[dict[str, Any]],
+    edges: list[tuple[str, str]],
+    agents: list[tuple[str, str, int]],
+    knowledge: Mapping[str, list[str]] | None = None,
+    turn: int = 0,
+) -> GameState:
+    """A hand-built state for fixtures and tests.
+
+    ``nodes``: dicts with ``id, owner, value`` and optional ``critical, fortification, exposed, compromised``
+    (in index order). ``agents``: ``(agent_id, position, resource)``; the team is read from the id prefix.
+    ``knowledge``: agent id -> node ids observed at ``turn``; agents not listed know every node. An agent
+    always knows its own position.
+    """
+    adjacency: dict[str, set[str]] = {spec["id"]: set() for spec in nodes}
+    for left, right in edges:
+        adjacency[left].add(right)
+        adjacency[right].add(left)
+    built = {
+        spec["id"]: Node(
+            id=spec["id"],
+            neighbors=tuple(sorted(adjacency[spec["id"]])),
+            owner=spec["owner"],
+            value=spec["value"],
+            critical=spec.get("critical", False),
+            fortification=spec.get("fortification", 0),
+            exposed=spec.get("exposed", False),
+            compromised=spec.get("compromised", False),
+        )
+        for spec in nodes
+    }
+    placed = {
+        agent_id: Agent(agent_id, agent_id.split("-")[0].upper(), position, resource)
+        for agent_id, position, resource in sorted(agents)
+    }
+    state = GameState(turn=turn, nodes=built, agents=placed, knowledge={})
+    for agent_id, agent in placed.items():
+        seen = list(built) if knowledge is None or agent_id not in knowledge else list(knowledge[agent_id])
+        if agent.position not in seen:
+            seen.append(agent.position)
+        state.knowledge[agent_id] = {nid: state.observe(nid, turn) for nid in seen}
+    check_invariants(state)
+    return state
