@@ -1,0 +1,217 @@
+"""Trends over training (``specs/statistics.md`` §2): one point per epoch/step is the replication unit.
+
+* ``early_late_halves`` — split at ``h = T // 2``: ``early = mean(y[:h])``, ``late = mean(y[h:])``.
+* ``fit_trend`` — OLS ``y = a + b·x`` (statsmodels) with a 95% CI on b, p-value and R², optionally
+  HAC (Newey–West) standard errors with ``use_t=True``; plus the Theil–Sen slope as a robustness check.
+* ``slope_flatness`` — TOST on the slope against a pre-declared band ``[-eps, +eps]``.
+* ``pooled_slope`` — fixed-effect (inverse-variance) pooled slope across runs and sign agreement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass(frozen=True)
+class EarlyLate:
+    """Early/late halves of a series split at ``h = T // 2``; ``delta = late - early``."""
+
+    n: int
+    early: float
+    late: float
+    delta: float
+
+
+def early_late_halves(y: Sequence[float]) -> EarlyLate:
+    """``early = mean(y[:T//2])``, ``late = mean(y[T//2:])`` (the same split as ``memory_gain``)."""
+    y = np.asarray(y, dtype=float)
+    if y.size < 2:
+        raise ValueError(f"need at least 2 points for early/late halves, got {y.size}")
+    h = y.size // 2
+    early, late = float(np.mean(y[:h])), float(np.mean(y[h:]))
+    return EarlyLate(n=int(y.size), early=early, late=late, delta=late - early)
+
+
+@dataclass(frozen=True)
+class TrendFit:
+    """Linear trend of one per-epoch series; ``slope_ci`` is two-sided at ``level``.
+
+    The replication unit is the epoch/step point (never rollouts). ``se_type`` is ``"OLS"`` or
+    ``"HAC(maxlags=k)"`` (Newey–West, t reference distribution).
+    """
+
+    n: int
+    slope: float
+    slope_se: float
+    slope_ci: tuple[float, float]
+    p_value: float
+    r2: float
+    intercept: float
+    df_resid: float
+    early: float
+    late: float
+    delta: float
+    theil_sen_slope: float
+    theil_sen_ci: tuple[float, float]
+    level: float
+    se_type: str
+    replication_unit: str = "epoch"
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["slope_ci"] = list(self.slope_ci)
+        out["theil_sen_ci"] = list(self.theil_sen_ci)
+        return out
+
+
+def fit_trend(
+    x: Sequence[float], y: Sequence[float], level: float = 0.95, hac_maxlags: int | None = None
+) -> TrendFit:
+    """OLS slope of ``y`` on ``x`` with CI/p/R², early/late halves and the Theil–Sen slope.
+
+    ``hac_maxlags`` switches to Newey–West (HAC) standard errors for autocorrelated series.
+    """
+    import statsmodels.api as sm
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError("x and y must be 1-d and of the same length")
+    if x.size < 3:
+        raise ValueError(f"need at least 3 points for a slope with a CI, got {x.size}")
+    if np.ptp(x) == 0:
+        raise ValueError("x is constant; no slope can be fitted")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("x and y must be finite")
+    design = sm.add_constant(x)
+    if hac_maxlags is None:
+        result, se_type = sm.OLS(y, design).fit(), "OLS"
+    else:
+        result = sm.OLS(y, design).fit(cov_type="HAC", cov_kwds={"maxlags": hac_maxlags}, use_t=True)
+        se_type = f"HAC(maxlags={hac_maxlags})"
+    ci = result.conf_int(alpha=1.0 - level)[1]
+    # scipy's theilslopes takes the confidence *level* as its `alpha` argument
+    ts = sps.theilslopes(y, x, alpha=level)
+    halves = early_late_halves(y)
+    return TrendFit(
+        n=int(x.size),
+        slope=float(result.params[1]),
+        slope_se=float(result.bse[1]),
+        slope_ci=(float(ci[0]), float(ci[1])),
+        p_value=float(result.pvalues[1]),
+        r2=float(result.rsquared) if np.ptp(y) > 0 else 0.0,
+        intercept=float(result.params[0]),
+        df_resid=float(result.df_resid),
+        early=halves.early,
+        late=halves.late,
+        delta=halves.delta,
+        theil_sen_slope=float(ts.slope),
+        theil_sen_ci=(float(ts.low_slope), float(ts.high_slope)),
+        level=level,
+        se_type=se_type,
+    )
+
+
+@dataclass(frozen=True)
+class Flatness:
+    """TOST on a slope against the declared band ``[-epsilon, +epsilon]``.
+
+    ``flat`` iff the slope's two-sided ``level`` CI lies inside the band (equivalently both one-sided
+    tests reject at (1 - level)/2). Otherwise the label says what the CI does show; a CI that merely
+    includes 0 is labelled as absence of evidence.
+    """
+
+    flat: bool
+    label: str
+    epsilon: float
+    slope: float
+    slope_ci: tuple[float, float]
+    tost_p_value: float
+    level: float
+
+
+def slope_flatness(trend: TrendFit, epsilon: float) -> Flatness:
+    """Is the trend flat within ``±epsilon`` (declared before seeing data)?"""
+    if epsilon <= 0:
+        raise ValueError("epsilon must be > 0")
+    lo, hi = trend.slope_ci
+    t_dist = sps.t(trend.df_resid)
+    p_above_lower = t_dist.sf((trend.slope + epsilon) / trend.slope_se) if trend.slope_se > 0 else 0.0
+    p_below_upper = t_dist.cdf((trend.slope - epsilon) / trend.slope_se) if trend.slope_se > 0 else 0.0
+    tost_p = float(max(p_above_lower, p_below_upper))
+    if -epsilon < lo and hi < epsilon:
+        flat, label = (
+            True,
+            f"flat: {trend.level:.0%} CI of the slope lies inside [-{epsilon:g}, +{epsilon:g}]",
+        )
+    elif lo > 0:
+        flat, label = False, "rising: CI excludes 0"
+    elif hi < 0:
+        flat, label = False, "falling: CI excludes 0"
+    else:
+        flat, label = False, "CI includes 0 — absence of evidence, not evidence of flatness"
+    return Flatness(
+        flat=flat,
+        label=label,
+        epsilon=epsilon,
+        slope=trend.slope,
+        slope_ci=trend.slope_ci,
+        tost_p_value=tost_p,
+        level=trend.level,
+    )
+
+
+@dataclass(frozen=True)
+class PooledSlope:
+    """Fixed-effect (inverse-variance) pooled slope across runs; the replication unit is the run.
+
+    ``sign_agreement`` is the fraction of runs whose slope has the pooled slope's sign.
+    """
+
+    n_runs: int
+    slope: float
+    se: float
+    ci: tuple[float, float]
+    level: float
+    n_positive: int
+    n_negative: int
+    sign_agreement: float
+    replication_unit: str = "run"
+
+
+def pooled_slope(
+    slopes: Sequence[float] | Sequence[TrendFit], ses: Sequence[float] | None = None, level: float = 0.95
+) -> PooledSlope:
+    """Pool per-run slopes with weights ``1/se²``: ``b = Σ w b_r / Σ w``, ``se = 1/sqrt(Σ w)``, normal CI."""
+    if ses is None:
+        fits = list(slopes)
+        b = np.array([f.slope for f in fits], dtype=float)
+        se = np.array([f.slope_se for f in fits], dtype=float)
+    else:
+        b = np.asarray(slopes, dtype=float)
+        se = np.asarray(ses, dtype=float)
+    if b.size == 0 or b.shape != se.shape:
+        raise ValueError("need one standard error per slope and at least one run")
+    if np.any(se <= 0) or not np.all(np.isfinite(se)):
+        raise ValueError("standard errors must be positive and finite")
+    w = 1.0 / se**2
+    pooled = float(np.sum(w * b) / np.sum(w))
+    pooled_se = float(1.0 / math.sqrt(np.sum(w)))
+    z = sps.norm.ppf(0.5 + level / 2.0)
+    sign = np.sign(pooled)
+    agreement = float(np.mean(np.sign(b) == sign)) if sign != 0 else 0.0
+    return PooledSlope(
+        n_runs=int(b.size),
+        slope=pooled,
+        se=pooled_se,
+        ci=(pooled - z * pooled_se, pooled + z * pooled_se),
+        level=level,
+        n_positive=int(np.sum(b > 0)),
+        n_negative=int(np.sum(b < 0)),
+        sign_agreement=agreement,
+    )
