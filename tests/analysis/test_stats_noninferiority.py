@@ -273,3 +273,32 @@ def test_values_outside_declared_range_are_rejected():
         hoeffding_lower_bound(np.array([0.5, 1.5]), 0.05)
     with pytest.raises(ValueError, match="alpha"):
         hoeffding_lower_bound(np.array([0.5]), 0.7)
+
+
+def test_public_single_sample_wrappers_and_confidence_sequence():
+    from rftlab.analysis.noninferiority import (
+        betting_confidence_sequence,
+        betting_lower_bound,
+        empirical_bernstein_lower_bound,
+        paired_t_lower_bound,
+        plugin_empirical_bernstein_lower_bound,
+        tango_lower_bound,
+    )
+
+    d = binary_differences(300, 0.2, 0.1, seed=19)
+    for name, fn in (
+        ("empirical_bernstein", empirical_bernstein_lower_bound),
+        ("plugin_empirical_bernstein", plugin_empirical_bernstein_lower_bound),
+        ("betting", betting_lower_bound),
+        ("paired_t", paired_t_lower_bound),
+        ("tango", tango_lower_bound),
+    ):
+        assert fn(d, 0.05) == pytest.approx(batch_lower_bounds(name, d, 0.05)[0], abs=1e-12)
+    sequence = betting_confidence_sequence(d, 0.05)
+    assert sequence.shape == (300,)
+    assert np.all(np.diff(sequence) >= -1e-12)  # running intersection never loosens
+    assert sequence[-1] == pytest.approx(betting_lower_bound(d, 0.05), abs=1e-9)
+    # L_t only uses the first t items: it equals the bound on the prefix with the same horizon
+    assert sequence[99] == pytest.approx(
+        batch_lower_bounds("betting", d[:100], 0.05, horizon=300)[0], abs=1e-9
+    )

@@ -178,13 +178,20 @@ def _plugin_empirical_bernstein_batch(x: np.ndarray, alpha: float) -> np.ndarray
     return ((lam * x).sum(axis=1) - math.log(1.0 / alpha) - (v * psi).sum(axis=1)) / lam.sum(axis=1)
 
 
-def _betting_max_log_capital(x: np.ndarray, lam_dot: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``max_{t<=n} log K_t(m)`` with ``K_t(m) = Π_{i<=t}(1 + λ_i(m)(x_i - m))``, λ_i(m) = min(λ̇_i, c/m)."""
+def _betting_max_log_capital(
+    x: np.ndarray, lam_dot: np.ndarray, m: np.ndarray, not_seen: np.ndarray | None = None
+) -> np.ndarray:
+    """``max_{t<=n} log K_t(m)`` with ``K_t(m) = Π_{i<=t}(1 + λ_i(m)(x_i - m))``, λ_i(m) = min(λ̇_i, c/m).
+
+    One m per row; ``not_seen`` (same shape as the capital) masks times excluded from the maximum.
+    """
     m = m[:, None]
     with np.errstate(divide="ignore"):
         cap = np.where(m > 0, BET_TRUNCATION / np.maximum(m, 1e-300), np.inf)
     lam = np.minimum(lam_dot, cap)
     log_capital = np.cumsum(np.log1p(lam * (x - m)), axis=1)
+    if not_seen is not None:
+        log_capital = np.where(not_seen, -np.inf, log_capital)
     return np.maximum(log_capital.max(axis=1), 0.0)  # K_0 = 1
 
 
@@ -332,6 +339,73 @@ def batch_noninferior(
         b, c = _tango_counts(d)
         return tango_score_statistic(b, c, d.shape[1], np.full(d.shape[0], -margin)) > sps.norm.ppf(1 - alpha)
     return batch_lower_bounds(method, d, alpha, low, high, horizon) > -margin
+
+
+def _single(
+    method: str, d: np.ndarray, alpha: float, low: float, high: float, horizon: int | None = None
+) -> float:
+    d = np.asarray(d, dtype=float)
+    if d.ndim != 1:
+        raise ValueError("expected a 1-d vector of per-item differences")
+    _check_range(d, low, high)
+    return float(batch_lower_bounds(method, d, alpha, low, high, horizon)[0])
+
+
+def empirical_bernstein_lower_bound(
+    d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0
+) -> float:
+    """Maurer–Pontil (2009, Thm 4) lower bound; one-sided, level 1-alpha, replication unit = item."""
+    return _single("empirical_bernstein", d, alpha, low, high)
+
+
+def plugin_empirical_bernstein_lower_bound(
+    d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0
+) -> float:
+    """Predictable plug-in empirical Bernstein lower bound (fixed n; order-dependent); level 1-alpha."""
+    return _single("plugin_empirical_bernstein", d, alpha, low, high)
+
+
+def betting_lower_bound(
+    d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0, horizon: int | None = None
+) -> float:
+    """Betting confidence sequence's lower end after all n items (anytime-valid; order-dependent)."""
+    return _single("betting", d, alpha, low, high, horizon)
+
+
+def betting_confidence_sequence(
+    d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0, horizon: int | None = None
+) -> np.ndarray:
+    """Lower confidence sequence ``L_1..L_n`` (running intersection): ``P(exists t: mu < L_t) <= alpha``.
+
+    Because it is anytime-valid, the gate ``L_t > -margin`` may be checked after every item or epoch
+    without inflating the error. ``L_n`` equals ``betting_lower_bound``. The bets are tuned for
+    ``horizon`` (default n), which does not affect validity.
+    """
+    d = np.asarray(d, dtype=float)
+    _validate(alpha, low, high)
+    _check_range(d, low, high)
+    n = d.size
+    x = (d - low) / (high - low)
+    lam_dot, _ = _plugin_lambdas(x[None, :], alpha, horizon if horizon is not None else n)
+    after_t = np.triu(np.ones((n, n), dtype=bool), k=1)  # row t: items s > t are not yet seen
+    threshold = math.log(1.0 / alpha)
+    lo, hi = np.zeros(n), np.ones(n)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        rejected = _betting_max_log_capital(x[None, :], lam_dot, mid, not_seen=after_t) >= threshold
+        lo = np.where(rejected, mid, lo)
+        hi = np.where(rejected, hi, mid)
+    return low + (high - low) * lo
+
+
+def paired_t_lower_bound(d: np.ndarray, alpha: float) -> float:
+    """Paired t lower bound ``d̄ - t_{1-alpha,n-1}·s/sqrt(n)``; one-sided, level 1-alpha, **asymptotic**."""
+    return float(_paired_t_batch(_as_batch(d), alpha)[0])
+
+
+def tango_lower_bound(d: np.ndarray, alpha: float) -> float:
+    """Tango score-interval lower end for paired 0/1 outcomes; one-sided, level 1-alpha, **asymptotic**."""
+    return float(_tango_batch(_as_batch(d), alpha)[0])
 
 
 # --------------------------------------------------------------------------------------------------
