@@ -58,3 +58,14 @@ def test_solve_command_matches_seed0_vector(capsys):
     assert out["canonical_assignment"]["blue-0"] == {"type": "SCAN", "target": "V55"}
     assert main(["arena", "solve", "--seed", "0", "--style", "reckless"]) == 2
     assert main(["arena", "solve", "--seed", "0", "--size", "8"]) == 2
+
+
+def test_prompt_command(capsys):
+    assert main(["arena", "prompt", "--seed", "0", "--agent", "blue-1"]) == 0
+    messages = json.loads(capsys.readouterr().out)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    body = json.loads(messages[1]["content"])
+    assert body["phase"] == "BROADCAST" and body["observation"]["self"]["id"] == "blue-1"
+    # default permutation p = seed + agent index = 1: the sorted list rotated by one
+    assert body["legal_actions"][0] == {"id": "A0", "type": "CAPTURE", "target": "V84"}
+    assert main(["arena", "prompt", "--seed", "0", "--agent", "red-0"]) == 2
