@@ -306,3 +306,17 @@ def test_vectorised_oracle_matches_bruteforce_on_all_frozen_cases():
             for combo in itertools.product(*legal)
         ]
         assert rewards.tolist() == expected, case
+
+
+def test_optimal_outcome_needs_strict_replies_and_zero_regret():
+    from rftlab.envs.arena.oracle import optimal_outcome
+
+    assert optimal_outcome(0.0) and optimal_outcome(5e-10)
+    assert not optimal_outcome(2e-9)
+    assert not optimal_outcome(0.0, strict_team_protocol=False)
+    state = generate_state(0, 12)
+    red = deterministic_policy(state, "RED")
+    solution = solve_joint_action(state, "BLUE", red)
+    # any optimal assignment (not only the canonical one) has zero regret
+    for assignment in solution.optimal_assignments:
+        assert optimal_outcome(oracle_regret(solution, state, assignment, red))

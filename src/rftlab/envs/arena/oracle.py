@@ -394,3 +394,8 @@ def oracle_regret(
     joint = dict(opponent_actions)
     joint.update(team_actions)
     return solution.reward - joint_reward(state, joint, solution.team)
+
+
+def optimal_outcome(regret: float, strict_team_protocol: bool = True) -> bool:
+    """§7: all four action replies parsed strictly and ``regret <= 1e-9`` (matching the canonical is not needed)."""
+    return strict_team_protocol and regret <= OPTIMAL_REGRET_TOLERANCE
