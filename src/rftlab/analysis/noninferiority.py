@@ -250,9 +250,10 @@ def tango_score_statistic(n_plus: np.ndarray, n_minus: np.ndarray, n: int, delta
     q_hat = (np.sqrt(np.maximum(big_b**2 - 4.0 * big_a * big_c, 0.0)) - big_b) / (2.0 * big_a)
     variance = n * (2.0 * q_hat + delta0 * (1.0 - delta0))
     numerator = b - c - n * delta0
+    degenerate = variance <= 1e-300  # all mass on one cell: the statistic is ±inf (or 0 at the estimate)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = numerator / np.sqrt(np.maximum(variance, 0.0))
-    return np.where(variance > 1e-300, z, np.sign(numerator) * np.inf)
+        z = numerator / np.sqrt(np.where(degenerate, 1.0, variance))
+    return np.where(degenerate, np.where(numerator > 0, np.inf, np.where(numerator < 0, -np.inf, 0.0)), z)
 
 
 def _tango_counts(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
