@@ -293,11 +293,12 @@ def joint_action_rewards(
     potential = {t_code: _potential(state, t_code, after, node_index) for t_code in (0, 1)}
     value = value + (potential[own_code] - potential[enemy_code])
 
-    scans_table = {t: np.array([scan_bonus_total(k) for k in range(len(order) + 1)]) for t in (BLUE, RED)}
+    scan_bonus = np.array([scan_bonus_total(k) for k in range(n_agents + 1)])  # S for k scanning agents
+    invalid_own = 0  # the enumerated team only plays actions from its legal lists
     reward = value - value_before
-    reward = reward + scans_table[team][scan_count[team]]
-    reward = reward - scans_table[other][scan_count[other]]
-    reward = reward - INVALID_ACTION_PENALTY * 0  # the enumerated team only plays legal actions
+    reward = reward + scan_bonus[scan_count[team]]
+    reward = reward - scan_bonus[scan_count[other]]
+    reward = reward - INVALID_ACTION_PENALTY * invalid_own
     reward = reward + INVALID_ACTION_PENALTY * invalid_other
     return reward, choice, legal
 
