@@ -302,3 +302,16 @@ def test_public_single_sample_wrappers_and_confidence_sequence():
     assert sequence[99] == pytest.approx(
         batch_lower_bounds("betting", d[:100], 0.05, horizon=300)[0], abs=1e-9
     )
+
+
+def test_tiny_and_degenerate_samples_do_not_crash():
+    one = np.array([0.0])
+    assert hoeffding_lower_bound(one, 0.05) == -1.0  # clipped to the range
+    result = bound_result("paired_t", one, 0.03, 0.05)
+    assert result.lower is None and result.decision == "not_applicable"
+    ties = np.zeros(3)
+    report = paired_noninferiority(ties, ties, margin=0.03)
+    assert report.decision == "inconclusive"
+    assert "zero variance" in report.bounds["paired_t"].note
+    for bound in report.bounds.values():
+        assert bound.lower is None or -1.0 <= bound.lower <= 0.0

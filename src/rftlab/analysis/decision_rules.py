@@ -97,8 +97,8 @@ class CriterionResult:
     method: str
     n: int
     statistic_mean: float
-    lower: float
-    upper: float
+    lower: float | None
+    upper: float | None
     margin: float
     decision: str
     passed: bool
@@ -178,8 +178,8 @@ def evaluate_decision_rule(
                 method=method,
                 n=bound.n,
                 statistic_mean=float(np.mean(s)),
-                lower=float(bound.lower) if bound.lower is not None else float("nan"),
-                upper=float(bound.upper) if bound.upper is not None else float("nan"),
+                lower=bound.lower,
+                upper=bound.upper,
                 margin=criterion.margin,
                 decision=bound.decision,
                 passed=bound.decision == "noninferior",

@@ -95,18 +95,22 @@ def hoeffding_lower_bound(
 
     Equal weights: ``d̄ - (b - a)·sqrt(ln(1/alpha)/(2n))``. Item weights (Σ w_i = 1):
     ``d̄_w - (b - a)·sqrt(ln(1/alpha)·Σ w_i² / 2)``. ``two_sided`` uses ln(2/alpha) (the lower end of a
-    two-sided 1-alpha interval).
+    two-sided 1-alpha interval). Clipped to ``a`` (only matters for tiny n).
     """
     _validate(alpha, low, high)
     d = np.asarray(d, dtype=float)
     _check_range(d, low, high)
     k = 2.0 if two_sided else 1.0
     if item_weights is None:
-        return float(np.mean(d) - hoeffding_half_width(d.size, alpha, low, high, two_sided))
-    w = np.asarray(item_weights, dtype=float)
-    if w.shape != d.shape or np.any(w < 0) or not math.isclose(float(w.sum()), 1.0, rel_tol=1e-9):
-        raise ValueError("item_weights must be non-negative, one per item, and sum to 1")
-    return float(np.dot(w, d) - (high - low) * math.sqrt(math.log(k / alpha) * float(np.sum(w**2)) / 2.0))
+        lower = float(np.mean(d) - hoeffding_half_width(d.size, alpha, low, high, two_sided))
+    else:
+        w = np.asarray(item_weights, dtype=float)
+        if w.shape != d.shape or np.any(w < 0) or not math.isclose(float(w.sum()), 1.0, rel_tol=1e-9):
+            raise ValueError("item_weights must be non-negative, one per item, and sum to 1")
+        lower = float(
+            np.dot(w, d) - (high - low) * math.sqrt(math.log(k / alpha) * float(np.sum(w**2)) / 2.0)
+        )
+    return max(lower, low)  # the mean cannot be below the declared range
 
 
 def hoeffding_p_value(d: np.ndarray, margin: float, low: float = -1.0, high: float = 1.0) -> float:
@@ -494,9 +498,13 @@ def bound_result(
             p_value = 1.0 if excess <= 0 else math.exp(-2.0 * excess**2 / ((high - low) ** 2 * w2))
     elif item_weights is not None:
         raise ValueError("item weights are supported by the Hoeffding bound only")
+    elif method == "paired_t" and n < 2:
+        lower, upper, note = None, None, "the paired t test needs at least 2 items"
     elif method == "paired_t":
         lower, upper, p_value = _paired_t_statsmodels(d, margin, alpha)
         lower, upper = max(lower, low), min(upper, high)
+        if p_value is None:
+            note = "zero variance: the t interval degenerates to the mean"
     elif method == "tango" and not np.all(np.isin(d, (-1.0, 0.0, 1.0))):
         lower, upper, note = None, None, "Tango's score test needs paired 0/1 outcomes"
     else:
@@ -513,7 +521,7 @@ def bound_result(
     if lower is not None and method in ("betting", "tango"):
         # direct test of -margin: the same decision as comparing the bisected bound, without its rounding
         claimed = bool(batch_noninferior(method, d, margin, alpha, low, high, horizon)[0])
-        decision = "noninferior" if claimed else decide(low, upper, margin)
+        decision = "noninferior" if claimed else ("inferior" if upper < -margin else "inconclusive")
     else:
         decision = decide(lower, upper, margin)
     return BoundResult(

@@ -156,7 +156,7 @@ def decision_rule_command(args: argparse.Namespace) -> int:
     print(f"decision rule of {args.spec} (sha256 {result.spec_sha256[:12]}...)")
     for c in result.criteria:
         print(
-            f"  {c.id}: {c.method} n={c.n} mean={c.statistic_mean:+.4f} lower={c.lower:+.4f} "
+            f"  {c.id}: {c.method} n={c.n} mean={c.statistic_mean:+.4f} lower={_fmt(c.lower)} "
             f"margin={c.margin:+g} -> {c.decision}"
         )
     print(f"decision: {result.decision}")
