@@ -114,3 +114,19 @@ def test_power_curve_is_tidy_and_increasing():
     for _, group in curve.groupby("method"):
         rates = group.sort_values("difference")["pass_rate"].to_numpy()
         assert np.all(np.diff(rates) >= 0)
+
+
+@pytest.mark.parametrize("discordance", [0.04, 0.8])
+@pytest.mark.parametrize(
+    "method", ["hoeffding", "empirical_bernstein", "plugin_empirical_bernstein", "betting"]
+)
+def test_finite_sample_bounds_are_valid_at_small_n(method, discordance):
+    reps = 2000
+    result = null_error_rate(method, 30, MARGIN, discordance, ALPHA, reps, np.random.default_rng(8))
+    assert result.rate <= ALPHA + mc_tolerance(reps)
+
+
+def test_paired_t_is_not_valid_at_small_n_with_few_discordant_pairs():
+    # why the asymptotic tests are labelled so and never gate: n = 30, r = 0.04
+    result = null_error_rate("paired_t", 30, MARGIN, 0.04, ALPHA, 2000, np.random.default_rng(9))
+    assert result.rate > 2 * ALPHA
