@@ -187,3 +187,28 @@ def test_console_script_entry_point(item_files):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["n"] == 1319
+
+
+def test_decision_rule_command_on_gs1_spec(shared_dir, item_files, capsys):
+    t, b, d = item_files
+    spec = shared_dir / "seeds" / "gs1_vs_grpo_spec.json"
+    code, out, _ = run(
+        ["stats", "decision-rule", "--spec", spec, "--treatment", t, "--baseline", b, "--json"], capsys
+    )
+    assert code == 0
+    result = json.loads(out)
+    (primary,) = result["criteria"]
+    assert primary["id"] == "primary" and primary["margin"] == -0.03
+    assert primary["lower"] == pytest.approx(d.mean() - math.sqrt(2 * math.log(20) / 1319))
+    assert len(result["spec_sha256"]) == 64
+
+
+def test_gates_check_on_gs1_spec_names_the_missing_metric(shared_dir, tmp_path, capsys):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"executed_group_size_treatment": 1, "executed_group_size_baseline": 8}))
+    spec = shared_dir / "seeds" / "gs1_vs_grpo_spec.json"
+    code, out, _ = run(["gates", "check", spec, metrics, "--json"], capsys)
+    assert code == 1
+    checks = {c["metric"]: c for c in json.loads(out)["checks"]}
+    assert checks["executed_group_size_treatment"]["passed"]
+    assert not checks["pilot_mean_reward"]["passed"] and "missing" in checks["pilot_mean_reward"]["reason"]

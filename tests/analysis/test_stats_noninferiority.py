@@ -315,3 +315,11 @@ def test_tiny_and_degenerate_samples_do_not_crash():
     assert "zero variance" in report.bounds["paired_t"].note
     for bound in report.bounds.values():
         assert bound.lower is None or -1.0 <= bound.lower <= 0.0
+
+
+def test_two_sided_convention_equals_one_sided_half_alpha():
+    # specs/statistics.md §3.1: the lower end of a two-sided 95% interval is the one-sided 0.025 bound
+    d = binary_differences(1319, 0.12, 0.1, seed=20)
+    assert hoeffding_lower_bound(d, 0.05, two_sided=True) == pytest.approx(
+        hoeffding_lower_bound(d, 0.025), abs=1e-15
+    )
