@@ -47,13 +47,13 @@ PLANNING_DISCORDANCE = 0.2
 
 # %%
 # (imports follow the parameters cell, which must come first)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from IPython.display import Markdown, display  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
 
-from rftlab.analysis import power  # noqa: E402
-from rftlab.analysis.noninferiority import METHODS, VALIDITY, hoeffding_half_width  # noqa: E402
+from rftlab.analysis import power
+from rftlab.analysis.noninferiority import METHODS, VALIDITY, hoeffding_half_width
 
 rng = np.random.default_rng(SEED)
 LABELS = {
