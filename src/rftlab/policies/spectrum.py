@@ -220,5 +220,6 @@ RFT_POLICIES: dict[str, Callable[[], Any]] = {
     "memory_all": lambda: RFTBucketMemory(1),
     "memory": lambda: RFTBucketMemory(2),
     "carpet": RFTCarpet,
+    "echo_follower": RFTEchoFollower,
     "oracle": RFTOracle,
 }

@@ -132,93 +132,125 @@ def generate_scans(
     n_scans: int,
     seed: int,
     params: GeneratorParams,
+    *,
+    annotate: bool = False,
+    with_ground_truth: bool = True,
 ) -> list[dict[str, Any]]:
     """Generate ``n_scans`` scan records (A.3). Each record has the corpus row keys from ``scan_id`` on:
     ``scan_id, sensor_id, detector_version, integration_time_ms, estimated_noise_floor_dbm,
-    detected_peaks, ground_truth, interference_freqs`` (plus the caller adds ``scan_idx`` etc.)."""
+    detected_peaks, ground_truth, interference_freqs`` (plus the caller adds ``scan_idx`` etc.).
+
+    ``annotate=True`` adds ``channel_id`` (``None`` for interference/noise) to every peak, for ceiling
+    policies and diagnostics; ``with_ground_truth=False`` leaves ``ground_truth`` empty (the RFT env keeps
+    its layout instead). Neither changes any draw."""
     chans = as_channel_defs(channels)
     rng = random.Random(seed)
+    rand = rng.random
+    gauss = rng.gauss
+    uniform = rng.uniform
+    bits = rng.getrandbits
     W, G = params.W, params.G
     nf = params.noise_floor_dbm
     band = params.band_width
+    jitter = params.center_jitter
+    p_miss = params.p_miss
+    p_active = params.p_active
+    freq_noise = params.freq_noise
+    power_noise = params.power_noise
     schedule: list[set[int]] | None = None
     if params.n_active is not None and chans:
         schedule = round_robin_sets(rng, chans, params.n_active, n_scans)
+    # per-channel constants: (def, nominal centre, bandwidth, power, width sigma, gt channel_def)
+    consts = [
+        (
+            ch,
+            ch.nominal_center(W, G),
+            ch.nominal_bandwidth(W),
+            float(ch.power_dbm if ch.power_dbm is not None else params.channel_power_dbm),
+            0.15 * ch.nominal_bandwidth(W),
+            ch.as_ground_truth_def(params.channel_power_dbm) if with_ground_truth else None,
+        )
+        for ch in chans
+    ]
+
+    def dashed(prefix: str) -> str:
+        a = bits(32)
+        b = bits(16)
+        c = bits(16)
+        d = bits(16)
+        e = bits(48)
+        return f"{prefix}-{a:08x}-{b:04x}-{c:04x}-{d:04x}-{e:012x}"
 
     scans: list[dict[str, Any]] = []
     for i in range(n_scans):
-        scan_id = dashed_id(rng, "scan")
+        scan_id = dashed("scan")
+        active_ids = schedule[i] if schedule is not None else None
         peaks: list[dict[str, Any]] = []
         ground_truth: list[dict[str, Any]] = []
-        for ch in chans:
-            nominal = ch.nominal_center(W, G)
-            bw = ch.nominal_bandwidth(W)
-            j = params.center_jitter
-            center = nominal + rng.uniform(-j, j) if j > 0 else nominal
+        for ch, nominal, bw, power, w_sigma, gt_def in consts:
+            center = nominal + uniform(-jitter, jitter) if jitter > 0 else nominal
             if ch.p_active is not None:
-                active = rng.random() < ch.p_active
-            elif schedule is not None:
-                active = ch.id in schedule[i]
+                active = rand() < ch.p_active
+            elif active_ids is not None:
+                active = ch.id in active_ids
             else:
-                active = rng.random() < params.p_active
-            power = float(ch.power_dbm if ch.power_dbm is not None else params.channel_power_dbm)
-            ground_truth.append(
-                {
-                    "channel_def": ch.as_ground_truth_def(params.channel_power_dbm),
-                    "center_freq": round(center, 2),
-                    "active_this_scan": active,
-                    "power_dbm": power if active else float(nf),
-                }
-            )
-            if active:
-                u = rng.random()
-                if u >= params.p_miss:
-                    f = center + rng.gauss(0, params.freq_noise)
-                    pw = power + rng.gauss(0, params.power_noise)
-                    w = bw + rng.gauss(0, 0.15 * bw)
-                    pid = dashed_id(rng, "peak")
-                    peaks.append(
-                        {
-                            "freq_mhz": round(f, 1),
-                            "power_dbm": round(pw, 1),
-                            "width_mhz": round(max(1.0, w), 1),
-                            "source": "channel",
-                            "peak_id": pid,
-                        }
-                    )
-        interference_freqs: list[float] = []
-        if rng.random() < params.p_interference:
-            m = rng.randint(1, 3)
-            for _ in range(m):
-                f = rng.uniform(0, band)
-                pw = rng.uniform(nf + 5, nf + 20)
-                interference_freqs.append(round(f, 2))
-                w = round(rng.uniform(0.5, 3.0), 1)
-                pid = dashed_id(rng, "peak")
-                peaks.append(
+                active = rand() < p_active
+            if gt_def is not None:
+                ground_truth.append(
                     {
-                        "freq_mhz": round(f, 1),
-                        "power_dbm": round(pw, 1),
-                        "width_mhz": w,
-                        "source": "interference",
-                        "peak_id": pid,
+                        "channel_def": dict(gt_def),
+                        "center_freq": round(center, 2),
+                        "active_this_scan": active,
+                        "power_dbm": power if active else float(nf),
                     }
                 )
-        if rng.random() < params.p_false_alarm:
-            f = rng.uniform(0, band)
-            pw = nf + rng.gauss(5, 2)
-            w = round(rng.uniform(1.0, 5.0), 1)
-            pid = dashed_id(rng, "peak")
-            peaks.append(
-                {
+            if active and rand() >= p_miss:
+                f = center + gauss(0, freq_noise)
+                pw = power + gauss(0, power_noise)
+                w = bw + gauss(0, w_sigma)
+                peak = {
+                    "freq_mhz": round(f, 1),
+                    "power_dbm": round(pw, 1),
+                    "width_mhz": round(max(1.0, w), 1),
+                    "source": "channel",
+                    "peak_id": dashed("peak"),
+                }
+                if annotate:
+                    peak["channel_id"] = ch.id
+                peaks.append(peak)
+        interference_freqs: list[float] = []
+        if rand() < params.p_interference:
+            m = rng.randint(1, 3)
+            for _ in range(m):
+                f = uniform(0, band)
+                pw = uniform(nf + 5, nf + 20)
+                interference_freqs.append(round(f, 2))
+                w = round(uniform(0.5, 3.0), 1)
+                peak = {
                     "freq_mhz": round(f, 1),
                     "power_dbm": round(pw, 1),
                     "width_mhz": w,
-                    "source": "noise",
-                    "peak_id": pid,
+                    "source": "interference",
+                    "peak_id": dashed("peak"),
                 }
-            )
-        peaks.sort(key=lambda p: p["freq_mhz"])
+                if annotate:
+                    peak["channel_id"] = None
+                peaks.append(peak)
+        if rand() < params.p_false_alarm:
+            f = uniform(0, band)
+            pw = nf + gauss(5, 2)
+            w = round(uniform(1.0, 5.0), 1)
+            peak = {
+                "freq_mhz": round(f, 1),
+                "power_dbm": round(pw, 1),
+                "width_mhz": w,
+                "source": "noise",
+                "peak_id": dashed("peak"),
+            }
+            if annotate:
+                peak["channel_id"] = None
+            peaks.append(peak)
+        peaks.sort(key=_freq_key)
         scans.append(
             {
                 "scan_id": scan_id,
@@ -232,3 +264,7 @@ def generate_scans(
             }
         )
     return scans
+
+
+def _freq_key(peak: Mapping[str, Any]) -> float:
+    return peak["freq_mhz"]

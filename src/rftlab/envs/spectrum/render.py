@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ class SpectrumText:
     brief: Brief
     instructions: str  # BSM-official instructions (the task template's rendered text)
     rft_instruction: str  # BSM-RFT one-sentence neutral instruction (replaces the instructions)
+    # BSM-RFT env-authored sentences: the note after the ``[[SCAN_BOUNDARY]]`` token, per memory channel;
+    # the instruction line closing the running-list echo; the notepad_read result for an empty notepad.
+    rft_marker_notes: Mapping[str, str] = field(default_factory=dict)
+    rft_echo_instruction: str = ""
+    rft_notepad_empty: str = ""
     source: str = "project"
     rft_instruction_source: str = "project"
 
@@ -112,6 +118,19 @@ PROJECT_TEXT = SpectrumText(
         "A new monitoring session starts now: the set of transmitters in this band stays the same for the "
         "whole session but is not given to you; work it out from the scans below."
     ),
+    rft_marker_notes={
+        "echo": "New scan. Earlier scans are no longer shown; the RUNNING LIST below this scan is all that "
+        "remains of them.",
+        "scrambled": "New scan. Earlier scans are no longer shown; the RUNNING LIST below this scan is all "
+        "that remains of them.",
+        "notepad": "New scan. Earlier scans are no longer shown; all that remains of them is what you saved "
+        "in your notepad (use notepad_read).",
+        "none": "New scan. Earlier scans are no longer shown.",
+    },
+    rft_echo_instruction=(
+        "Carry all of these over, add any new peaks from this scan, and submit the complete updated list."
+    ),
+    rft_notepad_empty="(the notepad is empty: nothing has been written to it yet)",
 )
 
 
@@ -131,8 +150,9 @@ def load_upstream_text(folder: str | Path) -> SpectrumText:
     """Upstream-text mode: read CLBench's BSM prose from a folder laid out like ``data/clbench/``.
 
     ``upstream_text.json`` supplies the brief and ``templates_dir``; ``task.j2`` there is rendered as the
-    instructions. The RFT neutral instruction comes from ``blind_spectrum_monitoring.rft_instruction`` or
-    ``<templates_dir>_rft/task.j2`` when the folder has them; otherwise the project's sentence is kept
+    instructions. The RFT texts come from an optional ``blind_spectrum_monitoring.rft`` object
+    (``instruction``, ``marker_notes`` {channel: sentence}, ``echo_instruction``, ``notepad_empty``) or, for
+    the instruction, ``<templates_dir>_rft/task.j2``; whatever the folder lacks keeps the project wording
     (``rft_instruction_source == "project"``)."""
     folder = Path(folder)
     meta_path = folder / "upstream_text.json"
@@ -152,7 +172,8 @@ def load_upstream_text(folder: str | Path) -> SpectrumText:
     )
     tdir = folder / bsm.get("templates_dir", "templates/blind_spectrum_monitoring")
     instructions = _jinja_env(tdir).get_template("task.j2").render()
-    rft = bsm.get("rft_instruction")
+    rft_extra = bsm.get("rft") or {}
+    rft = rft_extra.get("instruction")
     rft_source = str(meta_path) if rft else "project"
     rft_tdir = tdir.with_name(tdir.name + "_rft")
     if rft is None and (rft_tdir / "task.j2").is_file():
@@ -162,6 +183,9 @@ def load_upstream_text(folder: str | Path) -> SpectrumText:
         brief=brief,
         instructions=instructions,
         rft_instruction=rft if rft is not None else PROJECT_TEXT.rft_instruction,
+        rft_marker_notes={**PROJECT_TEXT.rft_marker_notes, **rft_extra.get("marker_notes", {})},
+        rft_echo_instruction=rft_extra.get("echo_instruction", PROJECT_TEXT.rft_echo_instruction),
+        rft_notepad_empty=rft_extra.get("notepad_empty", PROJECT_TEXT.rft_notepad_empty),
         source=str(folder),
         rft_instruction_source=rft_source,
     )
@@ -179,6 +203,7 @@ def resolve_text(text: SpectrumText | str | Path | None) -> SpectrumText:
 # ------------------------------------------------------------------------------------ formats
 
 
+@lru_cache(maxsize=1024)
 def timestamp_utc(scan_idx: int) -> str:
     """``2026-01-01T00:00:00Z`` + 5 min × ``scan_idx``."""
     return (TIMESTAMP_EPOCH + SCAN_INTERVAL * scan_idx).strftime("%Y-%m-%dT%H:%M:%SZ")
