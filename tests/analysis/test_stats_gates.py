@@ -16,8 +16,9 @@ from rftlab.analysis.decision_rules import (
     evaluate_decision_rule,
     evaluate_decision_rule_file,
 )
-from rftlab.analysis.gates import GateCheck, canonical_sha256, evaluate_gate, evaluate_gate_file, parse_checks
+from rftlab.analysis.gates import GateCheck, evaluate_gate, evaluate_gate_file, parse_checks
 from rftlab.analysis.io import AnalysisInputError
+from rftlab.runs.hashing import spec_sha256 as canonical_sha256
 
 CHECKS = [
     {"metric": "group_size", "measures": "rollouts per prompt", "one_of": ["1"]},

@@ -11,7 +11,6 @@ attached to every check, and an optional ``"metrics"`` object may wrap the value
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from rftlab.runs.hashing import file_sha256
 
 
 class GateCheck(BaseModel):
@@ -76,17 +77,6 @@ class GateEvaluation:
             "n_failed": sum(not c.passed for c in self.checks),
             "checks": [asdict(c) for c in self.checks],
         }
-
-
-def canonical_sha256(obj: Any) -> str:
-    """SHA-256 of canonical JSON (sorted keys, no whitespace) — the hash of a spec given as data."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes — the hash recorded for a spec read from disk."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def parse_checks(spec: Mapping[str, Any]) -> list[GateCheck]:
