@@ -97,6 +97,64 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench90(args: argparse.Namespace) -> int:
+    from rftlab.envs.spectrum.bench import RFTPolicyOnBench, evaluate_bench90
+    from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
+
+    name = args.policy
+    if name.startswith("rft:"):
+        inner = name[4:]
+        if inner not in RFT_POLICIES:
+            raise UsageError(f"unknown RFT policy {inner!r}; choose from {', '.join(RFT_POLICIES)}")
+        factory = lambda: RFTPolicyOnBench(RFT_POLICIES[inner]())  # noqa: E731
+    elif name in BENCH_POLICIES:
+        factory = BENCH_POLICIES[name]
+    else:
+        raise UsageError(
+            f"unknown policy {name!r}; choose from {', '.join(BENCH_POLICIES)} or rft:<{'|'.join(RFT_POLICIES)}>"
+        )
+    if not 1 <= args.runs <= 5:
+        raise UsageError(f"--runs must be between 1 and 5, got {args.runs}")
+    res = evaluate_bench90(factory, runs=range(args.runs), baseline=not args.no_baseline)
+    if args.json:
+        _dump(res)
+    else:
+        for run in res["runs"]:
+            gain = run.get("normalized_gain")
+            print(
+                f"run {run['run_index']}: available-IoU {run['mean_available_iou']:.4f}  "
+                f"occupied-IoU {run['mean_occupied_iou']:.4f}  learning_delta {run['learning_delta']:+.4f}"
+                + ("" if gain is None else f"  normalized_gain {gain:+.4f}")
+            )
+        if "baseline" in res:
+            b = res["baseline"]
+            print(
+                f"stateless baseline: available-IoU {b['mean_available_iou']:.4f}  occupied-IoU {b['mean_occupied_iou']:.4f}"
+            )
+    return 0
+
+
+def _cmd_dataset(args: argparse.Namespace) -> int:
+    from rftlab.envs.spectrum.dataset import dataset_jsonl, dataset_rows
+
+    if args.n < 1:
+        raise UsageError(f"--n must be >= 1, got {args.n}")
+    rows = list(
+        dataset_rows(
+            args.n,
+            prompt=args.prompt,
+            memory=args.memory,
+            prefix=args.prefix,
+            think=not args.no_think,
+            fewshot=args.fewshot,
+        )
+    )
+    _write_bytes(args.out, dataset_jsonl(rows).encode("utf-8"))
+    first, last = rows[0]["input_metadata"]["row_id"], rows[-1]["input_metadata"]["row_id"]
+    print(f"wrote {len(rows)} rows ({first} .. {last}) -> {args.out}", file=sys.stderr)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("spectrum", help="spectrum memory environment (CLBench BSM + RFT variant)")
     sub = parser.add_subparsers(dest="spectrum_command", metavar="SUBCOMMAND")
@@ -120,6 +178,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_baselines)
+
+    p = sub.add_parser("dataset", help="write RFT training rows (eval-protocol JSONL)")
+    p.add_argument("--n", type=int, default=48, help="number of rows (default 48)")
+    p.add_argument("--prompt", choices=["explicit", "weak"], default="explicit")
+    p.add_argument("--memory", choices=["none", "echo", "scrambled", "notepad"], default="echo")
+    p.add_argument("--prefix", help="row-id prefix (default by arm: spectrum, sc1, sc2, nm1, nm2)")
+    p.add_argument("--no-think", action="store_true", help="append ' /no_think' to the system prompt")
+    p.add_argument("--fewshot", action="store_true", help="append an illustrative accumulation example")
+    p.add_argument("--out", required=True, help="output JSONL file")
+    p.set_defaults(func=_cmd_dataset)
+
+    p = sub.add_parser("bench90", help="evaluate a reference policy on the official 90-scan schedule")
+    p.add_argument(
+        "--policy", required=True, help="a bench policy name, or rft:<name> through the RFT bridge"
+    )
+    p.add_argument("--runs", type=int, default=1, help="permuted runs 0..N-1 (default 1: the official order)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the stateless-baseline protocol")
+    p.add_argument("--json", action="store_true", help="print JSON (per-scan rewards included)")
+    p.set_defaults(func=_cmd_bench90)
 
 
 def _dump(obj: object) -> None:

@@ -374,3 +374,60 @@ def evaluate_bench90(
         out["mean_available_iou"] = _mean([x["mean_available_iou"] for x in out["runs"]])
         out["mean_occupied_iou"] = _mean([x["mean_occupied_iou"] for x in out["runs"]])
     return out
+
+
+# ------------------------------------------------------------------------ RFT policies on the bench
+
+
+class _BenchAsRFTObservation:
+    """A ``BenchQuery`` seen through the RFT observation interface (``peaks``, ``echo``, ``hidden``)."""
+
+    def __init__(self, query: BenchQuery, echo: list[float] | None):
+        self.text = query.prompt
+        self.scan_num = query.scan_num
+        self.num_scans = query.stated_horizon
+        self.tool_results: list[dict[str, Any]] = []
+        self.done = False
+        self.echo = echo
+        self.peaks = [dict(p) for p in query.peaks]
+        gt = query.hidden["ground_truth_channels"]
+        self.hidden = {
+            "channel_centers": [c for c, _ in gt],
+            "peak_sources": list(query.hidden["peak_sources"]),
+            "peak_true_centers": [None] * len(query.peaks),
+        }
+
+
+class RFTPolicyOnBench:
+    """The bridge from the training variant to the official benchmark: an RFT-style policy
+    (``obs -> centre list``) answers bench queries; its centres become transmitters of fixed width
+    ``bandwidth`` (8 MHz, as in training; the 16-region cap and input rules of ``submit_report`` apply).
+    With ``running_list`` the previous report is offered as ``obs.echo`` (the scaffold arms' memory)."""
+
+    def __init__(self, policy: Any, *, bandwidth: float = 8.0, running_list: bool = True):
+        self.policy = policy
+        self.bandwidth = bandwidth
+        self.running_list = running_list
+        self.reset()
+
+    def reset(self) -> None:
+        _reset(self.policy)
+        self.last: list[float] = []
+
+    def __call__(self, query: BenchQuery) -> dict[str, Any]:
+        from rftlab.envs.spectrum.rft import normalize_center_freqs
+
+        echo = [round(x, 1) for x in self.last] if (self.running_list and self.last) else None
+        centres, _note = normalize_center_freqs(self.policy(_BenchAsRFTObservation(query, echo)), band=BAND)
+        self.last = centres
+        return {
+            "transmitters": [
+                {
+                    "center_freq": c,
+                    "bandwidth": self.bandwidth,
+                    "currently_active": True,
+                    "estimated_power": -30.0,
+                }
+                for c in centres
+            ]
+        }

@@ -1,0 +1,216 @@
+"""CLBench context regimes for text policies on BSM-official (spec A.10): ``icl`` and ``icl_notepad``.
+
+A *context* turns bench queries and feedback into the message list a chat model sees, and records the
+model's parsed action. ``ChatBenchPolicy`` wraps any ``chat(messages, response_schema) -> str | dict``
+callable into a bench policy (``policy(query) -> action`` + ``observe(observation)``), so a deployed model
+— or a local fake — can be run on bench90 with ``evaluate_bench90(lambda: ChatBenchPolicy(chat))``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from rftlab.envs.spectrum.bench import BenchObservation, BenchQuery, ScanReport
+
+NOTEPAD_OPEN = "=== YOUR NOTEPAD ==="
+NOTEPAD_CLOSE = "=" * 19
+FEEDBACK_PREFIX = "FEEDBACK: "
+PREVIOUS_FEEDBACK_PREFIX = "FEEDBACK FROM PREVIOUS INSTANCE:\n"
+EMPTY_PROMPT = "(no content)"
+
+
+class ScanReportWithNotepad(ScanReport):
+    """``icl_notepad`` response schema: the task fields flattened plus an optional notepad update."""
+
+    notepad_update: str | None = Field(
+        default=None,
+        description="Optional new notepad text. When given it replaces the whole notepad; null keeps it.",
+    )
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class IclContext:
+    """``icl``: one linear message list; prompts as ``user``, actions as their JSON, feedback as
+    ``user: "FEEDBACK: …"``. FIFO truncation drops the oldest message while the estimated tokens of
+    system + messages + schema exceed ``max_tokens − reserve_tokens`` (off when ``max_tokens`` is None);
+    the newest message is never dropped."""
+
+    def __init__(
+        self,
+        system_prompt: str = "",
+        *,
+        max_tokens: int | None = None,
+        reserve_tokens: int = 500,
+        count_tokens: Callable[[str], int] = _approx_tokens,
+        schema_tokens: int = 0,
+    ):
+        self.system_prompt = system_prompt
+        self.max_tokens = max_tokens
+        self.reserve_tokens = reserve_tokens
+        self.count_tokens = count_tokens
+        self.schema_tokens = schema_tokens
+        self.messages: list[dict[str, str]] = []
+        self.truncations = 0
+
+    response_schema: type[BaseModel] = ScanReport
+
+    def _system(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+
+    def _truncate(self) -> None:
+        if self.max_tokens is None:
+            return
+        budget = self.max_tokens - self.reserve_tokens
+
+        def total() -> int:
+            msgs = self._system() + self.messages
+            return sum(self.count_tokens(m["content"]) for m in msgs) + self.schema_tokens
+
+        while len(self.messages) > 1 and total() > budget:  # the newest message always stays
+            self.messages.pop(0)
+            self.truncations += 1
+
+    def query_messages(self, query: BenchQuery) -> list[dict[str, str]]:
+        self.messages.append({"role": "user", "content": query.prompt or EMPTY_PROMPT})
+        self._truncate()
+        return self._system() + [dict(m) for m in self.messages]
+
+    def record_action(self, action: BaseModel) -> None:
+        self.messages.append({"role": "assistant", "content": action.model_dump_json()})
+
+    def record_observation(self, observation: BenchObservation) -> None:
+        self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + observation.content})
+
+
+class IclNotepadContext:
+    """``icl_notepad``: every BSM scan is an instance, so after each scan the message list is wiped and
+    the stripped feedback is stashed; the next prompt is ``"FEEDBACK FROM PREVIOUS INSTANCE:\\n{obs}"``,
+    ``"=== YOUR NOTEPAD ===\\n{notepad}\\n==================="`` (only when non-empty) and the query,
+    joined by blank lines. A non-null ``notepad_update`` replaces the notepad (no cap). ``stateless``
+    also clears the notepad and drops cross-instance feedback."""
+
+    response_schema: type[BaseModel] = ScanReportWithNotepad
+
+    def __init__(
+        self,
+        system_prompt: str = "",
+        *,
+        clear_context_between_instances: bool = True,
+        clear_notepad_between_instances: bool = False,
+        stateless: bool = False,
+    ):
+        self.system_prompt = system_prompt
+        self.clear_context = clear_context_between_instances
+        self.clear_notepad = clear_notepad_between_instances or stateless
+        self.stateless = stateless
+        self.messages: list[dict[str, str]] = []
+        self.notepad = ""
+        self.stashed: str | None = None
+
+    def query_messages(self, query: BenchQuery) -> list[dict[str, str]]:
+        parts = []
+        if self.stashed is not None:
+            parts.append(PREVIOUS_FEEDBACK_PREFIX + self.stashed)
+            self.stashed = None
+        if self.notepad:
+            parts.append(f"{NOTEPAD_OPEN}\n{self.notepad}\n{NOTEPAD_CLOSE}")
+        parts.append(query.prompt or EMPTY_PROMPT)
+        self.messages.append({"role": "user", "content": "\n\n".join(parts)})
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [dict(m) for m in self.messages]
+
+    def record_action(self, action: BaseModel) -> None:
+        update = getattr(action, "notepad_update", None)
+        if update is not None:
+            self.notepad = update
+        self.messages.append({"role": "assistant", "content": action.model_dump_json()})
+
+    def record_observation(self, observation: BenchObservation) -> None:
+        if observation.instance_complete and self.clear_context:
+            self.messages = []
+            self.stashed = None if self.stateless else observation.content.strip()
+            if self.clear_notepad:
+                self.notepad = ""
+        else:
+            self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + observation.content})
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+
+
+def parse_structured(raw: Any, schema: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """Parse a model reply (dict or text) into ``schema``; unwraps a one-key provider envelope and a fenced
+    or bare JSON object in text. Returns ``(action, error)``."""
+    obj: Any = raw
+    if isinstance(raw, str):
+        text = raw.strip()
+        m = _FENCE.search(text)
+        candidate = m.group(1) if m else text[text.find("{") : text.rfind("}") + 1] if "{" in text else ""
+        try:
+            obj = json.loads(candidate)
+        except ValueError:
+            return None, "reply is not JSON"
+    if isinstance(obj, Mapping) and "transmitters" not in obj and len(obj) == 1:
+        inner = next(iter(obj.values()))
+        if isinstance(inner, Mapping) and "transmitters" in inner:
+            obj = inner
+    try:
+        return schema.model_validate(obj), None
+    except ValidationError as exc:
+        return (
+            None,
+            f"schema validation failed: {exc.errors()[0].get('msg', 'error') if exc.errors() else exc}",
+        )
+
+
+class ChatBenchPolicy:
+    """A chat model as a bench policy. ``chat(messages, response_schema)`` returns the reply (text or a
+    parsed dict). Up to ``retries`` extra attempts on JSON/validation errors, then an empty report."""
+
+    def __init__(
+        self,
+        chat: Callable[[list[dict[str, str]], type[BaseModel]], Any],
+        regime: str = "icl",
+        *,
+        system_prompt: str = "",
+        retries: int = 5,
+        **context_kwargs: Any,
+    ):
+        if regime not in ("icl", "icl_notepad"):
+            raise ValueError(f"regime must be 'icl' or 'icl_notepad', got {regime!r}")
+        self.chat = chat
+        self.regime = regime
+        self.system_prompt = system_prompt
+        self.retries = retries
+        self.context_kwargs = context_kwargs
+        self.reset()
+
+    def reset(self) -> None:
+        ctx_cls = IclContext if self.regime == "icl" else IclNotepadContext
+        self.context = ctx_cls(self.system_prompt, **self.context_kwargs)
+        self.errors: list[str] = []
+
+    def __call__(self, query: BenchQuery) -> dict[str, Any]:
+        messages = self.context.query_messages(query)
+        schema = self.context.response_schema
+        action: BaseModel | None = None
+        for _ in range(self.retries + 1):
+            action, err = parse_structured(self.chat(messages, schema), schema)
+            if action is not None:
+                break
+            self.errors.append(err or "unparsable reply")
+        if action is None:
+            action = schema.model_validate({"transmitters": []})
+        self.context.record_action(action)
+        return {"transmitters": [t.model_dump() for t in action.transmitters]}
+
+    def observe(self, observation: BenchObservation) -> None:
+        self.context.record_observation(observation)
