@@ -165,10 +165,12 @@ def random_layout(seed: int, band_width: float = RFT_BAND) -> BandLayout:
 
 @lru_cache(maxsize=256)
 def episode_band(seed: int, band_width: float, num_scans: int, params: GeneratorParams):
-    """``(layout, scans)`` of a band seed, cached: the candidates of a GRPO group share one band, so only
-    the first of them pays for generation. Callers must treat the result as read-only."""
+    """``(layout, scans, blocks)`` of a band seed, cached: the candidates of a GRPO group share one band,
+    so only the first of them pays for generation and rendering. ``blocks`` holds each scan's instance
+    block, rendered on first use. Callers must treat everything as read-only."""
     layout = random_layout(seed, band_width)
-    return layout, generate_episode_scans(seed, layout, num_scans, params)
+    blocks: list[str | None] = [None] * num_scans
+    return layout, generate_episode_scans(seed, layout, num_scans, params), blocks
 
 
 def generate_episode_scans(seed: int, layout: BandLayout, num_scans: int = NUM_SCANS, params=RFT_PARAMS):
@@ -212,6 +214,7 @@ def _as_tool_call(raw: Any) -> ToolCall | None:
 
 
 _NUMBER_TYPES = (float, int, str)
+_FLOAT_ONLY = {float}
 
 
 def _decode_arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
@@ -272,7 +275,7 @@ def normalize_center_freqs(
             value = list(value)
         else:
             return [], _note(f"center_freqs of type {type(value).__name__} is not a list of numbers")
-    if all(type(x) is float for x in value):  # fast path: a plain list of floats
+    if not value or set(map(type, value)) == _FLOAT_ONLY:  # fast path: a plain list of floats
         out = [x for x in value if x - x == 0.0]  # drops NaN and ±inf
         note = _note(received=len(value))
         note["non_finite"] = len(value) - len(out)
@@ -281,7 +284,8 @@ def normalize_center_freqs(
             del out[max_report:]
         note["kept"] = len(out)
         note["duplicates"] = len(out) - len(set(out))
-        note["out_of_band"] = sum(1 for x in out if x < 0.0 or x > band)
+        if out and (min(out) < 0.0 or max(out) > band):
+            note["out_of_band"] = sum(1 for x in out if x < 0.0 or x > band)
         return out, note
     note = _note(received=len(value))
     out = []
@@ -516,7 +520,9 @@ class SpectrumRFTEnv:
         self.epoch = epoch
         self.salt = salt or ""
         self.band_seed = int(seed)
-        self.layout, self.scans = episode_band(self.band_seed, cfg.band_width, cfg.num_scans, cfg.params)
+        self.layout, self.scans, self._blocks = episode_band(
+            self.band_seed, cfg.band_width, cfg.num_scans, cfg.params
+        )
         self._gt_regions = self.layout.regions()
         self._occ, self._avail = _make_scorers(self._gt_regions, cfg.band_width, cfg.scorer)
         self.scan_index = 0
@@ -540,14 +546,16 @@ class SpectrumRFTEnv:
     # -------------------------------------------------------------- rendering
 
     def _scan_prompt(self, k: int) -> str:
-        block = render_instance(
-            self.scans[k],
-            scan_num=k + 1,
-            stated_horizon=self.config.num_scans,
-            timestamp=timestamp_utc(k),
-            band_start=0.0,
-            band_end=self.config.band_width,
-        )
+        block = self._blocks[k]
+        if block is None:
+            block = self._blocks[k] = render_instance(
+                self.scans[k],
+                scan_num=k + 1,
+                stated_horizon=self.config.num_scans,
+                timestamp=timestamp_utc(k),
+                band_start=0.0,
+                band_end=self.config.band_width,
+            )
         return compose_prompt(self._brief, self.text.rft_instruction, block) if k == 0 else block
 
     def marker(self) -> str:
