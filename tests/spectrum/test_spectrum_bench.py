@@ -313,3 +313,12 @@ def test_replay_baseline(trace, upstream_text):
     assert trace["summary"]["aggregate"]["baseline_reward_by_index"] == [
         o["reward"] for o in base["instance_outcomes"]
     ]
+
+
+def test_leaderboard_normalization_a9():
+    from rftlab.rewards.spectrum import leaderboard_normalized_reward, normalized_gain
+
+    g = normalized_gain([0.5, 0.7], [0.4, 0.4])
+    assert g["gain"] == pytest.approx(0.4) and g["normalized_gain"] == pytest.approx(0.4 / 1.2)
+    assert leaderboard_normalized_reward([0.5, 0.7], [0.2, 0.2]) == pytest.approx(0.8 / 1.6)
+    assert normalized_gain([1.0], [1.0])["normalized_gain"] is None

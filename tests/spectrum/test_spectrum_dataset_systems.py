@@ -60,13 +60,18 @@ def test_dataset_rows_format():
     ctx = info["environment_context"]
     assert ctx["memory"] == "echo" and ctx["prompt"] == "weak"
     # the recorded config rebuilds the env of the arm
-    cfg = dict(ctx["config"])
-    from rftlab.envs.spectrum.generator import GeneratorParams
-
-    cfg["params"] = GeneratorParams(**cfg["params"])
-    env = SpectrumRFTEnv(SpectrumRFTConfig(**cfg))
+    cfg = SpectrumRFTConfig.from_dict(json.loads(json.dumps(ctx["config"])))
+    assert (
+        cfg == SpectrumRFTConfig(memory="echo") and cfg.sha256() == SpectrumRFTConfig(memory="echo").sha256()
+    )
+    assert cfg.sha256() != SpectrumRFTConfig(memory="scrambled").sha256()
+    env = SpectrumRFTEnv(cfg)
     env.reset(r["input_metadata"]["row_id"])
     assert env.config.memory == "echo"
+    with pytest.raises(ValueError, match="bogus"):
+        SpectrumRFTConfig.from_dict({"bogus": 1})
+    with pytest.raises(ValueError, match="memory must be one of"):
+        SpectrumRFTConfig(memory="telepathy")  # type: ignore[arg-type]
     assert [x["input_metadata"]["row_id"] for x in dataset_rows(2, memory="notepad")] == [
         "spectrum_0",
         "spectrum_1",

@@ -149,6 +149,18 @@ def test_other_first_scans_b14():
     ]
 
 
+def test_upstream_text_mode_from_config(shared_dir):
+    folder = shared_dir / "data" / "clbench"
+    env = SpectrumRFTEnv(SpectrumRFTConfig(text=str(folder)))
+    obs = env.reset("spectrum_0")
+    up = json.loads((folder / "upstream_text.json").read_text())["blind_spectrum_monitoring"]["brief"]
+    assert f"Objective: {up['objective']}" in obs.text
+    own = make_env().reset("spectrum_0")
+    assert up["objective"] not in own.text
+    # only the prose differs: the instance blocks are identical
+    assert obs.text[obs.text.index("--- Scan 1/12 ---") :] == own.text[own.text.index("--- Scan 1/12 ---") :]
+
+
 def test_scan_prompt_structure_b14(shared_dir):
     """Scan 1 = brief + neutral instruction + instance block; scans >= 2 = the instance block only.
 

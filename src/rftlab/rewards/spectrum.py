@@ -499,6 +499,17 @@ def normalized_gain(
     }
 
 
+def leaderboard_normalized_reward(
+    run_rewards: Sequence[float], reference_baseline_rewards: Sequence[float], r_max: float = 1.0
+) -> float | None:
+    """``(R − B_ref) / (r_max·n − B_ref)`` with ``B_ref`` the stateless baseline of one fixed reference
+    system (A.9)."""
+    R = sum(run_rewards)
+    B = sum(reference_baseline_rewards)
+    denom = r_max * len(run_rewards) - B
+    return (R - B) / denom if denom else None
+
+
 # ------------------------------------------------------------------------- RFT reward and metrics
 
 

@@ -365,6 +365,22 @@ class SpectrumRFTConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpectrumRFTConfig:
+        """Inverse of ``to_dict`` (e.g. from a dataset row's ``environment_context.config``)."""
+        d = dict(data)
+        if isinstance(d.get("params"), Mapping):
+            d["params"] = GeneratorParams(**d["params"])
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown SpectrumRFTConfig field(s): {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+    def sha256(self) -> str:
+        """SHA-256 of the canonical JSON of the config."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
+
     def tool_names(self) -> list[str]:
         return (
             ["notepad_read", "notepad_write", "submit_report"]
