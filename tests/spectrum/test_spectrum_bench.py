@@ -322,3 +322,18 @@ def test_leaderboard_normalization_a9():
     assert g["gain"] == pytest.approx(0.4) and g["normalized_gain"] == pytest.approx(0.4 / 1.2)
     assert leaderboard_normalized_reward([0.5, 0.7], [0.2, 0.2]) == pytest.approx(0.8 / 1.6)
     assert normalized_gain([1.0], [1.0])["normalized_gain"] is None
+
+
+def test_feedback_matches_upstream_template(shared_dir):
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    from rftlab.envs.spectrum.render import render_feedback
+
+    env = Environment(
+        loader=FileSystemLoader(str(shared_dir / CLBENCH / "templates" / "blind_spectrum_monitoring")),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        keep_trailing_newline=False,
+    )
+    for k in (1, 7, 90):
+        assert render_feedback(k, last=False) == env.get_template("feedback.j2").render(scan_num=k)

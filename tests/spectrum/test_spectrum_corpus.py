@@ -152,3 +152,15 @@ def test_loader_contract(tmp_path, shared_dir):
     meta.write_text(json.dumps(m))
     with pytest.raises(official.CorpusContractError, match="stage 1"):
         official.load_corpus(corpus)
+
+
+FIXTURE_SHA256 = {
+    "templates/blind_spectrum_monitoring/task.j2": "995239691dbce3472823237e233117de084f1bbdbedbc74514bad00c6c3a51be",
+    "templates/blind_spectrum_monitoring/instance.j2": "6f866783a6baf225f2b971843cc044212075ff45ffab65837be6c4b1af675f58",
+    "templates/blind_spectrum_monitoring/feedback.j2": "82976791d58407026bdbdf532d710ff7336c20a4a23302db312bae80d6d251c1",
+}
+
+
+def test_template_fixture_hashes(shared_dir):
+    for rel, digest in FIXTURE_SHA256.items():
+        assert _sha((shared_dir / CLBENCH / rel).read_bytes()) == digest, rel

@@ -583,3 +583,51 @@ def test_transcript_score_lines_match_env_records():
     m = env.metrics()
     assert len(occ) == 12 and m["reward"] == pytest.approx(3 * sum(occ) / 12, abs=1e-12)
     assert m["mean_avail"] == pytest.approx(sum(avail) / 12, abs=1e-12)
+
+
+def test_scorer_choice_does_not_change_episodes():
+    from rftlab.policies.spectrum import RFTAccumulate
+
+    results = []
+    for scorer in ("bitset", "raster", "intervals"):
+        env = make_env(scorer=scorer)
+        obs = env.reset("scorer_check")
+        pol = RFTAccumulate()
+        while not obs.done:
+            obs, *_ = env.step(pol(obs))
+        results.append(([r["occ"] for r in env.records], env.transcript))
+    assert results[0] == results[1] == results[2]
+
+
+def test_render_off_keeps_scores_and_metrics():
+    from rftlab.policies.spectrum import RFTEchoFollower
+
+    out = []
+    for render in (True, False):
+        env = make_env(memory="echo", render=render)
+        obs = env.reset("render_check")
+        pol = RFTEchoFollower()
+        while not obs.done:
+            obs, *_ = env.step(pol(obs))
+        out.append((env.records, env.metrics()))
+        assert bool(env.transcript) is render
+    assert out[0] == out[1]
+
+
+def test_episode_call_cap():
+    env = make_env(memory="notepad", max_calls_per_scan=None, max_total_calls=5)
+    env.reset("cap")
+    for _ in range(4):
+        obs, _r, done, info = env.step(ToolCall("notepad_read"))
+        assert not done
+    obs, _r, done, info = env.step(ToolCall("notepad_read"))
+    assert done and info["truncated"] and env.metrics()["scans_completed"] == 0
+    with pytest.raises(RuntimeError, match="finished"):
+        env.step([1.0])
+
+
+def test_displayed_echo_value_equals_round():
+    """The echo stores ``float(f"{x:.1f}")`` (rendered) or ``round(x, 1)`` (unrendered): the same double."""
+    rng = random.Random(11)
+    xs = [rng.uniform(-20, 200) for _ in range(20000)] + [k / 100 + 0.05 for k in range(0, 18000, 7)]
+    assert all(float(f"{x:.1f}") == round(x, 1) for x in xs)
