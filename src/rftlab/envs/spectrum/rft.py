@@ -18,7 +18,7 @@ anything else (a turn without a usable tool call). It never raises on malformed 
 done with the input is in ``info``.
 
 Rules for ``submit_report(center_freqs)`` (the spec fixes width 8 MHz and the first-16 cap; the rest are
-rftlab decisions, recorded per call in ``info["action"]``):
+rftlab decisions, counted per submit in ``info["actions"]`` and in the scan record's ``action``):
 
 - ``center_freqs`` missing / ``null`` → an empty report, scored (upstream: ``args.get(...) or []``).
 - not a list: a JSON string holding a list (or number) is decoded, a bare number becomes a one-element
