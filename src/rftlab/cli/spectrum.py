@@ -30,7 +30,7 @@ def _cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def _r4(x):
-    return None if x is None else round(float(x), 4)
+    return None if x is None else round(float(x), 4) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def bench_baselines(runs: int = 5) -> dict[str, dict]:
