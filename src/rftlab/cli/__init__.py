@@ -19,7 +19,10 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rftlab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rftlab",
+        description="Reinforcement fine-tuning research tools: environments, run store, statistics, gates.",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
