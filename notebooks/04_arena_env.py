@@ -1,0 +1,622 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Swarm arena: the environment and what the frozen 60-case evaluation can distinguish
+#
+# A preflight before the Stage-1 arena SFT handoff. Four BLUE agents play four scripted RED agents for one
+# turn on a small, partially observed graph (`specs/arena.md` §1–§6). Each case is scored against an exact
+# oracle that enumerates every BLUE joint action (§7). This notebook uses model-free policies only. It
+# shows one generated world, then the five baselines of spec Appendix A.5 on the frozen 60 cases (§10.1),
+# then how hard those cases are, and finally the message protocol the model must follow (§8). All
+# mechanics live in `rftlab.envs.arena`; this notebook only calls them and shows the numbers.
+
+# %% tags=["parameters"]
+import os
+
+QUICK = os.environ.get("RFTLAB_QUICK") == "1"
+WORLD_SEED = 0  # the example world of section 1 (spec Appendix A.1)
+WORLD_SIZE = 12
+CASE_STRIDE = 5 if QUICK else 1  # quick mode keeps every 5th frozen case (12 of 60, all sizes and styles)
+RANDOM_REPEATS = 4 if QUICK else 16  # random-legal draws per case; 16 is the spec's A.5 setting
+Z = 1.96  # two-sided 95%, as in the spec's mean_ci and wilson (§10.3)
+PROTOCOL_CASE = 0  # frozen case whose prompts are printed in section 4
+PROTOCOL_AGENT = "blue-0"
+
+# %%
+# (imports follow the parameters cell, which must come first)
+import json
+import math
+from dataclasses import asdict
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
+from rftlab.envs.arena.baselines import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
+from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases
+from rftlab.envs.arena.oracle import solve_joint_action
+from rftlab.envs.arena.protocol import (
+    BASE_SYSTEM_PROMPT,
+    PROMPT_VERSION,
+    Broadcast,
+    action_or_wait,
+    action_prompt,
+    broadcast_or_empty,
+    broadcast_prompt,
+    encode_action,
+    encode_broadcast,
+    inbox_for,
+    oracle_broadcast,
+    parse_action,
+    parse_broadcast,
+    permutation_for,
+)
+from rftlab.envs.arena.scripted import STYLES, deterministic_policy
+from rftlab.envs.arena.world import compact_json, team_agent_ids
+
+OWNER_COLOURS = {BLUE: "tab:blue", RED: "tab:red", NEUTRAL: "lightgrey"}
+POLICY_LABELS = {
+    "oracle": "oracle (canonical optimum)",
+    "sequential": "sequential (claim-avoiding team heuristic)",
+    "independent": "independent (each agent's local best)",
+    "random": "random legal",
+    "wait": "all WAIT",
+}
+
+
+def wilson(k, n, z=Z):
+    """Wilson score interval for k successes in n (spec §10.3 formula; rftlab.analysis has no helper)."""
+    p, d = k / n, 1 + z * z / n
+    c, r = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - r), min(1.0, c + r)
+
+
+def mean_ci(x, z=Z):
+    """mean ± z·sd/√n with the sample (n−1) sd (spec §10.3 `mean_ci`)."""
+    x = np.asarray(x, dtype=float)
+    half = z * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else 0.0
+    return x.mean(), x.mean() - half, x.mean() + half
+
+
+# %% [markdown]
+# ## 1. One generated world
+#
+# `generate_state(seed, size)` builds a ring of `size` nodes plus a few chords (4 for sizes 12–14). Each
+# team owns 4 nodes with one agent on each; the rest are NEUTRAL. Every node has a value of 1–3 and the
+# two highest-value nodes are critical. Owned nodes may start fortified, exposed or compromised. Each agent
+# knows its own node and one or two neighbours; everything else is hidden from it. The table lists the
+# nodes in generation order, which is also the ring order used in the figure.
+
+# %%
+world = generate_state(WORLD_SEED, WORLD_SIZE)
+on_node = {}
+for agent in world.agents.values():
+    on_node.setdefault(agent.position, []).append(f"{agent.id} (r={agent.resource})")
+node_table = pd.DataFrame(
+    [
+        {
+            "node": node.id,
+            "owner": node.owner,
+            "value": node.value,
+            "critical": "yes" if node.critical else "",
+            "fortification": node.fortification,
+            "status": node.status,
+            "neighbours": " ".join(node.neighbors),
+            "agent (resource)": ", ".join(on_node.get(node.id, [])),
+        }
+        for node in world.nodes.values()
+    ]
+)
+display(Markdown(node_table.to_markdown(index=False)))
+display(
+    Markdown(
+        f"Seed {WORLD_SEED}, size {WORLD_SIZE}: {len(world.nodes)} nodes, "
+        f"{sum(len(n.neighbors) for n in world.nodes.values()) // 2} edges; state fingerprint "
+        f"`{state_fingerprint(world)[:16]}…` (spec Appendix A.2 lists the full value for this seed)."
+    )
+)
+
+# %% [markdown]
+# In the figure, nodes sit on a circle in generation order, so the outer ring is the generated ring and
+# the straight lines across it are the chords. Colour shows the owner and the number inside is the value.
+# A gold outline marks a critical node. The label next to a node gives its id, its condition (F1/F2 =
+# fortification level, EXP = exposed, COMP = compromised) and the agent standing on it with its resource.
+
+# %%
+ids = list(world.nodes)
+angle = np.pi / 2 - 2 * np.pi * np.arange(len(ids)) / len(ids)
+xy = {nid: np.array([np.cos(a), np.sin(a)]) for nid, a in zip(ids, angle, strict=True)}
+fig, ax = plt.subplots(figsize=(6.8, 6.8))
+for nid, node in world.nodes.items():
+    for other in node.neighbors:
+        if nid < other:
+            (x0, y0), (x1, y1) = xy[nid], xy[other]
+            ax.plot([x0, x1], [y0, y1], color="dimgrey", linewidth=1.2, zorder=1)
+for nid, node in world.nodes.items():
+    x, y = xy[nid]
+    ax.scatter(
+        x,
+        y,
+        s=900,
+        color=OWNER_COLOURS[node.owner],
+        edgecolor="gold" if node.critical else "black",
+        linewidth=4 if node.critical else 1,
+        zorder=2,
+    )
+    ax.text(x, y, str(node.value), ha="center", va="center", fontsize=12, fontweight="bold", zorder=3)
+    condition = {"EXPOSED": "EXP", "COMPROMISED": "COMP", "FORTIFIED": f"F{node.fortification}"}.get(
+        node.status, ""
+    )
+    label = "\n".join([f"{nid} {condition}".strip(), *on_node.get(nid, [])])
+    colour = OWNER_COLOURS[node.owner] if node.owner != NEUTRAL else "black"
+    ax.text(1.3 * x, 1.3 * y, label, ha="center", va="center", fontsize=8.5, color=colour, zorder=3)
+for owner, colour in OWNER_COLOURS.items():
+    ax.scatter([], [], s=120, color=colour, edgecolor="black", label=f"{owner} node")
+ax.scatter([], [], s=120, color="white", edgecolor="gold", linewidth=3, label="critical node")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.02), ncol=4, fontsize=8, frameon=False)
+ax.set_title(f"Generated arena world: seed {WORLD_SEED}, size {WORLD_SIZE} (numbers = node value)")
+ax.set_xlim(-1.5, 1.5)
+ax.set_ylim(-1.5, 1.5)
+ax.set_aspect("equal")
+ax.axis("off")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 2. Model-free baselines on the frozen cases
+#
+# The frozen evaluation has 60 cases (§10.1): 20 each of sizes 12, 13 and 14, with RED's scripted style
+# cycling balanced / aggressive / defensive. RED always plays `deterministic_policy(state, RED, style)`.
+# Each BLUE policy acts once and is scored with `evaluate_baselines`:
+#
+# - **reward**: BLUE's one-step team reward R_BLUE;
+# - **regret**: the oracle's reward minus R_BLUE (0 for an optimal joint action);
+# - **optimal**: regret ≤ 1e-9.
+#
+# The policies are those of spec Appendix A.5. *oracle* plays the canonical optimum. *sequential* is the
+# claim-avoiding team heuristic that RED itself uses, in balanced style. *independent* lets each agent pick
+# its own local best with no coordination. *random legal* picks a uniform legal action per agent (several
+# draws per case). *all WAIT* does nothing. The Wilson 95% interval on the optimal rate uses the spec's
+# §10.3 formula, computed in this notebook because `rftlab.analysis` has no Wilson helper. For the random
+# policy its n counts every draw (cases × repeats); draws of the same case are not independent, so that
+# interval is too narrow for a claim about cases.
+
+# %%
+cases = frozen_cases()[::CASE_STRIDE]
+case_info = pd.DataFrame([c._asdict() for c in cases]).rename(columns={"index": "case_index"})
+outcomes = evaluate_baselines(BASELINE_POLICIES, cases, random_repeats=RANDOM_REPEATS)
+scores = pd.DataFrame([asdict(o) for o in outcomes]).merge(case_info, on="case_index")
+display(
+    Markdown(
+        f"{len(cases)} of {FROZEN_CASE_COUNT} frozen cases"
+        f"{' (quick mode: every ' + str(CASE_STRIDE) + 'th case)' if QUICK else ''}; manifest SHA-256 "
+        f"`{FROZEN_MANIFEST_SHA256[:16]}…` checked on load; random legal policy drawn {RANDOM_REPEATS} times "
+        f"per case."
+    )
+)
+
+
+# %%
+def baseline_rows(frame):
+    summary = summarize_baselines([o for o in outcomes if (o.policy, o.case_index, o.repeat) in frame.index])
+    rows = []
+    for policy, row in summary.items():
+        part = frame.xs(policy, level="policy")
+        k, n = int(part["optimal"].sum()), len(part)
+        low, high = wilson(k, n)
+        rows.append(
+            {
+                "policy": POLICY_LABELS[policy],
+                "n": n,
+                "mean reward": row["mean_reward"],
+                "mean regret": row["mean_regret"],
+                "optimal": f"{k}/{n}",
+                "optimal rate": row["optimal_rate"],
+                "Wilson 95%": f"[{low:.3f}, {high:.3f}]",
+            }
+        )
+    return rows
+
+
+indexed = scores.set_index(["policy", "case_index", "repeat"])
+overall = pd.DataFrame(baseline_rows(indexed))
+display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
+
+# %% [markdown]
+# The same numbers by graph size (12 is the SFT training size; 13 and 14 are unseen topologies) and by
+# RED's style (SFT data use balanced RED only, so aggressive and defensive are unseen opponents).
+
+# %%
+slices = [("size", size) for size in sorted(case_info["size"].unique())] + [
+    ("style", style) for style in STYLES if style in set(case_info["style"])
+]
+breakdown = pd.concat(
+    [
+        pd.DataFrame(baseline_rows(indexed[indexed[column] == value])).assign(slice=f"{column} {value}")
+        for column, value in slices
+    ],
+    ignore_index=True,
+)
+breakdown = breakdown[["slice", *overall.columns]]
+display(Markdown(breakdown.to_markdown(index=False, floatfmt=".3f")))
+
+# %% [markdown]
+# Mean regret per policy, overall and in each slice. Error bars are the spec's 95% `mean_ci` over cases
+# (mean ± 1.96·sd/√n); for random legal, each case's regret is first averaged over its draws. Lower is
+# better, and the oracle's bars are 0 by construction.
+
+# %%
+per_case = scores.groupby(["policy", "case_index", "size", "style"], as_index=False)[
+    ["reward", "regret"]
+].mean()
+plot_policies = list(BASELINE_POLICIES)
+fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), sharey=True)
+for ax, (column, title) in zip(axes, [("size", "by graph size"), ("style", "by RED style")], strict=True):
+    groups = [("all cases", per_case)] + [
+        (f"{column} {value}", per_case[per_case[column] == value]) for kind, value in slices if kind == column
+    ]
+    width = 0.8 / len(groups)
+    for g, (label, frame) in enumerate(groups):
+        stats = [mean_ci(frame.loc[frame["policy"] == p, "regret"]) for p in plot_policies]
+        mean = np.array([s[0] for s in stats])
+        err = np.array([[s[0] - s[1] for s in stats], [s[2] - s[0] for s in stats]])
+        positions = np.arange(len(plot_policies)) + (g - (len(groups) - 1) / 2) * width
+        ax.bar(
+            positions,
+            mean,
+            width,
+            yerr=err,
+            capsize=2,
+            label=label,
+            color="black" if g == 0 else f"C{g - 1 + (3 if column == 'style' else 0)}",
+            alpha=0.85,
+        )
+    ax.text(plot_policies.index("oracle"), 0.1, "0 by\ndefinition", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(np.arange(len(plot_policies)), plot_policies)
+    ax.set_xlabel("BLUE policy")
+    ax.set_title(f"Mean oracle regret {title}")
+    ax.legend(fontsize=8, loc="upper left")
+axes[0].set_ylabel("mean regret (oracle reward − R_BLUE), 95% CI")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Which policies the frozen cases tell apart
+#
+# The SFT promotion gate G5 (§11) asks whether the per-case paired regret difference between two runs has
+# a 95% `mean_ci` entirely below 0. The table applies the same statistic to neighbouring pairs of
+# baselines (left minus right; negative means the left policy has lower regret). "Ties" counts cases where
+# both policies get exactly the same regret. The half-width is the smallest mean difference the 60 cases
+# could resolve when the per-case differences are this spread out.
+
+# %%
+regret_wide = per_case.pivot(index="case_index", columns="policy", values="regret")
+pair_rows = []
+for left, right in zip(plot_policies[:-1], plot_policies[1:], strict=True):
+    diff = (regret_wide[left] - regret_wide[right]).to_numpy()
+    mean, low, high = mean_ci(diff)
+    pair_rows.append(
+        {
+            "left − right": f"{left} − {right}",
+            "mean regret difference": mean,
+            "95% mean_ci": f"[{low:+.3f}, {high:+.3f}]",
+            "half-width": f"{(high - low) / 2:.3f}",
+            "left better": int((diff < 0).sum()),
+            "ties": int((diff == 0).sum()),
+            "right better": int((diff > 0).sum()),
+            "CI excludes 0": "yes" if high < 0 or low > 0 else "no",
+        }
+    )
+pairs = pd.DataFrame(pair_rows)
+display(Markdown(pairs.to_markdown(index=False, floatfmt="+.3f")))
+
+# %% [markdown]
+# ## 3. How hard the cases are
+#
+# The oracle reports, for each case, how many BLUE joint actions tie for the best reward (`optimal_count`)
+# and how many joint actions it enumerated (`explored`, the product of the four agents' legal-list sizes).
+# A uniformly random legal joint action is optimal with probability exactly optimal_count / explored, so a
+# case with many optima is easier to hit by chance. The histogram on the right shows that chance rate.
+
+# %%
+solutions = []
+for case in cases:
+    state = generate_state(case.seed, case.size)
+    solution = solve_joint_action(state, BLUE, deterministic_policy(state, RED, case.style))
+    solutions.append(
+        {
+            "case_index": case.index,
+            "size": case.size,
+            "style": case.style,
+            "oracle reward": solution.reward,
+            "optimal_count": solution.optimal_count,
+            "explored": solution.explored,
+        }
+    )
+hardness = pd.DataFrame(solutions)
+hardness["chance rate"] = hardness["optimal_count"] / hardness["explored"]
+
+count_table = hardness["optimal_count"].value_counts().sort_index().rename_axis("optimal_count").reset_index()
+count_table.columns = ["optimal_count", "cases"]
+display(Markdown(count_table.to_markdown(index=False)))
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+axes[0].bar(count_table["optimal_count"].astype(str), count_table["cases"], color="tab:purple")
+axes[0].set_xlabel("optimal_count (joint actions tied for best)")
+axes[0].set_ylabel("cases")
+axes[0].set_title("Optimal joint actions per case")
+axes[1].hist(hardness["explored"], bins=12, color="tab:green", edgecolor="black")
+axes[1].set_xlabel("explored (BLUE joint actions enumerated)")
+axes[1].set_ylabel("cases")
+axes[1].set_title("Joint-action space per case")
+bins = np.logspace(
+    np.log10(hardness["chance rate"].min()) - 0.1, np.log10(hardness["chance rate"].max()) + 0.1, 13
+)
+axes[2].hist(hardness["chance rate"], bins=bins, color="tab:orange", edgecolor="black")
+axes[2].set_xscale("log")
+axes[2].set_xlabel("chance rate = optimal_count / explored (log scale)")
+axes[2].set_ylabel("cases")
+axes[2].set_title("P(uniform random joint action is optimal)")
+fig.tight_layout()
+plt.show()
+
+# %%
+by_slice = pd.concat(
+    [
+        hardness.groupby(column)
+        .agg(
+            cases=("case_index", "size"),
+            unique_optimum=("optimal_count", lambda s: int((s == 1).sum())),
+            mean_optimal_count=("optimal_count", "mean"),
+            mean_explored=("explored", "mean"),
+            mean_chance_rate=("chance rate", "mean"),
+            mean_oracle_reward=("oracle reward", "mean"),
+        )
+        .reset_index()
+        .rename(columns={column: "slice"})
+        .assign(slice=lambda f, c=column: c + " " + f["slice"].astype(str))
+        for column in ("size", "style")
+    ],
+    ignore_index=True,
+)
+display(Markdown(by_slice.to_markdown(index=False, floatfmt=".4g")))
+easiest = hardness.sort_values("chance rate", ascending=False).head(3)
+random_rate = scores.loc[scores["policy"] == "random", "optimal"].mean()
+display(
+    Markdown(
+        f"Over {len(hardness)} cases: **{int((hardness['optimal_count'] == 1).sum())}** have a unique optimum; "
+        f"optimal_count ranges {hardness['optimal_count'].min()}–{hardness['optimal_count'].max()}; explored "
+        f"ranges {hardness['explored'].min()}–{hardness['explored'].max()} (mean "
+        f"{hardness['explored'].mean():.2f}, total {hardness['explored'].sum():,}). The mean chance rate is "
+        f"**{hardness['chance rate'].mean():.4f}**, so a uniformly random team would be optimal on about "
+        f"{len(hardness) * hardness['chance rate'].mean():.2f} of {len(hardness)} cases; the random legal "
+        f"policy's observed optimal rate was {random_rate:.4f}. The easiest cases by chance rate are "
+        + ", ".join(
+            f"case {r['case_index']} ({r['optimal_count']} of {r['explored']})" for _, r in easiest.iterrows()
+        )
+        + "."
+    )
+)
+
+# %% [markdown]
+# ## 4. The message protocol
+#
+# Every BLUE agent gets two prompts per case (§8.1), each a system message plus a compact, key-sorted JSON
+# user message. In the **broadcast** phase it sends its teammates up to three facts from its own
+# observation, an optional intended action and a request for at most one unit of resource. In the **act**
+# phase it sees the teammates' broadcasts (its inbox) and picks one action by the id of its rotated legal
+# list (§8.2: the sorted list is rotated by seed + agent index + permutation k). Below is the
+# broadcast prompt of one agent of a frozen case, exactly as the model receives it.
+
+# %%
+case = frozen_cases()[PROTOCOL_CASE]
+state = generate_state(case.seed, case.size)
+red = deterministic_policy(state, RED, case.style)
+solution = solve_joint_action(state, BLUE, red)
+blue = team_agent_ids(BLUE)
+agent_index = blue.index(PROTOCOL_AGENT)
+messages, displayed = broadcast_prompt(state, PROTOCOL_AGENT, permutation_for(case.seed, agent_index))
+display(
+    Markdown(
+        f"Frozen case {case.index}: seed {case.seed}, size {case.size}, RED {case.style}; agent "
+        f"`{PROTOCOL_AGENT}`; prompt version `{PROMPT_VERSION}`; {len(displayed)} legal actions."
+    )
+)
+for message in messages:
+    print(f"----- {message['role']} -----")
+    print(message["content"])
+
+# %% [markdown]
+# The act prompt below is for the same agent under the `reference` condition of the evaluation (§10.2): its
+# inbox holds the reference broadcasts of its three teammates, built from the oracle's canonical joint
+# action. Its system message begins with the same shared text as the broadcast one (the rules and actions
+# above), so only the act-phase part is printed; the user message is printed in full.
+
+# %%
+reference = {
+    agent_id: oracle_broadcast(state, agent_id, solution.canonical_assignment[agent_id]) for agent_id in blue
+}
+act_messages, act_displayed = action_prompt(
+    state, PROTOCOL_AGENT, inbox_for(PROTOCOL_AGENT, reference), permutation_for(case.seed, agent_index, 0)
+)
+act_system, act_user = act_messages[0]["content"], act_messages[1]["content"]
+print(f"----- system (shared base text of {len(BASE_SYSTEM_PROMPT)} characters omitted) -----")
+print(
+    act_system[len(BASE_SYSTEM_PROMPT) :].strip() if act_system.startswith(BASE_SYSTEM_PROMPT) else act_system
+)
+print("----- user -----")
+print(act_user)
+
+# %% [markdown]
+# The act prompt's legal actions, in the order and with the ids the model sees, next to the oracle's
+# canonical action for this agent (the SFT target):
+
+# %%
+canonical = solution.canonical_assignment[PROTOCOL_AGENT]
+legal_table = pd.DataFrame(
+    [
+        {
+            "id": f"A{i}",
+            "action": compact_json(action.to_dict()),
+            "in some optimum": "yes" if action in solution.acceptable(PROTOCOL_AGENT) else "",
+            "canonical (SFT target)": "←" if action == canonical else "",
+        }
+        for i, action in enumerate(act_displayed)
+    ]
+)
+display(Markdown(legal_table.to_markdown(index=False)))
+
+# %% [markdown]
+# ### The strict parsers
+#
+# Replies are parsed strictly (§8.4). The first failing check gives the single error code. An invalid
+# broadcast reaches teammates as the empty broadcast, and an invalid action reply is played as WAIT.
+# The valid replies below are the reference targets for this agent; the others are typical ways a model
+# gets them wrong.
+
+# %%
+target_broadcast = encode_broadcast(reference[PROTOCOL_AGENT])
+target_action = encode_action(canonical, act_displayed)
+own = state.agents[PROTOCOL_AGENT]
+far_node = sorted(set(state.nodes) - set(state.nodes[own.position].neighbors) - {own.position})[0]
+known = state.knowledge[PROTOCOL_AGENT][own.position].to_dict()
+broadcast_replies = [
+    ("valid: the reference broadcast", target_broadcast),
+    ("valid: empty broadcast", encode_broadcast(Broadcast())),
+    ("malformed JSON (markdown fence)", f"```json\n{target_broadcast}\n```"),
+    ("malformed JSON (trailing prose)", target_broadcast + " I will capture next."),
+    ("extra key", compact_json({**json.loads(target_broadcast), "reasoning": "capture"})),
+    (
+        "illegal intent (not a neighbour)",
+        compact_json({"facts": [], "intent": {"type": "CAPTURE", "target": far_node}, "request_resource": 0}),
+    ),
+    (
+        "invented fact (wrong status)",
+        compact_json({"facts": [{**known, "status": "FORTIFIED"}], "intent": None, "request_resource": 0}),
+    ),
+    ("intent given by action id", compact_json({"facts": [], "intent": "A1", "request_resource": 0})),
+]
+action_replies = [
+    ("valid: the canonical action", target_action),
+    ("malformed JSON (prose)", f"I choose {target_action}"),
+    ("extra key", compact_json({**json.loads(target_action), "why": "capture"})),
+    (
+        "action written out instead of its id",
+        compact_json({"action_id": f"{canonical.kind} {canonical.target}"}),
+    ),
+    ("id out of range", compact_json({"action_id": f"A{len(act_displayed)}"})),
+]
+parse_rows = []
+for label, raw in broadcast_replies:
+    result = parse_broadcast(raw, state, PROTOCOL_AGENT)
+    delivered = "empty broadcast" if broadcast_or_empty(result).is_empty else "the parsed broadcast"
+    parse_rows.append(("broadcast", label, raw, result, delivered))
+for label, raw in action_replies:
+    result = parse_action(raw, act_displayed)
+    played = "played as " + compact_json(action_or_wait(result).to_dict())
+    parse_rows.append(("act", label, raw, result, played))
+parse_table = pd.DataFrame(
+    [
+        {
+            "phase": phase,
+            "reply": label,
+            "raw text": "`` " + raw.replace("\n", "⏎") + " ``",
+            "valid": "yes" if result.valid else "no",
+            "error code": result.error or "",
+            "what the environment uses": used,
+        }
+        for phase, label, raw, result, used in parse_rows
+    ]
+)
+display(Markdown(parse_table.to_markdown(index=False)))
+
+# %% [markdown]
+# ## 5. What the numbers show
+
+# %%
+summary = overall.set_index("policy")
+row = {policy: summary.loc[POLICY_LABELS[policy]] for policy in BASELINE_POLICIES}
+heuristic_hits = int(
+    scores.loc[scores["policy"].isin(["sequential", "independent", "wait"]), "optimal"].sum()
+)
+resolved = pairs.loc[pairs["CI excludes 0"] == "yes", "left − right"].tolist()
+unresolved = pairs.loc[pairs["CI excludes 0"] == "no", "left − right"].tolist()
+seq_ind = pairs.set_index("left − right").loc["sequential − independent"]
+slice_regret = breakdown.pivot(index="slice", columns="policy", values="mean regret")
+random_not_worse = [
+    f"{name} (random {slice_regret.loc[name, POLICY_LABELS['random']]:.3f} vs {policy} "
+    f"{slice_regret.loc[name, POLICY_LABELS[policy]]:.3f})"
+    for name in slice_regret.index
+    for policy in ("sequential", "independent")
+    if slice_regret.loc[name, POLICY_LABELS["random"]] <= slice_regret.loc[name, POLICY_LABELS[policy]]
+]
+oracle_by_style = hardness.groupby("style")["oracle reward"].mean()
+expected_chance_hits = hardness["chance rate"].sum()
+style_slices = [name for name in slice_regret.index if name.startswith("style ")]
+lowest_regret_style = (
+    slice_regret.loc[style_slices].drop(columns=POLICY_LABELS["oracle"]).idxmin().str.removeprefix("style ")
+)
+display(
+    Markdown(
+        "\n".join(
+            [
+                f"- **Oracle.** On {int(row['oracle']['n'])} cases the canonical optimum is optimal "
+                f"{row['oracle']['optimal']} with mean reward {row['oracle']['mean reward']:.3f} (Wilson 95% "
+                f"{row['oracle']['Wilson 95%']}). Spec §10.4 lists the values the oracle provider must reproduce "
+                "on the full 60 cases before any model run.",
+                f"- **Optimal rate.** Sequential, independent and "
+                f"all-WAIT reach the optimum on {heuristic_hits} case-policy pairs in total, and random legal on "
+                f"{row['random']['optimal']} draws. A rate of 0 of {int(row['sequential']['n'])} cases still has "
+                f"a Wilson upper bound of {wilson(0, int(row['sequential']['n']))[1]:.3f}.",
+                f"- **Regret.** Mean regret is {row['sequential']['mean regret']:.3f} "
+                f"(sequential), {row['independent']['mean regret']:.3f} (independent), "
+                f"{row['random']['mean regret']:.3f} (random legal) and {row['wait']['mean regret']:.3f} (all WAIT). "
+                f"The paired 95% interval excludes 0 for {', '.join(resolved) if resolved else 'no pair'}"
+                f"{'; it does not for ' + ', '.join(unresolved) if unresolved else ''}.",
+                f"- **Sequential vs independent.** They tie exactly on {seq_ind['ties']} of "
+                f"{len(regret_wide)} cases; the mean paired difference is {seq_ind['mean regret difference']:+.3f} "
+                f"(95% {seq_ind['95% mean_ci']}).",
+                "- **Slices where random legal has no higher mean regret than a heuristic:** "
+                + ("; ".join(random_not_worse) if random_not_worse else "none")
+                + ". Each slice has a third of the cases, so its intervals (chart above) are wide.",
+                f"- **Headroom.** The best heuristic (sequential) leaves {row['sequential']['mean regret']:.3f} "
+                f"regret per case, {row['sequential']['mean regret'] / row['oracle']['mean reward']:.2f}× the "
+                "oracle's mean reward.",
+                f"- **Chance.** {int((hardness['optimal_count'] == 1).sum())} of {len(hardness)} cases have a unique "
+                f"optimum. A uniformly random joint action would be optimal on {expected_chance_hits:.2f} of "
+                f"{len(hardness)} cases in expectation (sum of the chance rates).",
+                f"- **Opponent style.** The oracle's mean reward is {oracle_by_style.min():.3f} "
+                f"against {oracle_by_style.idxmin()} RED and {oracle_by_style.max():.3f} against "
+                f"{oracle_by_style.idxmax()} RED. "
+                + (
+                    f"Every non-oracle policy has its lowest mean regret against {lowest_regret_style.iloc[0]} RED."
+                    if lowest_regret_style.nunique() == 1
+                    else "The style with the lowest mean regret, per non-oracle policy: "
+                    + ", ".join(
+                        f"{policy} → {lowest_regret_style[POLICY_LABELS[policy]]}"
+                        for policy in plot_policies[1:]
+                    )
+                    + "."
+                ),
+            ]
+        )
+    )
+)
