@@ -40,7 +40,6 @@ PROTOCOL_AGENT = "blue-0"
 # %%
 # (imports follow the parameters cell, which must come first)
 import json
-import math
 from dataclasses import asdict
 
 import matplotlib.pyplot as plt
@@ -48,6 +47,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
+from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
 from rftlab.envs.arena.baselines import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases
@@ -82,17 +82,13 @@ POLICY_LABELS = {
 
 
 def wilson(k, n, z=Z):
-    """Wilson score interval for k successes in n (spec §10.3 formula; rftlab.analysis has no helper)."""
-    p, d = k / n, 1 + z * z / n
-    c, r = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - r), min(1.0, c + r)
+    """Wilson score interval for k successes in n (spec §10.3)."""
+    return wilson_interval(int(k), int(n), z)
 
 
 def mean_ci(x, z=Z):
     """mean ± z·sd/√n with the sample (n−1) sd (spec §10.3 `mean_ci`)."""
-    x = np.asarray(x, dtype=float)
-    half = z * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else 0.0
-    return x.mean(), x.mean() - half, x.mean() + half
+    return normal_mean_interval([float(v) for v in x], z)
 
 
 # %% [markdown]
@@ -193,8 +189,8 @@ plt.show()
 # The policies are those of spec Appendix A.5. *oracle* plays the canonical optimum. *sequential* is the
 # claim-avoiding team heuristic that RED itself uses, in balanced style. *independent* lets each agent pick
 # its own local best with no coordination. *random legal* picks a uniform legal action per agent (several
-# draws per case). *all WAIT* does nothing. The Wilson 95% interval on the optimal rate uses the spec's
-# §10.3 formula, computed in this notebook because `rftlab.analysis` has no Wilson helper. For the random
+# draws per case). *all WAIT* does nothing. The Wilson 95% interval on the optimal rate is the spec's
+# §10.3 formula (`rftlab.analysis.intervals.wilson_interval`). For the random
 # policy its n counts every draw (cases × repeats); draws of the same case are not independent, so that
 # interval is too narrow for a claim about cases.
 

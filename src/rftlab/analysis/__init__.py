@@ -17,6 +17,8 @@ Where to look (each module is small and self-contained):
   ``pooled_slope``.
 * ``gates`` — ``evaluate_gate_file(spec.json, metrics)`` for ``activation_gate.checks``.
 * ``decision_rules`` — ``evaluate_decision_rule_file(spec.json, treatment.jsonl, baseline.jsonl)``.
+* ``intervals`` — ``wilson_interval(k, n)`` and ``normal_mean_interval(values)`` for evaluation
+  summaries (arena spec §10.3).
 * ``power`` — ``coverage_table``, ``power_curve``, ``minimum_detectable_difference(_table)``,
   ``required_n`` under the binomial discordance model, with an explicit ``numpy.random.Generator``.
 """

@@ -1,0 +1,47 @@
+"""Wilson and normal-mean intervals: statsmodels agreement and the arena spec's oracle vectors."""
+
+from __future__ import annotations
+
+import pytest
+from scipy.stats import norm
+from statsmodels.stats.proportion import proportion_confint
+
+from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (3, 10), (10, 10), (37, 60), (1, 960), (500, 1319)])
+def test_wilson_matches_statsmodels_at_the_exact_quantile(k, n):
+    low, high = wilson_interval(k, n, z=norm.ppf(0.975))
+    ref_low, ref_high = proportion_confint(k, n, alpha=0.05, method="wilson")
+    assert low == pytest.approx(ref_low, abs=1e-12) and high == pytest.approx(ref_high, abs=1e-12)
+
+
+def test_wilson_spec_vector_for_a_perfect_oracle():
+    # arena spec §10.4: the oracle's optimal rate 60/60 has Wilson interval [0.93983, 1.0] at z = 1.96
+    low, high = wilson_interval(60, 60)
+    assert round(low, 5) == 0.93983 and high == pytest.approx(1.0, abs=1e-12)
+
+
+def test_wilson_rejects_impossible_counts():
+    with pytest.raises(ValueError):
+        wilson_interval(1, 0)
+    with pytest.raises(ValueError):
+        wilson_interval(5, 4)
+
+
+def test_normal_mean_interval_on_the_oracle_rewards_of_the_frozen_cases():
+    from rftlab.envs.arena.baselines import evaluate_baselines
+
+    rewards = [row.reward for row in evaluate_baselines(["oracle"])]
+    assert len(rewards) == 60
+    mean, low, high = normal_mean_interval(rewards)
+    # arena spec §10.4: mean reward 2.645 with 95% interval [2.02854, 3.26146]
+    assert round(mean, 3) == 2.645 and round(low, 5) == 2.02854 and round(high, 5) == 3.26146
+
+
+def test_normal_mean_interval_small_samples():
+    assert normal_mean_interval([0.5]) == (0.5, 0.5, 0.5)
+    mean, low, high = normal_mean_interval([0.0, 1.0])
+    assert mean == 0.5 and high - mean == pytest.approx(1.96 * (0.5**0.5) / 2**0.5)
+    with pytest.raises(ValueError):
+        normal_mean_interval([])
