@@ -1,0 +1,534 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Spectrum memory environment: what it rewards, before any money is spent
+#
+# A preflight for Fireworks RFT on the spectrum-memory task (spec `specs/spectrum.md`, Part B). Every
+# number here comes from the scripted reference policies of `rftlab.policies.spectrum`, played through
+# the library's environments: no model is called. The questions are the ones a researcher should answer
+# before launching a run:
+#
+# 1. Does the RFT reward (occupied-IoU) pay for memory, and does the scrambled-echo control remove the
+#    value of following the running list?
+# 2. Is the late-minus-early rise (`memory_gain`) visible scan by scan, and how large is it against the
+#    band-to-band noise?
+# 3. Why is the benchmark's own score (available-IoU) a poor training signal for memory?
+# 4. What do the same kinds of policy score on the official 90-scan CLBench schedule (the bridge back)?
+#
+# The band is the replication unit: every policy and both memory arms see the same bands (rows
+# `bl{SEED}_{i}`, unsalted, as in `rftlab spectrum baselines --variant rft`), and every standard error
+# below is taken over bands.
+
+# %% tags=["parameters"]
+import os
+
+QUICK = os.environ.get("RFTLAB_QUICK") == "1"
+SEED = 0  # band row ids are f"bl{SEED}_{i}", the same bands as `rftlab spectrum baselines --seed 0`
+N_BANDS = 10 if QUICK else 200  # random bands per policy and memory arm
+ARMS = ["echo", "scrambled"]  # real running list vs the control (same count, random content)
+CURVE_POLICIES = ["memoryless", "accumulate", "echo_follower", "oracle"]  # per-scan figure
+AVAIL_POLICIES = ["empty", "memoryless", "accumulate", "accumulate_filtered", "accumulate_denoised", "oracle"]
+AVAIL_CURVE_POLICIES = ["empty", "memoryless", "accumulate", "oracle"]
+BENCH_RUNS = 1 if QUICK else 5  # permuted runs 0..BENCH_RUNS-1 of the official 90-scan schedule
+# RFT policies through the bench bridge; accumulate_denoised needs each peak's true centre, which the
+# bridge does not provide, and empty adds nothing to the bench `empty` policy.
+BRIDGE_POLICIES = [
+    "memoryless",
+    "accumulate",
+    "accumulate_filtered",
+    "memory_all",
+    "memory",
+    "carpet",
+    "echo_follower",
+    "oracle",
+]
+
+# %%
+# (imports follow the parameters cell, which must come first)
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from rftlab.envs.spectrum import SpectrumRFTConfig, SpectrumRFTEnv, evaluate_bench90
+from rftlab.envs.spectrum.bench import RFTPolicyOnBench
+from rftlab.envs.spectrum.rft import NUM_SCANS, run_policy_episode, summarize_episodes
+from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
+from rftlab.rewards.spectrum import as_reported, early_late
+
+HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (spec B.8)
+RFT_DESCRIPTIONS = {
+    "empty": "submits an empty report every scan",
+    "memoryless": "the current scan's peak centres only",
+    "accumulate": "every peak centre seen so far (merged within 4 MHz)",
+    "accumulate_filtered": "accumulate, false alarms dropped (reads hidden sources: a ceiling)",
+    "accumulate_denoised": "accumulate at the true centres of detected channels (a ceiling)",
+    "memory_all": "6 MHz buckets of every peak seen, bucket means",
+    "memory": "the same buckets, only those seen at least twice",
+    "carpet": "16 fixed tiles across the band, whatever the scans show",
+    "echo_follower": "the displayed running list plus any new current peak",
+    "oracle": "the true channel centres (reads hidden ground truth)",
+}
+ARM_STYLE = {"echo": "-", "scrambled": "--"}
+
+
+def mean_se(values):
+    """Mean and standard error over bands (the replication unit)."""
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return values.mean(), se
+
+
+def r3(x):
+    """``x`` rounded to 3 decimals for display, without a negative zero."""
+    return round(float(x), 3) + 0.0
+
+
+def pm(mean, se, signed=True):
+    """``mean ± s.e.`` as text (3 decimals)."""
+    return f"{r3(mean):+.3f} ± {r3(se):.3f}" if signed else f"{r3(mean):.3f} ± {r3(se):.3f}"
+
+
+def table(df, floatfmt=".3f"):
+    """A DataFrame as a Markdown table: numbers to 3 decimals (no negative zero), "–" where undefined."""
+    numeric = df.select_dtypes("number").columns
+    df = df.copy()
+    df[numeric] = df[numeric].round(3) + 0.0
+    df = df.astype(object).where(df.notna(), None)  # tabulate prints None as missingval
+    return Markdown(df.to_markdown(index=False, floatfmt=floatfmt, missingval="–"))
+
+
+# %% [markdown]
+# ## Playing the reference policies
+#
+# Each policy plays every band once in each memory arm. `run_policy_episode` and `summarize_episodes`
+# are the functions behind `rftlab spectrum baselines --variant rft`; the per-scan scores are read from
+# the environment's own scan records, at the 4-decimal precision of the score line that the reward
+# parses. The environment runs with `render=False` (no prompt text), which changes nothing in the
+# scores.
+
+# %%
+episode_rows = []
+scan_rows = []
+summaries = {}
+for arm in ARMS:
+    env = SpectrumRFTEnv(SpectrumRFTConfig(memory=arm, render=False))
+    for name, factory in RFT_POLICIES.items():
+        metrics = []
+        for band in range(N_BANDS):
+            m = run_policy_episode(env, factory(), f"bl{SEED}_{band}")
+            metrics.append(m)
+            episode_rows.append({"arm": arm, "policy": name, "band": band, **m})
+            for rec in env.records:
+                scan_rows.append(
+                    {
+                        "arm": arm,
+                        "policy": name,
+                        "band": band,
+                        "scan": rec["scan"],
+                        "occ": as_reported(rec["occ"]),
+                        "avail": as_reported(rec["avail"]),
+                        "report_size": len(rec["report"] or []),
+                    }
+                )
+        summaries[arm, name] = summarize_episodes(metrics)
+episodes = pd.DataFrame(episode_rows)
+scans = pd.DataFrame(scan_rows)
+display(
+    Markdown(
+        f"{N_BANDS} bands × {len(RFT_POLICIES)} policies × {len(ARMS)} arms = {len(episodes):,} episodes "
+        f"of {NUM_SCANS} scans; channels placed per band: "
+        f"{episodes['channels_placed'].min()}–{episodes['channels_placed'].max()} "
+        f"(mean {episodes.loc[episodes['policy'] == 'oracle', 'channels_placed'].mean():.1f})."
+    )
+)
+
+# %% [markdown]
+# ## 1. The RFT variant: every reference policy, echo arm and scrambled arm
+#
+# Columns: `reward` = 3 × mean occupied-IoU (the RFT reward); `mean_occ`, `early_occ` (scans 1–6),
+# `late_occ` (scans 7–12); `memory_gain` = late − early (measured, never rewarded), with its standard
+# error over bands; `mean_avail` = mean available-IoU (the bench metric, tracked only); `carry_rate` =
+# share of the displayed running list found again in the next report (τ = 0.05 MHz; spec B.11);
+# `report size` = mean number of centres submitted per scan.
+
+
+# %%
+def arm_table(arm):
+    rows = []
+    for name in RFT_POLICIES:
+        s = summaries[arm, name]
+        carry = s["carry_rate"]
+        rows.append(
+            {
+                "policy": name,
+                "what it does": RFT_DESCRIPTIONS[name],
+                "reward": s["reward"],
+                "mean_occ": s["mean_occ"],
+                "early_occ": s["early_occ"],
+                "late_occ": s["late_occ"],
+                "memory_gain ± s.e.": pm(s["memory_gain"], s["memory_gain_se"]),
+                "mean_avail": s["mean_avail"],
+                "carry_rate": "–" if carry is None else f"{carry:.3f}",
+                "report size": s["report_size"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+for arm in ARMS:
+    label = "real running list" if arm == "echo" else "scrambled running list (the control)"
+    display(Markdown(f"**Memory arm `{arm}`: {label}, {N_BANDS} bands.**"))
+    display(table(arm_table(arm)))
+
+# %% [markdown]
+# ### What scrambling changes
+#
+# The scrambled arm shows a list of the same length as the previous report, with random centres. A
+# policy that never reads the list scores the same in both arms (same bands, same scans), so only a
+# policy that follows the list can move. Paired differences over bands, scrambled minus echo:
+
+# %%
+wide = episodes.pivot_table(index=["policy", "band"], columns="arm", values=["mean_occ", "memory_gain"])
+diff_rows = []
+for name in RFT_POLICIES:
+    per_band = wide.loc[name]
+    d_occ = mean_se(per_band["mean_occ", "scrambled"] - per_band["mean_occ", "echo"])
+    d_gain = mean_se(per_band["memory_gain", "scrambled"] - per_band["memory_gain", "echo"])
+    diff_rows.append(
+        {
+            "policy": name,
+            "Δ mean_occ (scrambled − echo) ± s.e.": pm(*d_occ),
+            "Δ memory_gain (scrambled − echo) ± s.e.": pm(*d_gain),
+        }
+    )
+display(table(pd.DataFrame(diff_rows)))
+
+# %% [markdown]
+# ## 2. Scan by scan: the late-versus-early rise is `memory_gain`
+#
+# Mean occupied-IoU at each scan, over bands, with standard-error bars. Left: the real running list;
+# right: the scrambled control. The dotted vertical line splits the early half from the late half; the
+# legend gives each policy's `memory_gain` (late-half mean − early-half mean) in that arm. With the real
+# list, `echo_follower` (dashed) lies exactly on `accumulate`.
+
+# %%
+curves = (
+    scans[scans["policy"].isin(CURVE_POLICIES)]
+    .groupby(["arm", "policy", "scan"])["occ"]
+    .agg(["mean", "sem"])
+    .reset_index()
+)
+colors = dict(zip(CURVE_POLICIES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
+line_style = {name: ("--", "s") if name == "echo_follower" else ("-", "o") for name in CURVE_POLICIES}
+fig, axes = plt.subplots(1, len(ARMS), figsize=(6.2 * len(ARMS), 4.6), sharey=True)
+for ax, arm in zip(np.atleast_1d(axes), ARMS, strict=True):
+    for name in CURVE_POLICIES:
+        line = curves[(curves["arm"] == arm) & (curves["policy"] == name)].sort_values("scan")
+        gain = summaries[arm, name]["memory_gain"]
+        ax.errorbar(
+            line["scan"],
+            line["mean"],
+            yerr=line["sem"],
+            linestyle=line_style[name][0],
+            marker=line_style[name][1],
+            markersize=3.5,
+            capsize=2,
+            color=colors[name],
+            label=f"{name} (memory_gain {r3(gain):+.3f})",
+        )
+    ax.axvline(HALF + 0.5, color="grey", linestyle=":", linewidth=0.8)
+    ax.text(HALF + 0.3, 0.02, "early half", ha="right", va="bottom", color="grey", fontsize=8)
+    ax.text(HALF + 0.7, 0.02, "late half", ha="left", va="bottom", color="grey", fontsize=8)
+    ax.set_title(f"memory arm: {arm}" + (" (control)" if arm == "scrambled" else ""))
+    ax.set_xlabel("scan")
+    ax.set_xticks(range(1, NUM_SCANS + 1))
+    ax.set_ylim(0, 1.32)
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.legend(fontsize=8, loc="upper center", ncol=2)
+np.atleast_1d(axes)[0].set_ylabel(f"occupied-IoU (mean ± s.e. over {N_BANDS} bands)")
+fig.suptitle("Per-scan occupied-IoU of the reference policies", fontsize=11)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The scrambled list is not empty: it has as many entries as the previous report, so a policy that
+# obeys it keeps submitting a growing set of random 8 MHz regions. The figure below shows the mean
+# report size per scan for `echo_follower` in both arms, against `accumulate` (which ignores the list).
+
+# %%
+sizes = (
+    scans[scans["policy"].isin(["accumulate", "echo_follower"])]
+    .groupby(["arm", "policy", "scan"])["report_size"]
+    .agg(["mean", "sem"])
+    .reset_index()
+)
+fig, ax = plt.subplots(figsize=(6.2, 3.6))
+for name in ["accumulate", "echo_follower"]:
+    for arm in ARMS:
+        if name == "accumulate" and arm == "scrambled":
+            continue  # identical to the echo arm: accumulate never reads the list
+        line = sizes[(sizes["arm"] == arm) & (sizes["policy"] == name)].sort_values("scan")
+        if name == "accumulate":  # drawn wide and pale: echo_follower with the real list lies on it
+            style = {"linewidth": 6, "alpha": 0.35, "label": "accumulate (either arm)"}
+        else:
+            style = {"linestyle": ARM_STYLE[arm], "marker": "o", "markersize": 3, "label": f"{name}, {arm}"}
+        ax.errorbar(line["scan"], line["mean"], yerr=line["sem"], capsize=2, color=colors[name], **style)
+ax.set_xlabel("scan")
+ax.set_xticks(range(1, NUM_SCANS + 1))
+ax.set_ylabel(f"centres submitted (mean ± s.e., {N_BANDS} bands)")
+ax.set_title("Report size per scan")
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 3. Why available-IoU does not pay for memory
+#
+# Available-IoU (the benchmark score) compares the free spectrum left by a report with the truly free
+# spectrum. An empty report leaves the whole band free, so it already scores the free share of the band.
+# Reporting more true channels shrinks the claimed-free spectrum toward the truth, but every noisy
+# centre or false alarm also claims some truly free spectrum as occupied, and the two effects cancel.
+# Occupied-IoU has no such floor: an empty report scores zero. Left panel: occupied-IoU per scan; right
+# panel: available-IoU per scan, same policies and bands (echo arm).
+
+# %%
+echo_scans = scans[(scans["arm"] == "echo") & scans["policy"].isin(AVAIL_CURVE_POLICIES)]
+metric_curves = echo_scans.groupby(["policy", "scan"])[["occ", "avail"]].agg(["mean", "sem"])
+fig, axes = plt.subplots(1, 2, figsize=(12.4, 4.6), sharey=True)
+avail_colors = dict(
+    zip(AVAIL_CURVE_POLICIES, ["black", *[colors[n] for n in AVAIL_CURVE_POLICIES[1:]]], strict=True)
+)
+for ax, (metric, title) in zip(
+    axes,
+    [("occ", "occupied-IoU (the RFT reward)"), ("avail", "available-IoU (the bench score)")],
+    strict=True,
+):
+    for name in AVAIL_CURVE_POLICIES:
+        line = metric_curves.loc[name]
+        ax.errorbar(
+            line.index,
+            line[metric, "mean"],
+            yerr=line[metric, "sem"],
+            marker="o",
+            markersize=3,
+            capsize=2,
+            color=avail_colors[name],
+            label=name,
+        )
+    ax.axvline(HALF + 0.5, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_title(title)
+    ax.set_xlabel("scan")
+    ax.set_xticks(range(1, NUM_SCANS + 1))
+    ax.set_ylim(-0.02, 1.05)
+axes[0].set_ylabel(f"IoU (mean ± s.e. over {N_BANDS} bands)")
+fig.legend(
+    *axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(AVAIL_CURVE_POLICIES), fontsize=9
+)
+fig.suptitle("The same reports scored two ways (echo arm)", fontsize=11)
+fig.tight_layout(rect=(0, 0.07, 1, 1))
+plt.show()
+
+# %% [markdown]
+# The table separates the two ingredients of a good available-IoU: recalling dormant channels
+# (`accumulate`) and placing each region on the true centre without false alarms (the two ceilings that
+# read hidden ground truth). `avail_gain` is the late − early change of available-IoU, the analogue of
+# `memory_gain`.
+
+# %%
+avail_rows = []
+for name in AVAIL_POLICIES:
+    sub = episodes[(episodes["arm"] == "echo") & (episodes["policy"] == name)]
+    occ_m, occ_se = mean_se(sub["mean_occ"])
+    av_m, av_se = mean_se(sub["mean_avail"])
+    g_m, g_se = mean_se(sub["memory_gain"])
+    ag_m, ag_se = mean_se(sub["avail_gain"])
+    avail_rows.append(
+        {
+            "policy": name,
+            "mean_occ ± s.e.": pm(occ_m, occ_se, signed=False),
+            "memory_gain (occ) ± s.e.": pm(g_m, g_se),
+            "mean_avail ± s.e.": pm(av_m, av_se, signed=False),
+            "avail_gain ± s.e.": pm(ag_m, ag_se),
+        }
+    )
+display(table(pd.DataFrame(avail_rows)))
+
+
+# %%
+def echo_mean(name, key):
+    return summaries["echo", name][key]
+
+
+occ_ratio = echo_mean("accumulate", "mean_occ") / echo_mean("memoryless", "mean_occ")
+avail_diff = echo_mean("accumulate", "mean_avail") - echo_mean("memoryless", "mean_avail")
+display(
+    Markdown(
+        f"An empty report already scores **{echo_mean('empty', 'mean_avail'):.3f}** available-IoU (the free "
+        f"share of the band) and **0** occupied-IoU. Going from `memoryless` to `accumulate` multiplies "
+        f"occupied-IoU by **{occ_ratio:.2f}** ({echo_mean('memoryless', 'mean_occ'):.3f} → "
+        f"{echo_mean('accumulate', 'mean_occ'):.3f}) but changes available-IoU by only "
+        f"**{r3(avail_diff):+.3f}** ({echo_mean('memoryless', 'mean_avail'):.3f} → "
+        f"{echo_mean('accumulate', 'mean_avail'):.3f}). Available-IoU moves only when the centres are right: "
+        f"`accumulate_denoised` reaches {echo_mean('accumulate_denoised', 'mean_avail'):.3f}, while dropping "
+        f"false alarms alone (`accumulate_filtered`) gives {echo_mean('accumulate_filtered', 'mean_avail'):.3f}."
+    )
+)
+
+# %% [markdown]
+# ## 4. The official bench: the 90-scan CLBench schedule
+#
+# `evaluate_bench90` (behind `rftlab spectrum baselines --variant bench` and `rftlab spectrum bench90`)
+# plays each bench reference policy through the official 90-scan `mixed_grid_lifecycle` schedule, on
+# each permuted run, and on the stateless-baseline protocol (a fresh policy for every scan alone).
+# Available-IoU is the official score; occupied-IoU is the RFT metric on the bench's 13 channels (168
+# MHz, spec B.13). `normalized_gain` is (run − stateless) / (perfect − stateless), summed over scans,
+# averaged over runs. The range column shows how much the permuted runs differ.
+
+# %%
+bench = {
+    name: evaluate_bench90(factory, runs=range(BENCH_RUNS), baseline=True)
+    for name, factory in BENCH_POLICIES.items()
+}
+
+
+def mean_gain(res):
+    """Mean normalized gain over runs (undefined when the stateless baseline is already perfect)."""
+    gains = [r["normalized_gain"] for r in res["runs"] if r.get("normalized_gain") is not None]
+    return float(np.mean(gains)) if gains else None
+
+
+def bench_row(name, res):
+    avail_runs = [r["mean_available_iou"] for r in res["runs"]]
+    return {
+        "policy": name,
+        "available-IoU": res["mean_available_iou"],
+        "available-IoU range over runs": f"{min(avail_runs):.3f}–{max(avail_runs):.3f}",
+        "occupied-IoU": res["mean_occupied_iou"],
+        "stateless available-IoU": res["baseline"]["mean_available_iou"],
+        "stateless occupied-IoU": res["baseline"]["mean_occupied_iou"],
+        "normalized_gain": mean_gain(res),
+    }
+
+
+display(Markdown(f"**Bench reference policies, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
+display(table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()])))
+
+# %% [markdown]
+# The same bench, answered by the RFT policies through the training-to-bench bridge (`RFTPolicyOnBench`,
+# as in `rftlab spectrum bench90 --policy rft:<name>`): each reported centre becomes an 8 MHz region, at
+# most 16 of them, and the previous report is shown as the running list. The bench's channels are 15 MHz
+# (wideband) and 5 MHz (narrowband), so even the true centres at a fixed 8 MHz width are not a perfect
+# report.
+
+# %%
+bridge = {
+    name: evaluate_bench90(
+        lambda name=name: RFTPolicyOnBench(RFT_POLICIES[name]()), runs=range(BENCH_RUNS), baseline=True
+    )
+    for name in BRIDGE_POLICIES
+}
+display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
+display(table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()])))
+
+# %% [markdown]
+# ## Conclusions
+#
+# Every number below is computed in this notebook from the tables above.
+
+# %%
+ech, scr = "echo", "scrambled"
+follow_echo, follow_scr = summaries[ech, "echo_follower"], summaries[scr, "echo_follower"]
+gain_by_policy = {n: summaries[ech, n]["memory_gain"] for n in RFT_POLICIES}
+top_gain = max(gain_by_policy, key=gain_by_policy.get)
+acc_curve = curves[(curves["arm"] == ech) & (curves["policy"] == "accumulate")].sort_values("scan")
+early_m, late_m = early_late(acc_curve["mean"].tolist())
+scr_sizes = sizes[(sizes["arm"] == scr) & (sizes["policy"] == "echo_follower")].sort_values("scan")["mean"]
+occupied_share = 1 - echo_mean("empty", "mean_avail")  # an empty report's available-IoU = free share
+acc_avail_gain = mean_se(episodes.query("arm == @ech and policy == 'accumulate'")["avail_gain"])
+b_av = {n: r["mean_available_iou"] for n, r in bench.items()}
+b_occ = {n: r["mean_occupied_iou"] for n, r in bench.items()}
+b_gain = {n: mean_gain(r) for n, r in bench.items()}
+best_bench = max((n for n in b_av if n != "oracle"), key=b_av.get)
+best_bridge = max(bridge, key=lambda n: bridge[n]["mean_available_iou"])
+bridge_oracle = bridge["oracle"]["mean_available_iou"]
+runs_text = f"{BENCH_RUNS} permuted run{'s' if BENCH_RUNS > 1 else ''}"
+
+
+def versus(a, b):
+    return "below" if a < b else "above" if a > b else "equal to"
+
+
+display(
+    Markdown(
+        "\n".join(
+            [
+                f"- **The RFT reward pays for memory.** Over {N_BANDS} bands, `memoryless` earns reward "
+                f"{summaries[ech, 'memoryless']['reward']:.3f} (mean occupied-IoU "
+                f"{summaries[ech, 'memoryless']['mean_occ']:.3f}, memory_gain "
+                f"{r3(summaries[ech, 'memoryless']['memory_gain']):+.3f}); `accumulate` earns "
+                f"{summaries[ech, 'accumulate']['reward']:.3f} (mean occupied-IoU "
+                f"{summaries[ech, 'accumulate']['mean_occ']:.3f}, memory_gain "
+                f"{pm(summaries[ech, 'accumulate']['memory_gain'], summaries[ech, 'accumulate']['memory_gain_se'])}); "
+                f"the oracle earns {summaries[ech, 'oracle']['reward']:.3f}. Following the real running list "
+                f"(`echo_follower`) earns {follow_echo['reward']:.3f}, the same as `accumulate`.",
+                f"- **The scan curve is the gain.** `accumulate` rises from {early_m:.3f} (mean of scans "
+                f"1–{HALF}) to {late_m:.3f} (scans {HALF + 1}–{NUM_SCANS}); `memoryless` and the oracle are flat.",
+                f"- **Scrambling removes part, not all, of the value of following the list.** With the scrambled "
+                f"list, `echo_follower` falls to reward {follow_scr['reward']:.3f} (mean occupied-IoU "
+                f"{follow_scr['mean_occ']:.3f}, from {follow_echo['mean_occ']:.3f}) and memory_gain "
+                f"{pm(follow_scr['memory_gain'], follow_scr['memory_gain_se'])} (from "
+                f"{r3(follow_echo['memory_gain']):+.3f}); policies that ignore the list do not move. It stays "
+                f"{versus(follow_scr['mean_occ'], summaries[ech, 'memoryless']['mean_occ'])} `memoryless` and keeps "
+                f"a positive gain because the scrambled list has as many entries as the last report: obeying it "
+                f"grows the report from {scr_sizes.iloc[0]:.1f} centres at scan 1 to {scr_sizes.iloc[-1]:.1f} at "
+                f"scan {NUM_SCANS}, mostly at random positions, and with about {occupied_share:.0%} of each band "
+                f"occupied, random regions still cover transmitters (`carpet`, blind fixed tiles, reaches mean "
+                f"occupied-IoU {summaries[ech, 'carpet']['mean_occ']:.3f}). A model that learns to copy the list "
+                f"in the control arm would show a positive memory_gain there too: read the control against "
+                f"this reference, not against zero.",
+                f"- **memory_gain is not value.** The largest gain belongs to `{top_gain}` "
+                f"({r3(gain_by_policy[top_gain]):+.3f}), whose mean occupied-IoU is only "
+                f"{summaries[ech, top_gain]['mean_occ']:.3f}; the oracle's gain is "
+                f"{r3(gain_by_policy['oracle']):+.3f}. Read it next to mean_occ.",
+                f"- **carry_rate measures agreement with the list, not reading it.** `accumulate` never reads the "
+                f"list yet has carry_rate {summaries[ech, 'accumulate']['carry_rate']:.3f} with the real list "
+                f"(its own previous report) and {summaries[scr, 'accumulate']['carry_rate']:.3f} with the "
+                f"scrambled one.",
+                f"- **Available-IoU is nearly blind to memory.** Empty, memoryless and accumulate score "
+                f"{echo_mean('empty', 'mean_avail'):.3f}, {echo_mean('memoryless', 'mean_avail'):.3f} and "
+                f"{echo_mean('accumulate', 'mean_avail'):.3f} available-IoU, against 0, "
+                f"{echo_mean('memoryless', 'mean_occ'):.3f} and {echo_mean('accumulate', 'mean_occ'):.3f} "
+                f"occupied-IoU; the late − early change of `accumulate`'s available-IoU is "
+                f"{pm(*acc_avail_gain)}. Only precise centres move it (`accumulate_denoised`: "
+                f"{echo_mean('accumulate_denoised', 'mean_avail'):.3f}).",
+                f"- **The official bench says the same.** Over {runs_text}, `accumulate` scores available-IoU "
+                f"{b_av['accumulate']:.3f}, {versus(b_av['accumulate'], b_av['memoryless'])} `memoryless` "
+                f"({b_av['memoryless']:.3f}; normalized gain {r3(b_gain['accumulate']):+.3f}), while its "
+                f"occupied-IoU is {b_occ['accumulate']:.3f} against {b_occ['memoryless']:.3f}; the empty report "
+                f"scores {b_av['empty']:.3f} and the best non-oracle bench policy is `{best_bench}` "
+                f"({b_av[best_bench]:.3f}). Through the bridge the best RFT policy is `rft:{best_bridge}` "
+                f"({bridge[best_bridge]['mean_available_iou']:.3f}, normalized gain "
+                f"{r3(mean_gain(bridge[best_bridge])):+.3f}), and the true centres at the fixed 8 MHz width "
+                f"(`rft:oracle`) score {bridge_oracle:.3f}, {versus(bridge_oracle, b_av['empty'])} the empty "
+                f"report. A memory gain trained on the RFT variant should not be expected to show up as a large "
+                f"available-IoU gain on the bench.",
+            ]
+        )
+    )
+)
