@@ -7,6 +7,11 @@ resolution), ``reward`` (team value, zero-sum reward), ``scripted`` (local-prior
 Mechanics: ``specs/arena.md``.
 """
 
+from .cases import FrozenCase, frozen_cases
+from .env import ArenaEnv
+from .oracle import JointSolution, oracle_regret, solve_joint_action
+from .rules import Action, legal_actions, step
+from .scripted import deterministic_policy
 from .world import (
     ARENA_VERSION,
     BLUE,
@@ -24,6 +29,16 @@ from .world import (
 )
 
 __all__ = [
+    "Action",
+    "ArenaEnv",
+    "FrozenCase",
+    "JointSolution",
+    "deterministic_policy",
+    "frozen_cases",
+    "legal_actions",
+    "oracle_regret",
+    "solve_joint_action",
+    "step",
     "ARENA_VERSION",
     "BLUE",
     "GENERATOR_VERSION",
