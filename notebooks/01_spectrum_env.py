@@ -45,12 +45,12 @@ CURVE_POLICIES = ["memoryless", "accumulate", "echo_follower", "oracle"]  # per-
 AVAIL_POLICIES = ["empty", "memoryless", "accumulate", "accumulate_filtered", "accumulate_denoised", "oracle"]
 AVAIL_CURVE_POLICIES = ["empty", "memoryless", "accumulate", "oracle"]
 BENCH_RUNS = 1 if QUICK else 5  # permuted runs 0..BENCH_RUNS-1 of the official 90-scan schedule
-# RFT policies through the bench bridge; accumulate_denoised needs each peak's true centre, which the
-# bridge does not provide, and empty adds nothing to the bench `empty` policy.
+# RFT policies through the bench bridge (empty adds nothing to the bench `empty` policy).
 BRIDGE_POLICIES = [
     "memoryless",
     "accumulate",
     "accumulate_filtered",
+    "accumulate_denoised",
     "memory_all",
     "memory",
     "carpet",

@@ -8,7 +8,13 @@ import re
 import pytest
 
 from rftlab.cli import main as cli_main
-from rftlab.envs.spectrum.bench import RFTPolicyOnBench, SpectrumBenchEnv, evaluate_bench90, run_episode
+from rftlab.envs.spectrum.bench import (
+    RFTPolicyOnBench,
+    SpectrumBenchEnv,
+    _BenchAsRFTObservation,
+    evaluate_bench90,
+    run_episode,
+)
 from rftlab.envs.spectrum.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
 from rftlab.envs.spectrum.rft import MEMORY_CHANNELS, SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.envs.spectrum.systems import (
@@ -260,3 +266,29 @@ def test_cli_bench90(capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["runs"]) == 1 and "baseline" not in out
     assert cli_main(["spectrum", "bench90", "--policy", "nope"]) == 2
+
+
+@pytest.mark.parametrize("name", sorted(RFT_POLICIES))
+def test_every_rft_policy_runs_on_the_bench(name):
+    """Every training-variant policy, including the ceilings that read hidden state, answers bench queries."""
+    env = SpectrumBenchEnv(0)
+    run_episode(RFTPolicyOnBench(RFT_POLICIES[name]()), env)
+    assert len(env.scan_results) == 90
+
+
+def test_bench_bridge_maps_channel_peaks_to_their_true_centres():
+    env = SpectrumBenchEnv(0)
+    query = env.reset()
+    obs = _BenchAsRFTObservation(query, None)
+    centres = obs.hidden["channel_centers"]
+    for peak, source, true_centre in zip(
+        obs.peaks, obs.hidden["peak_sources"], obs.hidden["peak_true_centers"], strict=True
+    ):
+        if source == "channel":
+            # the spans of different channels never touch, so the emitting channel's span holds the peak
+            (owner,) = [
+                c for c, bw in query.hidden["ground_truth_channels"] if abs(peak["freq_mhz"] - c) <= bw
+            ]
+            assert true_centre == owner and true_centre in centres
+        else:
+            assert true_centre is None

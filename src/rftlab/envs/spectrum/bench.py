@@ -390,11 +390,17 @@ class _BenchAsRFTObservation:
         self.done = False
         self.echo = echo
         self.peaks = [dict(p) for p in query.peaks]
-        gt = query.hidden["ground_truth_channels"]
+        centres = [c for c, _ in query.hidden["ground_truth_channels"]]
+        sources = list(query.hidden["peak_sources"])
+        # The official corpus does not record which channel emitted a peak; the channels' spans never
+        # touch (A.1), so a channel peak's true centre is the nearest ground-truth centre.
         self.hidden = {
-            "channel_centers": [c for c, _ in gt],
-            "peak_sources": list(query.hidden["peak_sources"]),
-            "peak_true_centers": [None] * len(query.peaks),
+            "channel_centers": centres,
+            "peak_sources": sources,
+            "peak_true_centers": [
+                min(centres, key=lambda c, f=p["freq_mhz"]: abs(c - f)) if s == "channel" else None
+                for p, s in zip(self.peaks, sources, strict=True)
+            ],
         }
 
 
