@@ -631,3 +631,93 @@ def test_displayed_echo_value_equals_round():
     rng = random.Random(11)
     xs = [rng.uniform(-20, 200) for _ in range(20000)] + [k / 100 + 0.05 for k in range(0, 18000, 7)]
     assert all(float(f"{x:.1f}") == round(x, 1) for x in xs)
+
+
+# ----------------------------------------------------------------------------- hot-path equivalence
+
+
+def _episode_dump(env, actions):
+    """Everything an episode produces, as ``repr`` (tells ``-0.0`` from ``0.0``, keeps key order)."""
+    out = [repr(env.transcript)]
+    for a in actions:
+        if env.done:
+            break
+        obs, reward, done, info = env.step(a)
+        out.append(repr((obs.text, obs.scan_num, obs.tool_results, obs.done, obs.echo, reward, done, info)))
+    out += [repr(env.records), repr(env.transcript), repr(env.metrics())]
+    return out
+
+
+@pytest.mark.parametrize("memory", ["none", "echo", "scrambled", "notepad"])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {},
+        {"delivery": "tool"},
+        {"delivery": "tool", "show_scores": True},
+        {"show_scores": True, "max_total_calls": 7},
+        {"render": False},
+        {"scorer": "intervals", "multi_submit": "upstream"},
+    ],
+)
+def test_plain_list_fast_path_matches_generic_path(memory, opts):
+    """``step(list)`` takes a shortcut; it must give exactly what ``submit_report`` as a ToolCall gives."""
+    rng = random.Random(f"{memory}:{sorted(opts.items())}")
+    odd = [float("nan"), float("inf"), -0.0, 0.0, -3.0, 200.0, "12.5", "x", True, 7, None, 1e6]
+    actions = []
+    for _ in range(14):
+        n = rng.choice([0, 1, 3, 12, 16, 17, 25])
+        if rng.random() < 0.6:
+            actions.append([round(rng.uniform(-10, 190), rng.choice([0, 1, 2])) for _ in range(n)])
+        else:
+            actions.append([rng.choice(odd) if rng.random() < 0.3 else rng.uniform(0, 180) for _ in range(n)])
+    dumps = []
+    for steps in (actions, [submit(a) for a in actions]):
+        env = make_env(memory=memory, **opts)
+        env.reset("fastpath")
+        dumps.append(_episode_dump(env, steps))
+    assert dumps[0] == dumps[1]
+
+
+def test_echo_memo_keeps_negative_zero_apart():
+    """The running list is rendered from a per-value memo; ``0.0`` and ``-0.0`` are equal keys but
+    display differently, so they must never share an entry."""
+    for first, second in ((0.0, -0.0), (-0.0, 0.0)):
+        env = make_env(memory="echo")
+        env.reset("negzero")
+        env.step([first, 50.0])
+        obs, *_ = env.step([second, 50.0])
+        assert obs.text.split(RUNNING_LIST_HEADER + "\n")[1].startswith(f"{second:.1f}, 50.0\n")
+        assert repr(obs.echo) == repr([second, 50.0])
+
+
+def test_scorers_take_iterators_and_any_width():
+    rng = random.Random(7)
+    for _ in range(300):
+        gt = random_layout(rng.getrandbits(48)).regions()
+        rep = [round(rng.uniform(-12, 192), 1) for _ in range(rng.randint(0, 16))]
+        bw = rng.choice([8.0, 0.0, -1.0, 3.3, 12.0, 400.0])
+        want_avail = available_iou(gt, [(c, bw) for c in rep], 180.0).score
+        assert AvailableScorer(gt, 180.0).score(iter(rep), bw) == want_avail
+        if bw > 0:
+            want = occupied_iou_reference(gt, [(c, bw) for c in rep], 180.0)
+            bits = OccupiedBitset(gt, 180.0)
+            assert bits.score(iter(rep), bw) == want and bits.score(rep, bw) == want
+
+
+def test_normalize_float_fast_path_matches_item_loop():
+    """A list of plain floats takes a shortcut in ``normalize_center_freqs``; numpy floats (a float subclass)
+    take the per-item loop. Both must give the same centres and the same note."""
+    np = pytest.importorskip("numpy")
+    rng = random.Random(5)
+    odd = [float("nan"), float("inf"), -float("inf"), -0.0, 0.0, -3.0, 180.0, 180.5, 1e308]
+    for _ in range(3000):
+        n = rng.choice([0, 1, 3, 12, 16, 17, 30])
+        value = [
+            rng.choice(odd) if rng.random() < 0.15 else round(rng.uniform(-10, 190), 1) for _ in range(n)
+        ]
+        cap = rng.choice([16, 16, 5, 0, -1])
+        fast = normalize_center_freqs(value, max_report=cap)
+        loop = normalize_center_freqs([np.float64(x) for x in value], max_report=cap)
+        assert repr(fast) == repr(loop) and list(fast[1]) == list(loop[1])
+        assert fast[0] is not value

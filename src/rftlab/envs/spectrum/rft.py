@@ -276,16 +276,38 @@ def normalize_center_freqs(
         else:
             return [], _note(f"center_freqs of type {type(value).__name__} is not a list of numbers")
     if not value or set(map(type, value)) == _FLOAT_ONLY:  # fast path: a plain list of floats
-        out = [x for x in value if x - x == 0.0]  # drops NaN and ±inf
-        note = _note(received=len(value))
-        note["non_finite"] = len(value) - len(out)
-        if len(out) > max_report:
-            note["over_cap"] = len(out) - max_report
-            del out[max_report:]
-        note["kept"] = len(out)
-        note["duplicates"] = len(out) - len(set(out))
-        if out and (min(out) < 0.0 or max(out) > band):
-            note["out_of_band"] = sum(1 for x in out if x < 0.0 or x > band)
+        n = len(value)
+        # A float sum is finite only if every term is (inf/NaN propagate), so a finite sum means nothing
+        # to drop and the C-level sum + slice replace the per-item filter; an overflowing sum of finite
+        # values just takes the filter.
+        total = sum(value)
+        if total - total == 0.0:
+            out = value.copy() if n <= max_report else value[:max_report]
+            non_finite = 0
+        else:
+            out = [x for x in value if x - x == 0.0]  # drops NaN and ±inf
+            non_finite = n - len(out)
+            if len(out) > max_report:
+                del out[max_report:]
+        finite = n - non_finite
+        kept = len(out)
+        out_of_band = 0
+        if out:
+            ends = sorted(out)  # cheaper than min() + max() for these short lists
+            if ends[0] < 0.0 or ends[-1] > band:
+                out_of_band = sum(1 for x in out if x < 0.0 or x > band)
+        # the same keys, in the same order, as ``_note`` builds
+        note = {
+            "received": n,
+            "kept": kept,
+            "converted_strings": 0,
+            "non_numeric": 0,
+            "non_finite": non_finite,
+            "over_cap": finite - max_report if finite > max_report else 0,
+            "duplicates": kept - len(set(out)),
+            "out_of_band": out_of_band,
+            "malformed": None,
+        }
         return out, note
     note = _note(received=len(value))
     out = []
@@ -490,7 +512,10 @@ class SpectrumObservation:
         )
 
 
-def _make_scorers(regions: list[tuple[float, float]], band: float, scorer: str):
+@lru_cache(maxsize=256)
+def _make_scorers(regions: tuple[tuple[float, float], ...], band: float, scorer: str):
+    """The band's (occupied, available) scorers, cached: the candidates of a GRPO group share them.
+    Both are read-only after construction (the bitset scorer's run memo is a pure cache)."""
     if scorer == "bitset":
         occ = OccupiedBitset(regions, band)
     elif scorer == "raster":
@@ -498,6 +523,32 @@ def _make_scorers(regions: list[tuple[float, float]], band: float, scorer: str):
     else:
         occ = OccupiedIntervals(regions, band)
     return occ, AvailableScorer(regions, band)
+
+
+# Formatting a float (f"{x:.1f}") and parsing it back cost far more than a dict lookup on this hot path, and
+# report values recur scan after scan, so the running list is built from a memo of each value's display
+# string and displayed value (``float`` of that string, which equals ``round(x, 1)``).
+_ECHO_TEXT: dict[float, str] = {}
+_ECHO_VALUE: dict[float, float] = {}
+_ECHO_MEMO_MAX = 8192
+
+
+def _echo_items(shown: Sequence[float]) -> tuple[list[str], list[float]]:
+    """``([f"{x:.1f}"], [float(f"{x:.1f}")])`` for the displayed list ``shown``."""
+    try:
+        return list(map(_ECHO_TEXT.__getitem__, shown)), list(map(_ECHO_VALUE.__getitem__, shown))
+    except KeyError:
+        pass
+    items = [f"{x:.1f}" for x in shown]
+    values = [float(t) for t in items]
+    if len(_ECHO_TEXT) > _ECHO_MEMO_MAX:
+        _ECHO_TEXT.clear()
+        _ECHO_VALUE.clear()
+    for x, t, v in zip(shown, items, values, strict=True):
+        if x:  # never memoise ±0.0: they are equal dict keys but display as "0.0" and "-0.0"
+            _ECHO_TEXT[x] = t
+            _ECHO_VALUE[x] = v
+    return items, values
 
 
 class SpectrumRFTEnv:
@@ -540,7 +591,7 @@ class SpectrumRFTEnv:
             self.band_seed, cfg.band_width, cfg.num_scans, cfg.params
         )
         self._gt_regions = self.layout.regions()
-        self._occ, self._avail = _make_scorers(self._gt_regions, cfg.band_width, cfg.scorer)
+        self._occ, self._avail = _make_scorers(tuple(self._gt_regions), cfg.band_width, cfg.scorer)
         self.scan_index = 0
         self.notepad = ""
         self.records: list[dict[str, Any]] = []
@@ -591,19 +642,26 @@ class SpectrumRFTEnv:
     def _deliver(self) -> str:
         """Render the current scan as delivered: marker + scan [+ running list] [+ previous score line].
         With ``render=False`` only the displayed echo is computed and ``""`` is returned."""
+        cfg = self.config
         shown = self._echo_list()
-        if not self.config.render:
-            # round(x, 1) is the double nearest to f"{x:.1f}", i.e. the displayed value parsed back
-            self._current_echo = None if shown is None else [round(x, 1) for x in shown]
+        if not cfg.render:
+            # the displayed value parsed back, float(f"{x:.1f}"), which is also round(x, 1)
+            self._current_echo = None if shown is None else _echo_items(shown)[1]
             return ""
-        text = self._marker + self._scan_prompt(self.scan_index)
+        k = self.scan_index
+        block = self._blocks[k]
+        if k == 0 or block is None:
+            block = self._scan_prompt(k)
         if shown is not None:
-            items = [f"{x:.1f}" for x in shown]
-            text += f"\n{RUNNING_LIST_HEADER}\n{', '.join(items)}\n{self.text.rft_echo_instruction}\n"
-            self._current_echo = [float(x) for x in items]
+            items, self._current_echo = _echo_items(shown)
+            text = (
+                f"{self._marker}{block}\n{RUNNING_LIST_HEADER}\n{', '.join(items)}\n"
+                f"{self.text.rft_echo_instruction}\n"
+            )
         else:
             self._current_echo = None
-        if self.config.show_scores and self._last_line is not None:
+            text = self._marker + block
+        if cfg.show_scores and self._last_line is not None:
             text += "\n" + self._last_line
         return text
 
@@ -640,15 +698,19 @@ class SpectrumRFTEnv:
             raise RuntimeError("call reset(row_id) before step()")
         if self.done:
             raise RuntimeError("episode finished: call reset() to start a new one")
+        if type(action) is list and (not action or type(action[0]) in _NUMBER_TYPES):
+            # The common shape, a plain list of centres (= submit_report(center_freqs=action)), skips the
+            # generic interpretation below; it yields exactly what that yields for
+            # ToolCall("submit_report", {"center_freqs": action}) (a test replays both paths).
+            return self._step_submit_list(action)
         cfg = self.config
         self._calls_this_scan += 1
         self._total_calls += 1
 
         # ---- interpret the action as one assistant turn
         content = ""
-        if type(action) is list and (not action or type(action[0]) in _NUMBER_TYPES):
-            calls: list[ToolCall | None] = [ToolCall("submit_report", {"center_freqs": action})]
-        elif isinstance(action, AssistantTurn):
+        calls: list[ToolCall | None]
+        if isinstance(action, AssistantTurn):
             calls = [_as_tool_call(tc) for tc in action.tool_calls]
             content = action.content
         elif isinstance(action, list | tuple) and action and all(_as_tool_call(a) for a in action):
@@ -725,20 +787,7 @@ class SpectrumRFTEnv:
                 info["score_line"] = line
                 info["actions"].append(note)
                 next_scan = None if self.done else self._deliver()
-                if cfg.delivery == "tool":
-                    body = (
-                        next_scan
-                        if next_scan is not None
-                        else ("" if cfg.show_scores else "All scans completed.")
-                    )
-                    text = body + (f"\n{line}" if cfg.show_scores else "")
-                    results.append(
-                        self._tool_result(
-                            call_id, text, score=cfg.show_scores, boundary=next_scan is not None
-                        )
-                    )
-                else:
-                    results.append(self._tool_result(call_id, f"ok\n{line}", score=True))
+                results.append(self._submit_result(call_id, line, next_scan))
 
         # ---- no submit: force-advance with an empty, unscored report (B.9)
         forced = False
@@ -766,6 +815,59 @@ class SpectrumRFTEnv:
         info["scan"] = self.records[-1]["scan"] if (submitted_now or forced) else self.scan_index + 1
         return self._observation(next_scan, results), reward, self.done, info
 
+    def _step_submit_list(self, action: list) -> tuple[SpectrumObservation, float, bool, dict[str, Any]]:
+        """``step`` for a plain list of centres: the generic path specialised to one ``submit_report``
+        call with dict arguments (no decoding errors, no unknown tool, no earlier submit, not done)."""
+        cfg = self.config
+        render = cfg.render
+        self._total_calls = n = self._total_calls + 1
+        if render:
+            self.transcript.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": None, "name": "submit_report", "arguments": {"center_freqs": action}}
+                    ],
+                }
+            )
+        centres, note = normalize_center_freqs(action, max_report=cfg.max_report, band=cfg.band_width)
+        occ, avail = self._score_and_advance(centres, note, submitted=True)
+        line = self._last_line
+        info: dict[str, Any] = {
+            "scored": True,
+            "forced": False,
+            "tool_errors": [],
+            "actions": [note],
+            "occ": occ,
+            "avail": avail,
+            "score_line": line,
+        }
+        next_scan = None if self.done else self._deliver()
+        results = [self._submit_result(f"call_{n}_0", line, next_scan)]
+        self._calls_this_scan = 0  # a submit ends the scan's call budget
+        if cfg.max_total_calls is not None and n >= cfg.max_total_calls and not self.done:
+            self.done = True
+            info["truncated"] = True
+            next_scan = None
+        if render:
+            self.transcript.append(results[0])
+            if next_scan is not None and cfg.delivery == "user":
+                self.transcript.append({"role": "user", "content": next_scan, "scan_boundary": True})
+        info["scan"] = self.records[-1]["scan"]
+        return self._observation(next_scan, results), occ, self.done, info
+
+    def _submit_result(self, call_id: str, line: str | None, next_scan: str | None) -> dict[str, Any]:
+        """The tool result of a scored ``submit_report``: ``ok`` + score line (user delivery), or the next
+        scan [+ score line] (tool delivery)."""
+        cfg = self.config
+        if cfg.delivery == "tool":
+            body = next_scan if next_scan is not None else ("" if cfg.show_scores else "All scans completed.")
+            text = body + (f"\n{line}" if cfg.show_scores else "")
+            return self._tool_result(call_id, text, score=cfg.show_scores, boundary=next_scan is not None)
+        # the dict _tool_result(call_id, f"ok\n{line}", score=True) builds, same keys in the same order
+        return {"role": "tool", "tool_call_id": call_id, "content": f"ok\n{line}", "score_line": True}
+
     def _error(self, info: dict[str, Any], results: list[dict[str, Any]], call_id: str, msg: str) -> None:
         info["tool_errors"].append(msg)
         results.append(self._tool_result(call_id, msg))
@@ -782,7 +884,9 @@ class SpectrumRFTEnv:
         return msg
 
     def _score_and_advance(self, centres: list[float], note: dict[str, Any], *, submitted: bool):
-        occ, avail = self.score_report(centres)
+        # = self.score_report(centres), without the extra call
+        occ = self._occ.score(centres, CH_BW) if centres else 0.0
+        avail = self._avail.score(centres, CH_BW)
         line = score_line(occ, avail) if submitted else None
         self.records.append(
             {
