@@ -228,6 +228,28 @@ def test_scorers_agree_with_literal_raster_on_random_reports():
         )
 
 
+def test_scorers_at_the_band_edges_and_for_huge_centres():
+    """Edge bins follow B.7's truncating arithmetic; centres far outside the band paint nothing and never
+    overflow (a model may send 1e308)."""
+    gt = random_layout(7).regions()
+    edge = [x / 4 for x in range(-80, 4 * 180 + 81)]  # every quarter MHz from -20 to 200
+    for c in edge:
+        want = occupied_iou_reference(gt, [(c, 8.0)], 180.0)
+        assert OccupiedBitset(gt, 180.0).score([c]) == want, c
+        assert OccupiedRaster(gt, 180.0).score([c]) == want, c
+        assert OccupiedIntervals(gt, 180.0).score([c]) == want, c
+    far = occupied_iou_reference(gt, [(1000.0, 8.0), (-1000.0, 8.0), (50.0, 8.0)], 180.0)
+    huge = [1e308, -1e308, 50.0]
+    assert OccupiedBitset(gt, 180.0).score(huge) == far
+    assert OccupiedRaster(gt, 180.0).score(huge) == far
+    assert OccupiedRaster(gt, 180.0).score_batch([huge])[0] == far
+    assert OccupiedIntervals(gt, 180.0).score(huge) == far
+    env = SpectrumRFTEnv(SpectrumRFTConfig())
+    env.reset("huge")
+    _, reward, _, info = env.step([1e308, -1e308])
+    assert reward == 0.0 and info["scored"] and info["actions"][-1]["out_of_band"] == 2
+
+
 def test_raster_batch_matches_singles():
     gt = random_layout(5).regions()
     raster = OccupiedRaster(gt, 180.0)

@@ -242,9 +242,20 @@ def region_bin_range(
     ``lo = max(0, c − bw/2)``, ``hi = min(B, c + bw/2)``, bins ``int(lo/res) … min(int(hi/res), nb−1)``
     (``int`` truncates toward zero, as upstream)."""
     nb = int(band / res) + 1
+    center = _clamp_far_centre(center, bandwidth / 2.0, band, res)
     lo = max(0.0, center - bandwidth / 2.0)
     hi = min(band, center + bandwidth / 2.0)
     return int(lo / res), min(int(hi / res), nb - 1)
+
+
+def _clamp_far_centre(center: float, half: float, band: float, res: float) -> float:
+    """Pull a centre far outside the band back to just outside it, so bin indices stay finite integers.
+
+    A region whose low edge is at least ``band + res`` above, or whose high edge is at least ``res`` below
+    zero, paints no bin (B.7 arithmetic); every centre beyond these limits therefore scores exactly like the
+    limit itself, and a model's ``1e308`` cannot overflow ``int()``."""
+    margin = half + res + 1.0
+    return -margin if center < -margin else (band + margin if center > band + margin else center)
 
 
 def _merged_bin_ranges(regions: Iterable[Region], band: float, res: float) -> list[tuple[int, int]]:
@@ -332,6 +343,8 @@ class OccupiedRaster:
         if c.size == 0:
             return out
         half = np.asarray(bandwidths, dtype=np.float64) / 2.0
+        margin = half + self.res + 1.0  # as _clamp_far_centre: keeps bin indices finite, same bins
+        c = np.clip(c, -margin, self.band + margin)
         lo = np.maximum(0.0, c - half)
         hi = np.minimum(self.band, c + half)
         start = (lo / self.res).astype(np.int64)
@@ -364,6 +377,8 @@ class OccupiedRaster:
         if total:
             c = np.fromiter((x for r in reports for x in r), dtype=np.float64, count=total)
             offset = np.repeat(np.arange(n, dtype=np.int64) * (nb + 1), lengths)
+            margin = bandwidth / 2.0 + self.res + 1.0  # as _clamp_far_centre
+            c = np.clip(c, -margin, self.band + margin)
             lo = np.maximum(0.0, c - bandwidth / 2.0)
             hi = np.minimum(self.band, c + bandwidth / 2.0)
             start = (lo / self.res).astype(np.int64)
@@ -405,6 +420,7 @@ class OccupiedBitset:
         m = 0
         for c, bw in regions:
             half = bw / 2.0
+            c = _clamp_far_centre(c, half, band, res)
             lo = c - half
             hi = c + half
             s = int((lo if lo > 0.0 else 0.0) / res)
