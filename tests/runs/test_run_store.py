@@ -120,18 +120,38 @@ def test_bad_rows_are_refused(tmp_path):
 
 def test_reuse_by_spec_hash_unless_forced(tmp_path):
     store = RunStore(tmp_path)
-    first, reused = store.start_or_reuse("e", "a", {"seed": 1})
-    assert not reused
-    # An unfinished run is never reused.
-    second, reused = store.start_or_reuse("e", "a", {"seed": 1})
-    assert not reused and second.path != first.path
+    first, origin = store.start_or_reuse("e", "a", {"seed": 1})
+    assert origin == "new"
+    # An unfinished run is never reused (only resumed on request).
+    second, origin = store.start_or_reuse("e", "a", {"seed": 1})
+    assert origin == "new" and second.path != first.path
     second.finish()
-    again, reused = store.start_or_reuse("e", "a", {"seed": 1})
-    assert reused and again.path == second.path
-    other, reused = store.start_or_reuse("e", "a", {"seed": 2})
-    assert not reused
-    forced, reused = store.start_or_reuse("e", "a", {"seed": 1}, force=True)
-    assert not reused and forced.path not in (first.path, second.path)
+    again, origin = store.start_or_reuse("e", "a", {"seed": 1})
+    assert origin == "reused" and again.path == second.path
+    other, origin = store.start_or_reuse("e", "a", {"seed": 2})
+    assert origin == "new"
+    forced, origin = store.start_or_reuse("e", "a", {"seed": 1}, force=True)
+    assert origin == "new" and forced.path not in (first.path, second.path)
+    # The same spec on another backend is another experiment run.
+    remote, origin = store.start_or_reuse("e", "a", {"seed": 1}, backend="fireworks")
+    assert origin == "new" and remote.record.backend == "fireworks"
+
+
+def test_resume_continues_the_newest_unfinished_run(tmp_path):
+    store = RunStore(tmp_path)
+    crashed, _ = store.start_or_reuse("e", "a", {"seed": 3}, run_id="r1")
+    crashed.append_metrics([{"step": 0, "x": 1.0}, {"step": 1, "x": 2.0}])
+    newer, _ = store.start_or_reuse("e", "a", {"seed": 3}, run_id="r2")
+    resumed, origin = store.start_or_reuse("e", "a", {"seed": 3}, resume=True)
+    assert origin == "resumed" and resumed.path == newer.path
+    newer.finish("failed", error="preempted")
+    resumed, origin = store.start_or_reuse("e", "a", {"seed": 3}, resume=True)
+    assert origin == "resumed" and resumed.path == crashed.path
+    assert [row["step"] for row in resumed.metrics()] == [0, 1]
+    resumed.append_metrics({"step": 2, "x": 3.0})
+    resumed.finish()
+    done, origin = store.start_or_reuse("e", "a", {"seed": 3}, resume=True)
+    assert origin == "reused" and done.path == crashed.path
 
 
 def test_same_run_id_gets_a_unique_folder(tmp_path):

@@ -31,6 +31,7 @@ from rftlab.runs.gitinfo import git_state
 from rftlab.runs.hashing import file_sha256, spec_sha256, to_jsonable
 
 RunStatus = Literal["running", "finished", "failed"]
+RunOrigin = Literal["new", "reused", "resumed"]
 SECRET_ENV_VARS = ("FIREWORKS_API_KEY", "TINKER_API_KEY", "WANDB_API_KEY", "OPENAI_API_KEY")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -314,25 +315,51 @@ class RunStore:
             raise CorruptRunError(problems)
         return runs
 
-    def find_finished(self, experiment: str, arm: str, spec: Any) -> Run | None:
-        """The newest finished run of this experiment/arm whose spec hash equals ``spec``'s."""
+    def find_run(
+        self, experiment: str, arm: str, spec: Any, status: RunStatus = "finished", backend: str | None = None
+    ) -> Run | None:
+        """The newest run of this experiment/arm with ``status`` (and ``backend``, if given) whose spec hash
+        equals ``spec``'s."""
         digest = spec_sha256(spec)
         matches = [
             run
             for run in self.runs(experiment, arm)
-            if run.record.status == "finished" and run.record.spec_sha256 == digest
+            if run.record.status == status
+            and run.record.spec_sha256 == digest
+            and (backend is None or run.record.backend == backend)
         ]
-        return max(matches, key=lambda run: run.record.created_at, default=None)
+        return max(matches, key=lambda run: (run.record.created_at, run.path.name), default=None)
+
+    def find_finished(self, experiment: str, arm: str, spec: Any) -> Run | None:
+        """The newest finished run of this experiment/arm whose spec hash equals ``spec``'s."""
+        return self.find_run(experiment, arm, spec, "finished")
 
     def start_or_reuse(
-        self, experiment: str, arm: str, spec: Any, backend: str = "local", force: bool = False, **kwargs: Any
-    ) -> tuple[Run, bool]:
-        """``(run, reused)``: a finished run with the same spec hash, or a fresh run when none or ``force``."""
+        self,
+        experiment: str,
+        arm: str,
+        spec: Any,
+        backend: str = "local",
+        force: bool = False,
+        resume: bool = False,
+        **kwargs: Any,
+    ) -> tuple[Run, RunOrigin]:
+        """``(run, origin)`` for this spec on this backend:
+
+        - ``"reused"``: a finished run with the same spec hash exists; nothing needs to run;
+        - ``"resumed"``: with ``resume=True``, the newest unfinished run with the same hash, to continue
+          after its last metrics step (``run.metrics()``);
+        - ``"new"``: a fresh run (nothing matched, or ``force=True``).
+        """
         if not force:
-            existing = self.find_finished(experiment, arm, spec)
-            if existing is not None:
-                return existing, True
-        return self.create_run(experiment, arm, spec, backend=backend, **kwargs), False
+            finished = self.find_run(experiment, arm, spec, "finished", backend)
+            if finished is not None:
+                return finished, "reused"
+            if resume:
+                running = self.find_run(experiment, arm, spec, "running", backend)
+                if running is not None:
+                    return running, "resumed"
+        return self.create_run(experiment, arm, spec, backend=backend, **kwargs), "new"
 
 
 def load_metrics(root: str | Path = "runs", experiment: str | None = None, arm: str | None = None):
