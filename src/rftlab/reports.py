@@ -53,11 +53,14 @@ def discover_notebooks(folder: Path = REPO_ROOT / "notebooks") -> list[Path]:
     return sorted(p for p in folder.glob("*.py") if NOTEBOOK_RE.match(p.name))
 
 
-def execute_notebook(notebook: Path, quick: bool, timeout: int = 1800):
-    """Run ``notebook`` in a fresh kernel (cwd = the repository root) and return the executed nbformat node."""
+def execute_notebook(notebook: Path, quick: bool, timeout: int = 1800, progress: bool = False):
+    """Run ``notebook`` in a fresh kernel (cwd = the repository root) and return the executed nbformat node.
+
+    ``progress`` shows a cell-by-cell progress bar on stderr."""
     import jupytext
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+    from tqdm.auto import tqdm
 
     nb = jupytext.read(notebook)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -68,14 +71,23 @@ def execute_notebook(notebook: Path, quick: bool, timeout: int = 1800):
     }
     previous = {key: os.environ.get(key) for key in kernel_env}
     os.environ.update(kernel_env)
+    code_cells = sum(cell.cell_type == "code" for cell in nb.cells)
+    bar = tqdm(
+        total=code_cells, desc=f"      {notebook.name}", unit="cell", disable=not progress, leave=False
+    )
     try:
         client = NotebookClient(
-            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT)}}
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(REPO_ROOT)}},
+            on_cell_executed=lambda **_: bar.update(1),
         )
         client.execute()
     except CellExecutionError as exc:
         raise NotebookFailed(f"{notebook} failed:\n{exc}") from None
     finally:
+        bar.close()
         for key, value in previous.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -118,7 +130,10 @@ def render_markdown(
 
 
 def build_reports(
-    notebooks: list[Path] | None = None, out_dir: Path = REPO_ROOT / "reports", quick: bool = False
+    notebooks: list[Path] | None = None,
+    out_dir: Path = REPO_ROOT / "reports",
+    quick: bool = False,
+    progress: bool = False,
 ) -> list[BuiltReport]:
     """Execute each notebook and write its report, printing progress; stops at the first failure."""
     notebooks = notebooks or discover_notebooks()
@@ -134,7 +149,7 @@ def build_reports(
             flush=True,
         )
         start = time.perf_counter()
-        nb = execute_notebook(notebook, quick=quick)
+        nb = execute_notebook(notebook, quick=quick, progress=progress)
         try:
             source = notebook.relative_to(REPO_ROOT)
         except ValueError:
@@ -154,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("RFTLAB_QUICK") == "1"
     try:
-        build_reports(args.notebooks or None, args.out, quick=quick)
+        build_reports(args.notebooks or None, args.out, quick=quick, progress=sys.stderr.isatty())
     except (NotebookFailed, FileNotFoundError, ValueError) as exc:
         print(f"rftlab reports: error: {exc}", file=sys.stderr)
         return 1
