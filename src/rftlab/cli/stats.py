@@ -13,11 +13,10 @@ import argparse
 import json
 import math
 
-from rftlab.analysis.decision_rules import evaluate_decision_rule_file
-from rftlab.analysis.io import AnalysisInputError, load_metric_series, load_paired_items
-from rftlab.analysis.noninferiority import paired_noninferiority
-from rftlab.analysis.trends import fit_trend, slope_flatness
 from rftlab.cli import UsageError
+
+# The analysis modules pull in scipy and statsmodels (~1 s): each handler imports what it needs, so
+# `rftlab --help` and the other commands start fast. AnalysisInputError is a ValueError.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,6 +80,9 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 
 def noninferiority_command(args: argparse.Namespace) -> int:
+    from rftlab.analysis.io import load_paired_items
+    from rftlab.analysis.noninferiority import paired_noninferiority
+
     if not args.margin > 0:
         raise UsageError(f"--margin must be > 0 (got {args.margin}); the threshold is -margin")
     if not 0 < args.alpha < 0.5:
@@ -90,7 +92,7 @@ def noninferiority_command(args: argparse.Namespace) -> int:
         report = paired_noninferiority(
             items.treatment, items.baseline, margin=args.margin, alpha=args.alpha, permutation_seed=args.seed
         )
-    except (AnalysisInputError, ValueError) as exc:
+    except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -110,11 +112,14 @@ def noninferiority_command(args: argparse.Namespace) -> int:
 
 
 def trend_command(args: argparse.Namespace) -> int:
+    from rftlab.analysis.io import load_metric_series
+    from rftlab.analysis.trends import fit_trend, slope_flatness
+
     try:
         x, y, x_name, n_rows = load_metric_series(args.metrics, args.metric, args.x)
         fit = fit_trend(x, y, hac_maxlags=args.hac_maxlags)
         flatness = slope_flatness(fit, args.epsilon) if args.epsilon is not None else None
-    except (AnalysisInputError, ValueError) as exc:
+    except ValueError as exc:
         raise UsageError(
             f"{args.metrics}: {exc}" if not str(exc).startswith(str(args.metrics)) else str(exc)
         ) from None
@@ -144,11 +149,13 @@ def trend_command(args: argparse.Namespace) -> int:
 
 
 def decision_rule_command(args: argparse.Namespace) -> int:
+    from rftlab.analysis.decision_rules import evaluate_decision_rule_file
+
     try:
         result = evaluate_decision_rule_file(
             args.spec, args.treatment, args.baseline, permutation_seed=args.seed
         )
-    except (AnalysisInputError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
