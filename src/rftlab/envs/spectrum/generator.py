@@ -148,7 +148,6 @@ def generate_scans(
     rand = rng.random
     gauss = rng.gauss
     uniform = rng.uniform
-    bits = rng.getrandbits
     W, G = params.W, params.G
     nf = params.noise_floor_dbm
     band = params.band_width
@@ -173,17 +172,22 @@ def generate_scans(
         for ch in chans
     ]
 
-    def dashed(prefix: str) -> str:
-        a = bits(32)
-        b = bits(16)
-        c = bits(16)
-        d = bits(16)
-        e = bits(48)
-        return f"{prefix}-{a:08x}-{b:04x}-{c:04x}-{d:04x}-{e:012x}"
+    def make_peak(f: float, pw: float, width: float, source: str, channel_id: int | None) -> dict[str, Any]:
+        # The peak id's five draws come after the peak's own draws, as upstream builds its dict.
+        peak = {
+            "freq_mhz": round(f, 1),
+            "power_dbm": round(pw, 1),
+            "width_mhz": width,
+            "source": source,
+            "peak_id": dashed_id(rng, "peak"),
+        }
+        if annotate:
+            peak["channel_id"] = channel_id
+        return peak
 
     scans: list[dict[str, Any]] = []
     for i in range(n_scans):
-        scan_id = dashed("scan")
+        scan_id = dashed_id(rng, "scan")
         active_ids = schedule[i] if schedule is not None else None
         peaks: list[dict[str, Any]] = []
         ground_truth: list[dict[str, Any]] = []
@@ -208,16 +212,7 @@ def generate_scans(
                 f = center + gauss(0, freq_noise)
                 pw = power + gauss(0, power_noise)
                 w = bw + gauss(0, w_sigma)
-                peak = {
-                    "freq_mhz": round(f, 1),
-                    "power_dbm": round(pw, 1),
-                    "width_mhz": round(max(1.0, w), 1),
-                    "source": "channel",
-                    "peak_id": dashed("peak"),
-                }
-                if annotate:
-                    peak["channel_id"] = ch.id
-                peaks.append(peak)
+                peaks.append(make_peak(f, pw, round(max(1.0, w), 1), "channel", ch.id))
         interference_freqs: list[float] = []
         if rand() < params.p_interference:
             m = rng.randint(1, 3)
@@ -226,30 +221,12 @@ def generate_scans(
                 pw = uniform(nf + 5, nf + 20)
                 interference_freqs.append(round(f, 2))
                 w = round(uniform(0.5, 3.0), 1)
-                peak = {
-                    "freq_mhz": round(f, 1),
-                    "power_dbm": round(pw, 1),
-                    "width_mhz": w,
-                    "source": "interference",
-                    "peak_id": dashed("peak"),
-                }
-                if annotate:
-                    peak["channel_id"] = None
-                peaks.append(peak)
+                peaks.append(make_peak(f, pw, w, "interference", None))
         if rand() < params.p_false_alarm:
             f = uniform(0, band)
             pw = nf + gauss(5, 2)
             w = round(uniform(1.0, 5.0), 1)
-            peak = {
-                "freq_mhz": round(f, 1),
-                "power_dbm": round(pw, 1),
-                "width_mhz": w,
-                "source": "noise",
-                "peak_id": dashed("peak"),
-            }
-            if annotate:
-                peak["channel_id"] = None
-            peaks.append(peak)
+            peaks.append(make_peak(f, pw, w, "noise", None))
         peaks.sort(key=_freq_key)
         scans.append(
             {
