@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.rftlab-installed
-EXTRAS ?= dev
+# Every extra: the tests drive real eval-protocol, the tinker SDK types, the local torch backend and the
+# texasholdem engine offline (fakes stand in only for the hosted services).
+EXTRAS ?= dev,fireworks,tinker,poker
 
 .PHONY: setup test test-all reports sync lab lint format clean-venv
 
