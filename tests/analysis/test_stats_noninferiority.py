@@ -248,7 +248,8 @@ def test_hoeffding_report_decisions(p_plus, p_minus, expected):
     assert hoeffding.upper == pytest.approx(d.mean() + math.sqrt(2 * math.log(20) / 1319), abs=1e-14)
     for bound in report.bounds.values():
         assert bound.lower <= report.mean_difference + 1e-12 or bound.method == "betting"
-        assert bound.level == 0.95 and bound.replication_unit == "item"
+        assert bound.one_sided_level == 0.95 and bound.two_sided_level == pytest.approx(0.9)
+        assert bound.replication_unit == "item"
 
 
 def test_order_independent_bounds_ignore_the_permutation_seed():
@@ -308,13 +309,44 @@ def test_tiny_and_degenerate_samples_do_not_crash():
     one = np.array([0.0])
     assert hoeffding_lower_bound(one, 0.05) == -1.0  # clipped to the range
     result = bound_result("paired_t", one, 0.03, 0.05)
-    assert result.lower is None and result.decision == "not_applicable"
+    assert result.lower is None and result.decision == "inconclusive"
     ties = np.zeros(3)
     report = paired_noninferiority(ties, ties, margin=0.03)
     assert report.decision == "inconclusive"
     assert "zero variance" in report.bounds["paired_t"].note
     for bound in report.bounds.values():
         assert bound.lower is None or -1.0 <= bound.lower <= 0.0
+
+
+def test_asymptotic_methods_claim_nothing_from_an_all_tie_sample():
+    # issue 8 §3: n = 50, every item tied; the t interval has zero width and used to say "noninferior"
+    ties = np.zeros(50)
+    for method in ("paired_t", "tango"):
+        result = bound_result(method, ties, 0.03, 0.05)
+        assert result.decision == "inconclusive", method
+        assert result.lower is None and result.upper is None
+        assert result.note.startswith("degenerate sample")
+        assert np.isnan(batch_lower_bounds(method, ties, 0.05)[0])
+        assert not batch_noninferior(method, ties[None, :], 0.03, 0.05)[0]
+    # constant non-zero continuous differences: zero variance is degenerate for paired t
+    const = np.full(40, 0.25)
+    assert bound_result("paired_t", const, 0.03, 0.05).decision == "inconclusive"
+    assert "zero variance" in bound_result("paired_t", const, 0.03, 0.05).note
+    # the finite-sample bounds still decide on the same all-tie sample (Hoeffding cannot at n = 50)
+    assert bound_result("hoeffding", ties, 0.03, 0.05).decision == "inconclusive"
+
+
+def test_asymptotic_methods_need_ten_discordant_pairs():
+    # 9 discordant pairs (all +1) among 400 items: paired t would claim, but the count is too small
+    d = np.zeros(400)
+    d[:9] = 1.0
+    for method in ("paired_t", "tango"):
+        result = bound_result(method, d, 0.03, 0.05)
+        assert result.decision == "inconclusive" and "9 discordant" in result.note
+    d[9] = 1.0  # 10 discordant pairs: both apply and claim noninferiority
+    for method in ("paired_t", "tango"):
+        assert bound_result(method, d, 0.03, 0.05).decision == "noninferior"
+        assert bool(batch_noninferior(method, d[None, :], 0.03, 0.05)[0])
 
 
 def test_two_sided_convention_equals_one_sided_half_alpha():

@@ -11,6 +11,9 @@ from scipy import stats
 from rftlab.analysis.noninferiority import METHODS, batch_lower_bounds
 from rftlab.analysis.power import (
     DiscordanceModel,
+    count_lower_bounds,
+    exact_pass_rate,
+    mc_reps_for,
     coverage_table,
     hoeffding_clearing_difference,
     minimum_detectable_difference,
@@ -84,7 +87,7 @@ def test_hoeffding_pass_rate_matches_binomial_calculation():
 def test_hoeffding_minimum_detectable_difference_matches_normal_approximation():
     # pass iff d̄ > 0.0374; d̄ ~ N(theta, (r - theta²)/n): theta* = 0.0374 + z_0.8 sd
     r = 0.2
-    mdd = minimum_detectable_difference("hoeffding", N, MARGIN, ALPHA, r, np.random.default_rng(5), reps=2000)
+    mdd = minimum_detectable_difference("hoeffding", N, MARGIN, ALPHA, r).value
     clearing = hoeffding_clearing_difference(N, MARGIN, ALPHA)
     assert clearing == pytest.approx(0.0374, abs=1e-4)
     expected = clearing + stats.norm.ppf(0.8) * math.sqrt((r - 0.048**2) / N)
@@ -94,7 +97,7 @@ def test_hoeffding_minimum_detectable_difference_matches_normal_approximation():
 def test_required_n_matches_hoeffding_closed_form():
     # theta = 0.0, r = 0.2: need sqrt(2 ln(1/alpha)/n) + z_0.8 sqrt(r/n) < margin
     r = 0.2
-    n = required_n("hoeffding", 0.0, MARGIN, ALPHA, r, np.random.default_rng(6), reps=2000)
+    n = required_n("hoeffding", 0.0, MARGIN, ALPHA, r).value
     expected = ((math.sqrt(2 * math.log(1 / ALPHA)) + stats.norm.ppf(0.8) * math.sqrt(r)) / MARGIN) ** 2
     assert n == pytest.approx(expected, rel=0.05)
 
@@ -110,7 +113,7 @@ def test_power_curve_is_tidy_and_increasing():
         reps=300,
         methods=["hoeffding", "paired_t"],
     )
-    assert list(curve.columns) == ["method", "discordance", "difference", "pass_rate"]
+    assert list(curve.columns) == ["method", "discordance", "difference", "pass_rate", "mc_se", "exact"]
     for _, group in curve.groupby("method"):
         rates = group.sort_values("difference")["pass_rate"].to_numpy()
         assert np.all(np.diff(rates) >= 0)
@@ -126,7 +129,111 @@ def test_finite_sample_bounds_are_valid_at_small_n(method, discordance):
     assert result.rate <= ALPHA + mc_tolerance(reps)
 
 
-def test_paired_t_is_not_valid_at_small_n_with_few_discordant_pairs():
-    # why the asymptotic tests are labelled so and never gate: n = 30, r = 0.04
-    result = null_error_rate("paired_t", 30, MARGIN, 0.04, ALPHA, 2000, np.random.default_rng(9))
-    assert result.rate > 2 * ALPHA
+def test_paired_t_is_not_valid_with_few_discordant_pairs_even_after_the_degeneracy_rule():
+    # why the asymptotic tests are labelled so and never gate: n = 1319, r = 0.04 (~53 discordant pairs)
+    model = DiscordanceModel.from_difference(-MARGIN, 0.04)
+    exact = exact_pass_rate("paired_t", N, model, MARGIN, ALPHA)
+    assert exact > ALPHA + 0.008  # 0.061, exactly (no Monte Carlo error)
+    simulated = null_error_rate("paired_t", N, MARGIN, 0.04, ALPHA, 2000, np.random.default_rng(9))
+    assert simulated.rate == pytest.approx(exact, abs=4 * simulated.mc_se)
+
+
+# ---------------------------------------------------------------- exact power (issue 8 §6)
+
+
+@pytest.mark.parametrize("method", ["hoeffding", "empirical_bernstein", "paired_t", "tango"])
+def test_count_formulas_equal_the_batched_bounds_on_every_sample_of_size_24(method):
+    n = 24
+    b, c = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    keep = b + c <= n
+    b, c = b[keep], c[keep]
+    d = np.zeros((b.size, n))
+    for row, (nb, nc) in enumerate(zip(b, c, strict=True)):
+        d[row, :nb], d[row, nb : nb + nc] = 1.0, -1.0
+    batched = batch_lower_bounds(method, d, ALPHA)
+    counted = count_lower_bounds(method, b, c, n, ALPHA)
+    assert np.array_equal(np.isnan(batched), np.isnan(counted))
+    ok = ~np.isnan(batched)
+    assert np.allclose(batched[ok], counted[ok], atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["hoeffding", "empirical_bernstein", "paired_t", "tango"])
+def test_exact_power_equals_a_brute_force_multinomial_sum(method):
+    # independent computation: loop over every (#+1, #-1) with scipy's multinomial pmf and decide on a
+    # representative sample with the batched decision used by simulations
+    from rftlab.analysis.noninferiority import batch_noninferior
+
+    n, model, margin = 60, DiscordanceModel.from_difference(0.05, 0.5), 0.1
+    total = 0.0
+    for nb in range(n + 1):
+        for nc in range(n + 1 - nb):
+            d = np.array([1.0] * nb + [-1.0] * nc + [0.0] * (n - nb - nc))
+            if batch_noninferior(method, d[None, :], margin, ALPHA)[0]:
+                total += stats.multinomial.pmf(
+                    [nb, nc, n - nb - nc], n, [model.p_plus, model.p_minus, 1 - model.discordance]
+                )
+    assert exact_pass_rate(method, n, model, margin, ALPHA) == pytest.approx(total, abs=1e-10)
+
+
+def test_exact_power_agrees_with_simulation():
+    model = DiscordanceModel.from_difference(0.0, 0.2)
+    for method in ("paired_t", "tango"):
+        simulated = pass_rate(method, 800, model, MARGIN, ALPHA, 4000, np.random.default_rng(21))
+        assert exact_pass_rate(method, 800, model, MARGIN, ALPHA) == pytest.approx(
+            simulated.rate, abs=4 * simulated.mc_se
+        )
+
+
+def test_the_reported_paired_t_mdd_had_power_076_not_080():
+    # issue 8 §6: at the old 1,000-replication MDD (+0.0109, r = 0.4) the exact power is about 0.76
+    model = DiscordanceModel.from_difference(0.0109, 0.4)
+    assert exact_pass_rate("paired_t", N, model, MARGIN, ALPHA) == pytest.approx(0.76, abs=0.005)
+    found = minimum_detectable_difference("paired_t", N, MARGIN, ALPHA, 0.4)
+    assert found.exact and found.mc_se == 0.0 and found.achieved_power >= 0.8
+    just_below = DiscordanceModel.from_difference(found.value - 2e-5, 0.4)
+    assert exact_pass_rate("paired_t", N, just_below, MARGIN, ALPHA) < 0.8
+
+
+def test_paired_t_small_n_error_is_exactly_the_no_minus_one_probability_without_the_degeneracy_rule():
+    # issue 8 §3: at n = 30, r = 0.04, theta = -0.03 the old paired t (no degeneracy rule) erred on
+    # every sample without a -1 and on none with one: P = (1 - p_minus)^30 = 0.965^30
+    from rftlab.analysis.power import trinomial_grid
+
+    n, model = 30, DiscordanceModel.from_difference(-MARGIN, 0.04)
+    b, c, prob = trinomial_grid(n, model)
+    mean = (b - c) / n
+    var = np.maximum((b + c - n * mean**2) / (n - 1), 0)
+    old_lcb = mean - stats.t.ppf(0.95, n - 1) * np.sqrt(var / n)  # zero width on all-tie samples
+    old_error = float(np.sum(prob * (old_lcb > -MARGIN)))
+    assert old_error == pytest.approx(0.965**30, abs=1e-9)
+    assert 0.965**30 == pytest.approx(0.343, abs=5e-4)
+    all_ties = 0.96**30
+    assert all_ties / old_error > 0.85  # most of it: samples with no discordant pair at all
+    # with the rule (>= 10 discordant pairs) paired t claims nothing at this n and r
+    assert exact_pass_rate("paired_t", n, model, MARGIN, ALPHA) < 1e-6
+
+
+def test_required_n_checks_its_lower_end_and_brackets_exactly():
+    # a large effect passes at a small n: the old search returned 16 without checking below it
+    found = required_n("hoeffding", 0.8, MARGIN, ALPHA, 0.8)
+    model = DiscordanceModel.from_difference(0.8, 0.8)
+    assert found.value < 16
+    assert exact_pass_rate("hoeffding", found.value, model, MARGIN, ALPHA) >= 0.8
+    assert exact_pass_rate("hoeffding", found.value - 1, model, MARGIN, ALPHA) < 0.8
+    # n_min itself is returned when it already passes
+    assert required_n("hoeffding", 0.8, MARGIN, ALPHA, 0.8, n_min=50).value == 50
+    # a hint above or below the answer gives the same exact answer
+    plain = required_n("paired_t", 0.02, MARGIN, ALPHA, 0.2)
+    for hint in (100, 3000):
+        assert required_n("paired_t", 0.02, MARGIN, ALPHA, 0.2, n_hint=hint).value == plain.value
+
+
+def test_monte_carlo_searches_report_their_standard_error():
+    assert mc_reps_for(0.01, 0.8) == 6400  # 2 * sqrt(0.16 / 6400) = 0.01
+    found = minimum_detectable_difference(
+        "plugin_empirical_bernstein", 200, MARGIN, ALPHA, 0.3, np.random.default_rng(22), reps=400, tol=2e-3
+    )
+    assert not found.exact and found.reps == 400 and found.achieved_power >= 0.8
+    assert found.mc_se == pytest.approx(math.sqrt(found.achieved_power * (1 - found.achieved_power) / 400))
+    n_found = required_n("betting", 0.05, MARGIN, ALPHA, 0.3, np.random.default_rng(23), reps=300, n_hint=200)
+    assert not n_found.exact and n_found.value is not None and n_found.achieved_power >= 0.8

@@ -11,7 +11,23 @@ Decisions (the same rule for every method):
 * ``inferior``     — the one-sided level-(1-alpha) **upper** bound (same method, mirrored data) is
   below ``-delta``, i.e. ``H0': mu >= -delta`` is rejected at level alpha;
 * ``inconclusive`` — neither: the interval ``[lower, upper]`` (a two-sided 1-2alpha interval)
-  straddles ``-delta``. An inconclusive result is not a win.
+  straddles ``-delta``. An inconclusive result is not a win. The asymptotic methods (paired t, Tango)
+  also return ``inconclusive``, with the reason in ``note``, on a degenerate sample (zero variance, or
+  fewer than ``MIN_DISCORDANT`` discordant pairs on paired 0/1 data): they claim nothing from it.
+
+Sidedness, stated once: ``lower`` and ``upper`` are each a one-sided bound at level ``1 - alpha``
+(``one_sided_level``); together they form a two-sided interval at level ``1 - 2·alpha``
+(``two_sided_level``). ``alpha = 0.05`` gives 95% one-sided bounds and a 90% two-sided interval.
+
+What "anytime-valid" means here: the betting confidence sequence is valid simultaneously over the
+items of *one* comparison, so the bound may be read after every item while one evaluation streams
+in. Re-evaluating a *new checkpoint* on the same items after every epoch is a new comparison each
+time and is **not** covered: for repeated looks at successive checkpoints use
+``rftlab.analysis.repeated_looks`` (alpha split across a pre-declared number of looks).
+
+Order: plug-in empirical Bernstein and betting depend on the order of the items
+(``ORDER_DEPENDENT``); the order is a seeded permutation whose seed belongs in the pre-registered
+spec and is recorded with every result.
 
 Every bound is computed by a *batched* core that works on an ``(R, n)`` array (R replications), so
 the same code serves one data set and a 10,000-replication coverage simulation. Bounds on the
@@ -40,10 +56,19 @@ VALIDITY: dict[str, str] = {
     "hoeffding": "finite-sample",
     "empirical_bernstein": "finite-sample",
     "plugin_empirical_bernstein": "finite-sample (order-dependent: fixed permutation)",
-    "betting": "anytime-valid (confidence sequence; order-dependent: fixed permutation)",
+    "betting": "finite-sample; anytime over the items of one comparison, not over checkpoints "
+    "(order-dependent: fixed permutation)",
     "paired_t": "asymptotic",
     "tango": "asymptotic (paired binary outcomes only)",
 }
+
+# Methods whose bound depends on the order of the items (a seeded permutation must be pre-registered).
+ORDER_DEPENDENT: frozenset[str] = frozenset({"plugin_empirical_bernstein", "betting"})
+# Methods whose bound on paired 0/1 data depends only on the counts (#(+1), #(-1)): exact power.
+COUNT_ONLY: tuple[str, ...] = ("hoeffding", "empirical_bernstein", "paired_t", "tango")
+# The asymptotic tests make no claim on paired 0/1 data with fewer discordant pairs than this
+# (the usual rule of thumb for McNemar-type normal approximations).
+MIN_DISCORDANT = 10
 
 BET_TRUNCATION = 0.5  # c in lambda_t = min(lambda_dot_t, c) and lambda_t(m) = min(lambda_dot_t, c/m)
 _BISECTION_STEPS = 40  # 2**-40 of the range: far below any margin a spec declares
@@ -219,7 +244,10 @@ def _betting_batch(x: np.ndarray, alpha: float, horizon: int | None = None) -> n
 
 
 def betting_anytime_p_value(x: np.ndarray, m0: float, alpha: float, horizon: int | None = None) -> np.ndarray:
-    """Anytime-valid p-value ``min(1, 1/max_t K_t(m0))`` for ``H0: E x <= m0`` (bets tuned for alpha)."""
+    """P-value ``min(1, 1/max_t K_t(m0))`` for ``H0: E x <= m0`` (bets tuned for alpha).
+
+    Anytime-valid over the items of one comparison (Ville), not over repeated checkpoints.
+    """
     x = _as_batch(x)
     lam_dot, _ = _plugin_lambdas(x, alpha, horizon)
     return np.minimum(1.0, np.exp(-_betting_max_log_capital(x, lam_dot, np.full(x.shape[0], m0))))
@@ -228,6 +256,43 @@ def betting_anytime_p_value(x: np.ndarray, m0: float, alpha: float, horizon: int
 # --------------------------------------------------------------------------------------------------
 # Asymptotic references: paired t and Tango's score test
 # --------------------------------------------------------------------------------------------------
+
+
+def _is_ternary(d: np.ndarray) -> bool:
+    return bool(np.all((d == -1.0) | (d == 0.0) | (d == 1.0)))
+
+
+def asymptotic_degenerate_reason(method: str, d: np.ndarray) -> str:
+    """Why an asymptotic method (paired t, Tango) claims nothing from ``d`` ('' if it applies).
+
+    Paired t needs n >= 2 and a non-zero sample variance; on paired 0/1 data (differences in
+    {-1, 0, 1}) both paired t and Tango need at least ``MIN_DISCORDANT`` discordant pairs.
+    """
+    d = np.asarray(d, dtype=float)
+    if method == "paired_t":
+        if d.size < 2:
+            return "the paired t test needs at least 2 items"
+        if float(np.ptp(d)) == 0.0:
+            return "degenerate sample: zero variance (every item has the same difference)"
+    if method in ("paired_t", "tango") and _is_ternary(d):
+        discordant = int(np.sum(d != 0.0))
+        if discordant < MIN_DISCORDANT:
+            return (
+                f"degenerate sample: {discordant} discordant pair(s) < {MIN_DISCORDANT}; "
+                "the normal approximation cannot be trusted"
+            )
+    return ""
+
+
+def _asymptotic_degenerate_rows(method: str, d: np.ndarray) -> np.ndarray:
+    """Rows of a batch on which the asymptotic ``method`` makes no claim (see the function above)."""
+    degenerate = np.zeros(d.shape[0], dtype=bool)
+    if method == "paired_t":
+        degenerate |= d.shape[1] < 2
+        degenerate |= np.ptp(d, axis=1) == 0.0
+    ternary = np.all((d == -1.0) | (d == 0.0) | (d == 1.0), axis=1)
+    degenerate |= ternary & ((d != 0.0).sum(axis=1) < MIN_DISCORDANT)
+    return degenerate
 
 
 def _paired_t_batch(d: np.ndarray, alpha: float) -> np.ndarray:
@@ -289,13 +354,16 @@ def _tango_batch(d: np.ndarray, alpha: float) -> np.ndarray:
 def batch_lower_bounds(
     method: str, d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0, horizon: int | None = None
 ) -> np.ndarray:
-    """One-sided level-(1-alpha) lower bounds of the mean of each row of ``d`` (shape (R, n) or (n,))."""
+    """One-sided level-(1-alpha) lower bounds of the mean of each row of ``d`` (shape (R, n) or (n,)).
+
+    Paired t and Tango give ``nan`` (no claim) on degenerate rows (``asymptotic_degenerate_reason``).
+    """
     _validate(alpha, low, high)
     d = _as_batch(d)
     width = high - low
     if method in ("paired_t", "tango"):
         raw = _paired_t_batch(d, alpha) if method == "paired_t" else _tango_batch(d, alpha)
-        return np.maximum(raw, low)
+        return np.where(_asymptotic_degenerate_rows(method, d), np.nan, np.maximum(raw, low))
     x = (d - low) / width
     if method == "hoeffding":
         lcb_x = _hoeffding_batch(x, alpha)
@@ -342,7 +410,8 @@ def batch_noninferior(
         return _betting_max_log_capital(x, lam_dot, np.full(d.shape[0], m0)) >= math.log(1.0 / alpha)
     if method == "tango":
         b, c = _tango_counts(d)
-        return tango_score_statistic(b, c, d.shape[1], np.full(d.shape[0], -margin)) > sps.norm.ppf(1 - alpha)
+        z = tango_score_statistic(b, c, d.shape[1], np.full(d.shape[0], -margin))
+        return (z > sps.norm.ppf(1 - alpha)) & ~_asymptotic_degenerate_rows(method, d)
     return batch_lower_bounds(method, d, alpha, low, high, horizon) > -margin
 
 
@@ -373,7 +442,10 @@ def plugin_empirical_bernstein_lower_bound(
 def betting_lower_bound(
     d: np.ndarray, alpha: float, low: float = -1.0, high: float = 1.0, horizon: int | None = None
 ) -> float:
-    """Betting confidence sequence's lower end after all n items (anytime-valid; order-dependent)."""
+    """Betting confidence sequence's lower end after all n items (order-dependent; level 1-alpha).
+
+    Anytime-valid over the items of this one comparison only (see ``betting_confidence_sequence``).
+    """
     return _single("betting", d, alpha, low, high, horizon)
 
 
@@ -382,9 +454,12 @@ def betting_confidence_sequence(
 ) -> np.ndarray:
     """Lower confidence sequence ``L_1..L_n`` (running intersection): ``P(exists t: mu < L_t) <= alpha``.
 
-    Because it is anytime-valid, the gate ``L_t > -margin`` may be checked after every item or epoch
-    without inflating the error. ``L_n`` equals ``betting_lower_bound``. The bets are tuned for
-    ``horizon`` (default n), which does not affect validity.
+    The guarantee is over the items of *one* comparison: while one evaluation streams in item by
+    item, ``L_t > -margin`` may be checked after every item without inflating the error. It says
+    nothing about re-evaluating a new checkpoint on the same items after every epoch (each is a new
+    comparison); use ``rftlab.analysis.repeated_looks`` for that. ``L_n`` equals
+    ``betting_lower_bound``. The bets are tuned for ``horizon`` (default n), which does not affect
+    validity.
     """
     d = np.asarray(d, dtype=float)
     _validate(alpha, low, high)
@@ -404,13 +479,21 @@ def betting_confidence_sequence(
 
 
 def paired_t_lower_bound(d: np.ndarray, alpha: float) -> float:
-    """Paired t lower bound ``d̄ - t_{1-alpha,n-1}·s/sqrt(n)``; one-sided, level 1-alpha, **asymptotic**."""
-    return float(_paired_t_batch(_as_batch(d), alpha)[0])
+    """Paired t lower bound ``d̄ - t_{1-alpha,n-1}·s/sqrt(n)``; one-sided, level 1-alpha, **asymptotic**.
+
+    ``nan`` on a degenerate sample (``asymptotic_degenerate_reason``): no claim.
+    """
+    d = _as_batch(d)
+    return float(np.where(_asymptotic_degenerate_rows("paired_t", d), np.nan, _paired_t_batch(d, alpha))[0])
 
 
 def tango_lower_bound(d: np.ndarray, alpha: float) -> float:
-    """Tango score-interval lower end for paired 0/1 outcomes; one-sided, level 1-alpha, **asymptotic**."""
-    return float(_tango_batch(_as_batch(d), alpha)[0])
+    """Tango score-interval lower end for paired 0/1 outcomes; one-sided, level 1-alpha, **asymptotic**.
+
+    ``nan`` with fewer than ``MIN_DISCORDANT`` discordant pairs: no claim.
+    """
+    d = _as_batch(d)
+    return float(np.where(_asymptotic_degenerate_rows("tango", d), np.nan, _tango_batch(d, alpha))[0])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -422,9 +505,11 @@ def tango_lower_bound(d: np.ndarray, alpha: float) -> float:
 class BoundResult:
     """One method's verdict on a paired comparison.
 
-    ``lower``/``upper`` are one-sided bounds at level ``level`` = 1 - alpha each (together a two-sided
-    1 - 2·alpha interval); the replication unit is the item. ``lower`` is ``None`` when the method does
-    not apply (Tango on non-binary scores).
+    ``lower`` and ``upper`` are each a one-sided bound at level ``one_sided_level`` = 1 - alpha;
+    together ``[lower, upper]`` is a two-sided interval at level ``two_sided_level`` = 1 - 2·alpha.
+    The replication unit is the item. ``lower`` is ``None`` when the method does not apply (Tango on
+    non-binary scores) or makes no claim (an asymptotic method on a degenerate sample; ``note`` says
+    why). ``permutation_seed`` is the seed of the item order for order-dependent methods, else None.
     """
 
     method: str
@@ -433,13 +518,19 @@ class BoundResult:
     decision: str
     p_value: float | None
     alpha: float
-    level: float
+    one_sided_level: float
+    two_sided_level: float
     margin: float
     n: int
     validity: str
-    sidedness: str = "one-sided lower bound at level 1-alpha (upper: one-sided at the same level)"
+    sidedness: str = (
+        "lower and upper: each a one-sided bound at one_sided_level = 1-alpha; "
+        "[lower, upper]: a two-sided interval at two_sided_level = 1-2*alpha"
+    )
     replication_unit: str = "item"
     note: str = ""
+    order_dependent: bool = False
+    permutation_seed: int | None = None
 
 
 def decide(lower: float | None, upper: float | None, margin: float) -> str:
@@ -476,11 +567,18 @@ def bound_result(
     high: float = 1.0,
     item_weights: np.ndarray | None = None,
     horizon: int | None = None,
+    permutation_seed: int | None = None,
 ) -> BoundResult:
-    """Evaluate one method on one vector of per-item differences (already in a fixed order)."""
+    """Evaluate one method on one vector of per-item differences (already in a fixed order).
+
+    ``permutation_seed`` is only recorded (for order-dependent methods): the caller applied it.
+    """
     _validate(alpha, low, high)
-    if margin < 0:
-        raise ValueError(f"margin={margin} must be >= 0 (noninferiority threshold is -margin)")
+    if not math.isfinite(margin) or margin < 0 or -margin <= low:
+        raise ValueError(
+            f"margin={margin} must be finite, >= 0 and below {-low:g} (the threshold -margin must lie "
+            f"inside the range [{low:g}, {high:g}] of the differences)"
+        )
     d = np.asarray(d, dtype=float)
     _check_range(d, low, high)
     n = d.size
@@ -498,15 +596,13 @@ def bound_result(
             p_value = 1.0 if excess <= 0 else math.exp(-2.0 * excess**2 / ((high - low) ** 2 * w2))
     elif item_weights is not None:
         raise ValueError("item weights are supported by the Hoeffding bound only")
-    elif method == "paired_t" and n < 2:
-        lower, upper, note = None, None, "the paired t test needs at least 2 items"
+    elif method == "tango" and not _is_ternary(d):
+        lower, upper, note = None, None, "Tango's score test needs paired 0/1 outcomes"
+    elif method in ("paired_t", "tango") and asymptotic_degenerate_reason(method, d):
+        lower, upper, note = None, None, asymptotic_degenerate_reason(method, d)
     elif method == "paired_t":
         lower, upper, p_value = _paired_t_statsmodels(d, margin, alpha)
         lower, upper = max(lower, low), min(upper, high)
-        if p_value is None:
-            note = "zero variance: the t interval degenerates to the mean"
-    elif method == "tango" and not np.all(np.isin(d, (-1.0, 0.0, 1.0))):
-        lower, upper, note = None, None, "Tango's score test needs paired 0/1 outcomes"
     else:
         lower = float(batch_lower_bounds(method, d, alpha, low, high, horizon)[0])
         upper = float(batch_upper_bounds(method, d, alpha, low, high, horizon)[0])
@@ -518,7 +614,9 @@ def bound_result(
             b, c = _tango_counts(d[None, :])
             z = float(tango_score_statistic(b, c, n, np.array([-margin]))[0])
             p_value = float(sps.norm.sf(z))
-    if lower is not None and method in ("betting", "tango"):
+    if lower is None and (note.startswith("degenerate") or note.startswith("the paired t test needs")):
+        decision = "inconclusive"
+    elif lower is not None and method in ("betting", "tango"):
         # direct test of -margin: the same decision as comparing the bisected bound, without its rounding
         claimed = bool(batch_noninferior(method, d, margin, alpha, low, high, horizon)[0])
         decision = "noninferior" if claimed else ("inferior" if upper < -margin else "inconclusive")
@@ -531,11 +629,14 @@ def bound_result(
         decision=decision,
         p_value=p_value,
         alpha=alpha,
-        level=1.0 - alpha,
+        one_sided_level=1.0 - alpha,
+        two_sided_level=1.0 - 2.0 * alpha,
         margin=margin,
         n=n,
         validity=VALIDITY[method],
         note=note,
+        order_dependent=method in ORDER_DEPENDENT,
+        permutation_seed=permutation_seed if method in ORDER_DEPENDENT else None,
     )
 
 
@@ -562,6 +663,8 @@ class NoninferiorityReport:
             "n": self.n,
             "mean_difference": self.mean_difference,
             "alpha": self.alpha,
+            "one_sided_level": 1.0 - self.alpha,
+            "two_sided_level": 1.0 - 2.0 * self.alpha,
             "margin": self.margin,
             "decision": self.decision,
             "decision_method": self.decision_method,
@@ -587,8 +690,13 @@ def paired_noninferiority(
 
     The order-dependent methods (plug-in empirical Bernstein, betting) see the items in the order
     ``numpy.random.default_rng(permutation_seed).permutation(n)`` of the given order, recorded in the
-    report; the other methods do not depend on order.
+    report and in each of their bounds; the other methods do not depend on order. The seed is part of
+    the analysis plan: choosing it after seeing results (seed shopping) inflates the error rate.
     """
+    if isinstance(permutation_seed, bool) or not isinstance(permutation_seed, int | np.integer):
+        raise ValueError(f"permutation_seed={permutation_seed!r} must be a non-negative integer")
+    if permutation_seed < 0:
+        raise ValueError(f"permutation_seed={permutation_seed} must be a non-negative integer")
     treatment = np.asarray(treatment, dtype=float)
     baseline = np.asarray(baseline, dtype=float)
     if treatment.shape != baseline.shape or treatment.ndim != 1 or treatment.size == 0:
@@ -597,7 +705,10 @@ def paired_noninferiority(
     low, high = lo - hi, hi - lo
     d = treatment - baseline
     d = d[np.random.default_rng(permutation_seed).permutation(d.size)]
-    bounds = {method: bound_result(method, d, margin, alpha, low, high) for method in methods}
+    bounds = {
+        method: bound_result(method, d, margin, alpha, low, high, permutation_seed=permutation_seed)
+        for method in methods
+    }
     return NoninferiorityReport(
         n=int(d.size),
         mean_difference=float(np.mean(d)),

@@ -17,8 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
-from rftlab.analysis.noninferiority import METHODS, batch_noninferior, hoeffding_half_width
+from rftlab.analysis.noninferiority import (
+    COUNT_ONLY,
+    METHODS,
+    MIN_DISCORDANT,
+    batch_noninferior,
+    hoeffding_half_width,
+    tango_score_statistic,
+)
 
 _CHUNK = 2500  # replications per block: bounds memory to ~100 MB at n = 1319
 
@@ -135,38 +143,170 @@ def null_error_rate(
     )
 
 
+# --------------------------------------------------------------------------------------------------
+# Exact power for the count-only bounds: sum over the trinomial distribution of (#(+1), #(-1))
+# --------------------------------------------------------------------------------------------------
+
+EXACT_TAIL = 1e-13  # probability mass left out at each end of each binomial when summing the trinomial
+
+
+def count_lower_bounds(
+    method: str, n_plus: np.ndarray, n_minus: np.ndarray, n: int, alpha: float
+) -> np.ndarray:
+    """Lower bounds of a count-only method from the counts of a paired 0/1 sample (``d`` in {-1, 0, 1}).
+
+    Equal (up to rounding) to ``batch_lower_bounds(method, d, alpha)`` for any ``d`` with these counts:
+    Hoeffding needs ``d̄``; Maurer–Pontil and paired t need ``d̄`` and ``Σ d² = #(+1) + #(-1)``; Tango
+    needs the two counts. ``nan`` where an asymptotic method makes no claim (degenerate sample).
+    """
+    if method not in COUNT_ONLY:
+        raise ValueError(f"{method!r} depends on the order of the items; use a simulation")
+    b = np.asarray(n_plus, dtype=float)
+    c = np.asarray(n_minus, dtype=float)
+    mean = (b - c) / n
+    if method == "hoeffding":
+        return np.maximum(mean - hoeffding_half_width(n, alpha), -1.0)
+    var = np.maximum((b + c - n * mean**2) / (n - 1), 0.0) if n > 1 else np.zeros_like(mean)
+    if method == "empirical_bernstein":
+        if n < 2:
+            return np.full(mean.shape, -1.0)
+        log_term = math.log(2.0 / alpha)
+        lcb_x = (
+            (mean + 1.0) / 2.0 - np.sqrt(2.0 * (var / 4.0) * log_term / n) - 7.0 * log_term / (3.0 * (n - 1))
+        )
+        return -1.0 + 2.0 * np.clip(lcb_x, 0.0, 1.0)
+    degenerate = (b + c) < MIN_DISCORDANT
+    if method == "paired_t":
+        degenerate |= (b + c == 0) | (b == n) | (c == n) | (n < 2)
+        if n < 2:
+            return np.full(mean.shape, np.nan)
+        lower = np.maximum(mean - sps.t.ppf(1.0 - alpha, n - 1) * np.sqrt(var / n), -1.0)
+        return np.where(degenerate, np.nan, lower)
+    # tango: bisection of the score statistic, as in noninferiority._tango_batch
+    z_crit = sps.norm.ppf(1.0 - alpha)
+    lo, hi = np.full(mean.shape, -1.0), mean.copy()
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        rejected = tango_score_statistic(b, c, n, mid) > z_crit
+        lo = np.where(rejected, mid, lo)
+        hi = np.where(rejected, hi, mid)
+    return np.where(degenerate, np.nan, lo)
+
+
+def count_noninferior(
+    method: str, n_plus: np.ndarray, n_minus: np.ndarray, n: int, margin: float, alpha: float
+) -> np.ndarray:
+    """Is noninferiority claimed on a paired 0/1 sample with these counts? (Tango tests -margin directly.)"""
+    if method == "tango":
+        b = np.asarray(n_plus, dtype=float)
+        c = np.asarray(n_minus, dtype=float)
+        z = tango_score_statistic(b, c, n, np.full(np.broadcast(b, c).shape, -margin))
+        return (z > sps.norm.ppf(1.0 - alpha)) & ((b + c) >= MIN_DISCORDANT)
+    return count_lower_bounds(method, n_plus, n_minus, n, alpha) > -margin
+
+
+def trinomial_grid(n: int, model: DiscordanceModel, tail: float = EXACT_TAIL) -> tuple[np.ndarray, ...]:
+    """``(n_plus, n_minus, probability)`` over the counts that carry all but ~4·tail of the mass.
+
+    ``#(+1) ~ Binomial(n, p_plus)`` and, given it, ``#(-1) ~ Binomial(n - #(+1), p_minus/(1 - p_plus))``;
+    each count is summed between its ``tail`` and ``1 - tail`` quantiles.
+    """
+    b_lo, b_hi = (int(v) for v in sps.binom.ppf([tail, 1.0 - tail], n, model.p_plus))
+    c_lo, c_hi = (int(v) for v in sps.binom.ppf([tail, 1.0 - tail], n, model.p_minus))
+    b_lo, c_lo = max(b_lo - 1, 0), max(c_lo - 1, 0)
+    b, c = np.meshgrid(np.arange(b_lo, b_hi + 1), np.arange(c_lo, min(c_hi, n) + 1), indexing="ij")
+    keep = b + c <= n
+    b, c = b[keep], c[keep]
+    q = model.p_minus / (1.0 - model.p_plus) if model.p_plus < 1.0 else 0.0
+    prob = sps.binom.pmf(b, n, model.p_plus) * sps.binom.pmf(c, n - b, min(q, 1.0))
+    return b, c, prob
+
+
+def exact_pass_rate(method: str, n: int, model: DiscordanceModel, margin: float, alpha: float) -> float:
+    """P(noninferiority claimed) for a count-only method, by summing the trinomial distribution.
+
+    Exact up to the ~1e-12 of probability mass outside ``trinomial_grid`` (and float rounding).
+    """
+    b, c, prob = trinomial_grid(n, model)
+    return float(np.sum(prob * count_noninferior(method, b, c, n, margin, alpha)))
+
+
+def mc_reps_for(precision: float = 0.01, power: float = 0.8) -> int:
+    """Replications so that two Monte Carlo standard errors of a rate near ``power`` are <= precision."""
+    return int(math.ceil(power * (1.0 - power) / (precision / 2.0) ** 2))
+
+
+@dataclass(frozen=True)
+class PowerSearch:
+    """Result of a power search: the value found and the power achieved there.
+
+    ``exact`` searches (count-only bounds) have ``mc_se = 0`` and ``reps = 0``; Monte Carlo searches
+    report the standard error of ``achieved_power`` at ``value`` over ``reps`` replications.
+    """
+
+    method: str
+    value: float | int | None
+    achieved_power: float
+    mc_se: float
+    reps: int
+    exact: bool
+
+
 def minimum_detectable_difference(
     method: str,
     n: int,
     margin: float,
     alpha: float,
     discordance: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
     power: float = 0.8,
-    reps: int = 1000,
+    reps: int | None = None,
     tol: float = 2e-4,
-) -> float:
+    exact: bool | None = None,
+) -> PowerSearch:
     """Smallest true difference theta at which ``method`` claims noninferiority with probability >= power.
 
-    Bisection on theta in ``[-margin, discordance]`` with common random numbers (one ``(reps, n)``
-    uniform draw reused for every theta). Returns ``nan`` if even ``theta = discordance`` is not enough.
+    Bisection on theta in ``[-margin, discordance]``. Count-only methods (``COUNT_ONLY``) are exact by
+    default (``exact_pass_rate``; ``tol`` then 1e-5 of theta). Order-dependent methods are simulated
+    with common random numbers (one ``(reps, n)`` uniform draw reused for every theta); ``reps``
+    defaults to ``mc_reps_for(0.01, power)`` = 6,400 so the power claim holds within ±0.01 (2 MC SE).
+    ``value`` is ``None`` if even ``theta = discordance`` is not enough.
     """
-    uniforms = rng.random((reps, n))
+    exact = method in COUNT_ONLY if exact is None else exact
+    if exact:
 
-    def enough(theta: float) -> bool:
-        model = DiscordanceModel.from_difference(theta, discordance)
-        return _pass_rate_from_uniforms(method, uniforms, model, margin, alpha) >= power
+        def rate(theta: float) -> float:
+            return exact_pass_rate(
+                method, n, DiscordanceModel.from_difference(theta, discordance), margin, alpha
+            )
+
+        tol, reps_used = min(tol, 1e-5), 0
+    else:
+        if rng is None:
+            raise ValueError("a Monte Carlo search needs an explicit numpy.random.Generator")
+        reps_used = mc_reps_for(0.01, power) if reps is None else reps
+        uniforms = rng.random((reps_used, n), dtype=np.float32)
+
+        def rate(theta: float) -> float:
+            model = DiscordanceModel.from_difference(theta, discordance)
+            return _pass_rate_from_uniforms(method, uniforms, model, margin, alpha)
 
     lo, hi = -margin, discordance
-    if not enough(hi):
-        return float("nan")
+    hi_rate = rate(hi)
+    if hi_rate < power:
+        return PowerSearch(method, None, hi_rate, _se(hi_rate, reps_used), reps_used, exact)
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        if enough(mid):
-            hi = mid
+        mid_rate = rate(mid)
+        if mid_rate >= power:
+            hi, hi_rate = mid, mid_rate
         else:
             lo = mid
-    return hi
+    return PowerSearch(method, hi, hi_rate, _se(hi_rate, reps_used), reps_used, exact)
+
+
+def _se(rate: float, reps: int) -> float:
+    return math.sqrt(rate * (1.0 - rate) / reps) if reps else 0.0
 
 
 def required_n(
@@ -175,36 +315,81 @@ def required_n(
     margin: float,
     alpha: float,
     discordance: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
     power: float = 0.8,
-    reps: int = 1000,
+    reps: int | None = None,
     n_max: int = 200_000,
-) -> int | None:
+    n_min: int = 2,
+    n_hint: int | None = None,
+    exact: bool | None = None,
+) -> PowerSearch:
     """Smallest n at which ``method`` claims noninferiority with probability >= power at ``difference``.
 
-    Doubling search then integer bisection, on nested samples (the first n columns of one growing
-    uniform draw). Returns ``None`` if n_max items are not enough.
+    Every end of the search is checked: ``n_min`` (or ``n_hint``) first (returned if it passes), then
+    the size grows by x1.25 (with a hint) or x2 until one passes, then integer bisection between the
+    last failing and the first passing size. Discrete tests have power that is not monotone in n (a
+    saw-tooth), so the result is the first crossing on this search path and ``achieved_power`` is the
+    power at the returned n. Count-only methods are exact; order-dependent ones are simulated on
+    nested samples (the first n columns of one growing draw) with ``reps`` (default 6,400: ±0.01).
+    ``value`` is ``None`` if ``n_max`` items are not enough.
     """
     model = DiscordanceModel.from_difference(difference, discordance)
-    n = 16
-    uniforms = rng.random((reps, n))
+    exact = method in COUNT_ONLY if exact is None else exact
+    reps_used = 0 if exact else (mc_reps_for(0.01, power) if reps is None else reps)
+    draws = np.zeros((reps_used, 0), dtype=np.int8)
 
-    def enough(size: int) -> bool:
-        return _pass_rate_from_uniforms(method, uniforms[:, :size], model, margin, alpha) >= power
+    def rate(size: int) -> float:
+        nonlocal draws
+        if exact:
+            return exact_pass_rate(method, size, model, margin, alpha)
+        if rng is None:
+            raise ValueError("a Monte Carlo search needs an explicit numpy.random.Generator")
+        if draws.shape[1] < size:
+            extra = differences_from_uniforms(
+                rng.random((reps_used, size - draws.shape[1]), dtype=np.float32), model
+            )
+            draws = np.concatenate([draws, extra.astype(np.int8)], axis=1)
+        passes = 0
+        for start in range(0, reps_used, _CHUNK):
+            d = draws[start : start + _CHUNK, :size].astype(float)
+            passes += int(batch_noninferior(method, d, margin, alpha).sum())
+        return passes / reps_used
 
-    while not enough(n):
-        if n >= n_max:
-            return None
-        n = min(2 * n, n_max)
-        uniforms = np.concatenate([uniforms, rng.random((reps, n - uniforms.shape[1]))], axis=1)
-    lo, hi = n // 2, n  # lo fails (or is below the first size tried), hi passes
+    growth = 1.25 if n_hint is not None else 2.0
+    n = max(n_min, 2) if n_hint is None else max(n_hint, n_min, 2)
+    n_rate = rate(n)
+    if n_rate >= power and n_hint is not None and n > n_min:
+        # the hint passes: walk down until a size fails (or n_min passes)
+        while n > n_min:
+            smaller = max(n_min, int(n / growth))
+            smaller_rate = rate(smaller)
+            if smaller_rate < power:
+                lo = smaller
+                break
+            n, n_rate = smaller, smaller_rate
+        else:
+            return PowerSearch(method, n, n_rate, _se(n_rate, reps_used), reps_used, exact)
+    elif n_rate >= power:
+        return PowerSearch(method, n, n_rate, _se(n_rate, reps_used), reps_used, exact)
+    else:
+        lo = n  # checked: fails
+        while True:
+            if n >= n_max:
+                return PowerSearch(method, None, n_rate, _se(n_rate, reps_used), reps_used, exact)
+            n = min(max(int(n * growth), n + 1), n_max)
+            n_rate = rate(n)
+            if n_rate >= power:
+                break
+            lo = n
+    hi, hi_rate = n, n_rate  # lo fails, hi passes: both checked
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
+        mid_rate = rate(mid)
+        if mid_rate >= power:
+            hi, hi_rate = mid, mid_rate
         else:
             lo = mid
-    return hi
+    return PowerSearch(method, hi, hi_rate, _se(hi_rate, reps_used), reps_used, exact)
 
 
 def hoeffding_clearing_difference(n: int, margin: float, alpha: float) -> float:
@@ -224,18 +409,36 @@ def power_curve(
     rng: np.random.Generator,
     reps: int = 1000,
     methods: Sequence[str] = METHODS,
+    exact: bool = True,
 ) -> pd.DataFrame:
-    """Tidy table of pass rates: one row per (method, discordance, difference), common random numbers."""
+    """Tidy table of pass rates: one row per (method, discordance, difference).
+
+    Count-only methods are exact when ``exact`` (``mc_se`` 0); the others use ``reps`` common random
+    numbers per discordance rate, with their Monte Carlo standard error.
+    """
     rows = []
     for r in discordance_rates:
-        uniforms = rng.random((reps, n))
+        uniforms = rng.random((reps, n), dtype=np.float32)
         for theta in differences:
             if abs(theta) > r:
                 continue
             model = DiscordanceModel.from_difference(theta, r)
             for method in methods:
-                rate = _pass_rate_from_uniforms(method, uniforms, model, margin, alpha)
-                rows.append({"method": method, "discordance": r, "difference": theta, "pass_rate": rate})
+                if exact and method in COUNT_ONLY:
+                    rate, se = exact_pass_rate(method, n, model, margin, alpha), 0.0
+                else:
+                    rate = _pass_rate_from_uniforms(method, uniforms, model, margin, alpha)
+                    se = _se(rate, reps)
+                rows.append(
+                    {
+                        "method": method,
+                        "discordance": r,
+                        "difference": theta,
+                        "pass_rate": rate,
+                        "mc_se": se,
+                        "exact": bool(exact and method in COUNT_ONLY),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -246,16 +449,28 @@ def minimum_detectable_difference_table(
     discordance_rates: Sequence[float],
     rng: np.random.Generator,
     power: float = 0.8,
-    reps: int = 1000,
+    reps: int | None = None,
     methods: Sequence[str] = METHODS,
 ) -> pd.DataFrame:
-    """Minimum detectable difference per method (rows) and discordance rate (columns)."""
+    """Tidy minimum-detectable-difference table: one row per (method, discordance rate).
+
+    Columns: ``mdd``, ``achieved_power`` (at the mdd), ``mc_se`` (0 when exact), ``reps``, ``exact``.
+    """
     rows = []
     for method in methods:
-        row: dict[str, object] = {"method": method}
         for r in discordance_rates:
-            row[f"r={r:g}"] = minimum_detectable_difference(method, n, margin, alpha, r, rng, power, reps)
-        rows.append(row)
+            found = minimum_detectable_difference(method, n, margin, alpha, r, rng, power, reps)
+            rows.append(
+                {
+                    "method": method,
+                    "discordance": r,
+                    "mdd": found.value,
+                    "achieved_power": found.achieved_power,
+                    "mc_se": found.mc_se,
+                    "reps": found.reps,
+                    "exact": found.exact,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -267,12 +482,28 @@ def coverage_table(
     rng: np.random.Generator,
     reps: int = 10_000,
     methods: Sequence[str] = METHODS,
+    exact: bool = False,
 ) -> pd.DataFrame:
-    """Type-I error rate of every method at the null boundary, with Monte Carlo standard errors."""
+    """Type-I error rate of every method at the null boundary, with Monte Carlo standard errors.
+
+    With ``exact``, count-only methods are summed over the trinomial distribution (``mc_se`` 0).
+    """
     rows = []
+    model = DiscordanceModel.from_difference(-margin, discordance)
     for method in methods:
-        result = null_error_rate(method, n, margin, discordance, alpha, reps, rng)
+        if exact and method in COUNT_ONLY:
+            rate, se, used = exact_pass_rate(method, n, model, margin, alpha), 0.0, 0
+        else:
+            result = null_error_rate(method, n, margin, discordance, alpha, reps, rng)
+            rate, se, used = result.rate, result.mc_se, reps
         rows.append(
-            {"method": method, "error_rate": result.rate, "mc_se": result.mc_se, "reps": reps, "alpha": alpha}
+            {
+                "method": method,
+                "error_rate": rate,
+                "mc_se": se,
+                "reps": used,
+                "alpha": alpha,
+                "exact": bool(exact and method in COUNT_ONLY),
+            }
         )
     return pd.DataFrame(rows)
