@@ -12,10 +12,10 @@ from rftlab.analysis.noninferiority import METHODS, batch_lower_bounds
 from rftlab.analysis.power import (
     DiscordanceModel,
     count_lower_bounds,
-    exact_pass_rate,
-    mc_reps_for,
     coverage_table,
+    exact_pass_rate,
     hoeffding_clearing_difference,
+    mc_reps_for,
     minimum_detectable_difference,
     null_error_rate,
     pass_rate,
@@ -196,7 +196,8 @@ def test_the_reported_paired_t_mdd_had_power_076_not_080():
 
 def test_paired_t_small_n_error_is_exactly_the_no_minus_one_probability_without_the_degeneracy_rule():
     # issue 8 §3: at n = 30, r = 0.04, theta = -0.03 the old paired t (no degeneracy rule) erred on
-    # every sample without a -1 and on none with one: P = (1 - p_minus)^30 = 0.965^30
+    # every sample without a -1 (and on a few with one -1 and several +1, 6e-6 of probability):
+    # P ~ (1 - p_minus)^30 = 0.965^30
     from rftlab.analysis.power import trinomial_grid
 
     n, model = 30, DiscordanceModel.from_difference(-MARGIN, 0.04)
@@ -205,7 +206,8 @@ def test_paired_t_small_n_error_is_exactly_the_no_minus_one_probability_without_
     var = np.maximum((b + c - n * mean**2) / (n - 1), 0)
     old_lcb = mean - stats.t.ppf(0.95, n - 1) * np.sqrt(var / n)  # zero width on all-tie samples
     old_error = float(np.sum(prob * (old_lcb > -MARGIN)))
-    assert old_error == pytest.approx(0.965**30, abs=1e-9)
+    assert old_error == pytest.approx(0.965**30, abs=1e-5)
+    assert old_error >= 0.965**30 - 1e-12  # every sample without a -1 passed
     assert 0.965**30 == pytest.approx(0.343, abs=5e-4)
     all_ties = 0.96**30
     assert all_ties / old_error > 0.85  # most of it: samples with no discordant pair at all
