@@ -23,7 +23,7 @@ What "anytime-valid" means here: the betting confidence sequence is valid simult
 items of *one* comparison, so the bound may be read after every item while one evaluation streams
 in. Re-evaluating a *new checkpoint* on the same items after every epoch is a new comparison each
 time and is **not** covered: for repeated looks at successive checkpoints use
-``rftlab.analysis.repeated_looks`` (alpha split across a pre-declared number of looks).
+``rftlab.analysis.multiplicity.repeated_looks_gate`` (alpha split across a pre-declared number of looks).
 
 Order: plug-in empirical Bernstein and betting depend on the order of the items
 (``ORDER_DEPENDENT``); the order is a seeded permutation whose seed belongs in the pre-registered
@@ -457,7 +457,7 @@ def betting_confidence_sequence(
     The guarantee is over the items of *one* comparison: while one evaluation streams in item by
     item, ``L_t > -margin`` may be checked after every item without inflating the error. It says
     nothing about re-evaluating a new checkpoint on the same items after every epoch (each is a new
-    comparison); use ``rftlab.analysis.repeated_looks`` for that. ``L_n`` equals
+    comparison); use ``rftlab.analysis.multiplicity.repeated_looks_gate`` for that. ``L_n`` equals
     ``betting_lower_bound``. The bets are tuned for ``horizon`` (default n), which does not affect
     validity.
     """
