@@ -18,31 +18,145 @@ import numpy as np
 
 
 class AnalysisInputError(ValueError):
-    """Bad input to the analysis layer (unreadable file, malformed line, unpaired items, ...)."""
+    """Bad input to the analysis layer (unreadable file, malformed line, unpaired items, ...).
+
+    The only exception the readers of this module raise on bad files, whatever their bytes.
+    """
+
+
+def _open_error(path: Path, exc: OSError) -> AnalysisInputError:
+    if isinstance(exc, FileNotFoundError):
+        return AnalysisInputError(f"{path}: file not found")
+    if isinstance(exc, IsADirectoryError):
+        return AnalysisInputError(f"{path}: is a directory, expected a file")
+    if isinstance(exc, PermissionError):
+        return AnalysisInputError(f"{path}: permission denied (make the file readable)")
+    return AnalysisInputError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
+def _decode_line(path: Path, line_number: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AnalysisInputError(
+            f"{path} line {line_number}: byte {raw[exc.start]:#04x} at column {exc.start + 1} is not "
+            "UTF-8 (save the file as UTF-8)"
+        ) from None
+
+
+def _loads(text: str, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AnalysisInputError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+    except RecursionError:
+        raise AnalysisInputError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise AnalysisInputError(f"{where}: not valid JSON ({exc})") from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)`` for each non-blank line; a malformed line names its number."""
+    """Yield ``(line_number, object)`` for each non-blank line; a bad line names its number.
+
+    Missing, unreadable (permissions), directory, non-UTF-8 and malformed input all raise
+    ``AnalysisInputError`` naming the file (and the line when there is one).
+    """
     path = Path(path)
-    if not path.is_file():
-        raise AnalysisInputError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise _open_error(path, exc) from None
+    with handle:
+        line_number = 0
+        while True:
+            try:
+                raw = handle.readline()
+            except OSError as exc:
+                raise _open_error(path, exc) from None
+            if not raw:
+                return
+            line_number += 1
+            line = _decode_line(path, line_number, raw)
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise AnalysisInputError(f"{path} line {line_number}: not valid JSON ({exc.msg})") from None
+            obj = _loads(line, f"{path} line {line_number}")
             if not isinstance(obj, dict):
                 raise AnalysisInputError(
-                    f"{path} line {line_number}: expected a JSON object, got {obj!r:.60}"
+                    f"{path} line {line_number}: expected a JSON object, got {type(obj).__name__}"
                 )
             yield line_number, obj
 
 
+def read_json_file(path: str | Path, what: str = "file") -> object:
+    """Parse one JSON document; every failure is an ``AnalysisInputError`` naming ``what`` and the file.
+
+    ``NaN``/``Infinity`` literals are parsed (as Python floats) so that validation can name the field
+    that holds them; callers decide whether a non-finite value is a bad spec or a failing value.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        error = _open_error(path, exc)
+        raise AnalysisInputError(f"{what} {error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise AnalysisInputError(
+            f"{what} {path} line {line}: byte {raw[exc.start]:#04x} is not UTF-8 (save the file as UTF-8)"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AnalysisInputError(f"{what} {path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise AnalysisInputError(f"{what} {path}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise AnalysisInputError(f"{what} {path}: not valid JSON ({exc})") from None
+
+
+def json_safe(value: object) -> object:
+    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts.
+
+    Non-finite floats become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (so no output holds
+    the non-standard JSON literals); tuples become lists, numpy scalars Python numbers; mappings keep
+    their (string) keys.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """``repr`` of a value, cut to ``limit`` characters (a huge integer's repr would itself fail)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "<a huge integer>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _item_value(path: Path, line_number: int, obj: dict, field: str | None) -> float:
@@ -53,19 +167,23 @@ def _item_value(path: Path, line_number: int, obj: dict, field: str | None) -> f
         if isinstance(value, bool):
             return float(value)
         if not _is_number(value):
-            raise AnalysisInputError(f"{path} line {line_number}: {field}={value!r} is not a finite number")
+            raise AnalysisInputError(
+                f"{path} line {line_number}: {field}={_short(value)} is not a finite number"
+            )
         return float(value)
     if "correct" in obj:
         value = obj["correct"]
-        if isinstance(value, bool) or value in (0, 1):
+        if isinstance(value, bool) or (_is_number(value) and value in (0, 1)):
             return float(value)
         raise AnalysisInputError(
-            f"{path} line {line_number}: correct={value!r} must be 0 or 1 (use 'score' for partial credit)"
+            f"{path} line {line_number}: correct={_short(value)} must be 0 or 1 (use 'score' for partial credit)"
         )
     if "score" in obj:
         value = obj["score"]
         if not _is_number(value):
-            raise AnalysisInputError(f"{path} line {line_number}: score={value!r} is not a finite number")
+            raise AnalysisInputError(
+                f"{path} line {line_number}: score={_short(value)} is not a finite number"
+            )
         return float(value)
     raise AnalysisInputError(f"{path} line {line_number}: needs a 'correct' (0/1) or 'score' ([0, 1]) field")
 
@@ -85,7 +203,12 @@ def load_item_outcomes(
     for line_number, obj in iter_jsonl(path):
         if "item_id" not in obj:
             raise AnalysisInputError(f"{path} line {line_number}: no 'item_id' field")
-        item_id = str(obj["item_id"])
+        raw_id = obj["item_id"]
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise AnalysisInputError(
+                f"{path} line {line_number}: item_id={_short(raw_id)} must be a string or an integer"
+            )
+        item_id = str(raw_id)
         value = _item_value(path, line_number, obj, field)
         if not low <= value <= high:
             raise AnalysisInputError(
@@ -196,7 +319,9 @@ def load_metric_series(
         if value is None:
             continue
         if not _is_number(value) and not isinstance(value, bool):
-            raise AnalysisInputError(f"{path} line {line_number}: {metric}={value!r} is not a finite number")
+            raise AnalysisInputError(
+                f"{path} line {line_number}: {metric}={_short(value)} is not a finite number"
+            )
         if x not in obj or not _is_number(obj[x]):
             raise AnalysisInputError(f"{path} line {line_number}: has {metric!r} but no numeric {x!r}")
         points.setdefault(float(obj[x]), []).append(float(value))
@@ -206,3 +331,17 @@ def load_metric_series(
     xs = np.array(sorted(points), dtype=float)
     ys = np.array([float(np.mean(points[v])) for v in xs], dtype=float)
     return xs, ys, x, sum(len(v) for v in points.values())
+
+
+def validation_message(exc: Exception) -> str:
+    """One line for a ``pydantic.ValidationError`` (``field.path: message; ...``), else ``str(exc)``."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return " ".join(str(exc).split())
+    parts = []
+    for error in errors()[:3]:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    more = len(errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

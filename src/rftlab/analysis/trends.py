@@ -3,7 +3,9 @@
 * ``early_late_halves`` — split at ``h = T // 2``: ``early = mean(y[:h])``, ``late = mean(y[h:])``.
 * ``fit_trend`` — OLS ``y = a + b·x`` (statsmodels) with a 95% CI on b, p-value and R², optionally
   HAC (Newey–West) standard errors with ``use_t=True``; plus the Theil–Sen slope as a robustness check.
-* ``slope_flatness`` — TOST on the slope against a pre-declared band ``[-eps, +eps]``.
+* ``slope_flatness`` — two facts about the slope, reported together: equivalence within a
+  pre-declared band ``[-eps, +eps]`` (TOST) and whether it differs from zero; the verdict names both
+  ("flat within ±eps, but rising") so neither hides the other.
 * ``pooled_slope`` — fixed-effect (inverse-variance) pooled slope across runs and sign agreement.
 """
 
@@ -84,6 +86,17 @@ def fit_trend(
         raise ValueError("x and y must be 1-d and of the same length")
     if x.size < 3:
         raise ValueError(f"need at least 3 points for a slope with a CI, got {x.size}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level={level} must be in (0, 1)")
+    if hac_maxlags is not None and (
+        isinstance(hac_maxlags, bool)
+        or not isinstance(hac_maxlags, int | np.integer)
+        or not 0 <= hac_maxlags < x.size
+    ):
+        raise ValueError(
+            f"hac_maxlags={hac_maxlags} must be an integer from 0 to {x.size - 1} (fewer lags than the "
+            f"{x.size} points; a few lags, e.g. floor(4(n/100)^(2/9)), is the usual choice)"
+        )
     if np.ptp(x) == 0:
         raise ValueError("x is constant; no slope can be fitted")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
@@ -119,49 +132,81 @@ def fit_trend(
 
 @dataclass(frozen=True)
 class Flatness:
-    """TOST on a slope against the declared band ``[-epsilon, +epsilon]``.
+    """Two separate facts about a slope, and a verdict that states both.
 
-    ``flat`` iff the slope's two-sided ``level`` CI lies inside the band (equivalently both one-sided
-    tests reject at (1 - level)/2). Otherwise the label says what the CI does show; a CI that merely
-    includes 0 is labelled as absence of evidence.
+    * ``flat_within_epsilon`` — equivalence (TOST): both one-sided tests against ``-epsilon`` and
+      ``+epsilon`` reject at ``(1 - level)/2``, i.e. the two-sided ``level`` CI lies inside the band;
+      ``tost_p_value`` is the larger of the two one-sided p-values.
+    * ``differs_from_zero`` — the two-sided ``level`` CI excludes 0 (``p_value`` < 1 - level);
+      ``direction`` is ``rising``/``falling`` then, else ``none``.
+
+    ``verdict`` is one of ``flat`` (within ±ε, not distinguishable from 0), ``flat_but_rising`` /
+    ``flat_but_falling`` (within ±ε, yet clearly not zero), ``rising`` / ``falling`` (not shown to
+    be within ±ε), ``inconclusive`` (CI includes 0 and reaches outside the band: absence of
+    evidence, not evidence of flatness); ``label`` says it in words.
     """
 
-    flat: bool
+    flat_within_epsilon: bool
+    differs_from_zero: bool
+    direction: str
+    verdict: str
     label: str
     epsilon: float
     slope: float
     slope_ci: tuple[float, float]
     tost_p_value: float
+    p_value: float
     level: float
+
+    @property
+    def flat(self) -> bool:
+        """Equivalence within ±epsilon (whatever ``differs_from_zero`` says)."""
+        return self.flat_within_epsilon
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["slope_ci"] = list(self.slope_ci)
+        return out
 
 
 def slope_flatness(trend: TrendFit, epsilon: float) -> Flatness:
-    """Is the trend flat within ``±epsilon`` (declared before seeing data)?"""
-    if epsilon <= 0:
-        raise ValueError("epsilon must be > 0")
+    """Is the trend flat within ``±epsilon`` (declared before seeing data), and is it non-zero?"""
+    if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon={epsilon} must be a finite number > 0")
     lo, hi = trend.slope_ci
     t_dist = sps.t(trend.df_resid)
     p_above_lower = t_dist.sf((trend.slope + epsilon) / trend.slope_se) if trend.slope_se > 0 else 0.0
     p_below_upper = t_dist.cdf((trend.slope - epsilon) / trend.slope_se) if trend.slope_se > 0 else 0.0
     tost_p = float(max(p_above_lower, p_below_upper))
-    if -epsilon < lo and hi < epsilon:
-        flat, label = (
-            True,
-            f"flat: {trend.level:.0%} CI of the slope lies inside [-{epsilon:g}, +{epsilon:g}]",
-        )
-    elif lo > 0:
-        flat, label = False, "rising: CI excludes 0"
-    elif hi < 0:
-        flat, label = False, "falling: CI excludes 0"
+    equivalent = -epsilon < lo and hi < epsilon
+    direction = "rising" if lo > 0 else ("falling" if hi < 0 else "none")
+    differs = direction != "none"
+    band = f"[-{epsilon:g}, +{epsilon:g}]"
+    ci = f"{trend.level:.0%} CI [{lo:+.3g}, {hi:+.3g}]"
+    if equivalent and not differs:
+        verdict, label = "flat", f"flat within ±{epsilon:g}: {ci} lies inside {band} and includes 0"
+    elif equivalent:
+        verdict = f"flat_but_{direction}"
+        label = f"flat within ±{epsilon:g}, but {direction}: {ci} lies inside {band} and excludes 0"
+    elif differs:
+        verdict, label = direction, f"{direction}: {ci} excludes 0 and is not inside {band}"
     else:
-        flat, label = False, "CI includes 0 — absence of evidence, not evidence of flatness"
+        verdict = "inconclusive"
+        label = (
+            f"inconclusive: {ci} includes 0 but reaches outside {band} — absence of evidence, not "
+            "evidence of flatness"
+        )
     return Flatness(
-        flat=flat,
+        flat_within_epsilon=equivalent,
+        differs_from_zero=differs,
+        direction=direction,
+        verdict=verdict,
         label=label,
-        epsilon=epsilon,
+        epsilon=float(epsilon),
         slope=trend.slope,
         slope_ci=trend.slope_ci,
         tost_p_value=tost_p,
+        p_value=trend.p_value,
         level=trend.level,
     )
 

@@ -1,20 +1,22 @@
 """``rftlab gates check SPEC.json METRICS.json``: evaluate declarative gates against observed metrics.
 
 SPEC.json is either a whole spec with ``activation_gate.checks`` (like the GS1 spec) or a bare
-``{"checks": [...]}``. METRICS.json is ``{"metric": value, ...}``; a value may be ``{"value": v, ...}``
-with evidence beside it, and a top-level ``"evidence"`` object (run ids, n) is attached to every check.
-Exit 0 when every check passes, 1 when any fails, 2 on bad input. The spec file's SHA-256 is reported.
+``{"checks": [...]}``; a threshold must be a finite number and min <= max. METRICS.json is
+``{"metric": value, ...}``; a value may be ``{"value": v, ...}`` with evidence beside it, and a
+top-level ``"evidence"`` object (run ids, n) is attached to every check. A value checked against
+min/max must be a finite JSON number or a plain decimal string ("8", "-0.5", "1e3"); Infinity, NaN,
+"inf", "1_0" and other shapes fail the check with a reason.
+
+Exit 0 when every check passes, 1 when a check fails, 2 on bad input (unreadable or malformed spec or
+metrics file, a bad threshold). The spec file's SHA-256 is reported. ``--json`` never holds NaN or
+Infinity.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+from collections.abc import Mapping
 
-from pydantic import ValidationError
-
-from rftlab.analysis.gates import evaluate_gate, file_sha256, parse_checks
 from rftlab.cli import UsageError
 
 
@@ -35,35 +37,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read_json_object(path: str, what: str) -> dict:
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"{what} {path}: file not found")
+    from rftlab.analysis.io import AnalysisInputError, read_json_file
+
     try:
-        obj = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{what} {path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise UsageError(f"{what} {path}: expected a JSON object")
-    return obj
+        obj = read_json_file(path, what)
+    except AnalysisInputError as exc:
+        raise UsageError(str(exc)) from None
+    if not isinstance(obj, Mapping):
+        raise UsageError(f"{what} {path}: expected a JSON object, got {type(obj).__name__}")
+    return dict(obj)
 
 
 def check_command(args: argparse.Namespace) -> int:
+    from rftlab.analysis.gates import GateInputError, evaluate_gate, file_sha256, parse_checks
+    from rftlab.analysis.io import validation_message
+    from rftlab.cli.stats import print_json
+
     spec = _read_json_object(args.spec, "spec")
     metrics = _read_json_object(args.metrics, "metrics")
     try:
         checks = parse_checks(spec)
-    except (ValueError, ValidationError) as exc:
-        raise UsageError(f"spec {args.spec}: {exc}") from None
-    evaluation = evaluate_gate(checks, metrics, file_sha256(args.spec), spec_path=args.spec)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise UsageError(f"spec {args.spec}: {validation_message(exc)}") from None
+    try:
+        sha = file_sha256(args.spec)
+        evaluation = evaluate_gate(checks, metrics, sha, spec_path=args.spec)
+    except GateInputError as exc:
+        raise UsageError(f"metrics {args.metrics}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"spec {args.spec}: cannot read ({exc.strerror or exc})") from None
     if args.json:
-        print(json.dumps(evaluation.to_dict(), indent=2, default=str))
+        print_json(evaluation.to_dict())
     else:
         print(f"gate of {args.spec} (sha256 {evaluation.spec_sha256})")
         for c in evaluation.checks:
             status = "PASS" if c.passed else "FAIL"
-            print(
-                f"  {status}  {c.metric:<36} observed={c.observed!r:<10} threshold={c.threshold}  ({c.reason})"
-            )
+            observed = repr(c.observed)
+            observed = observed if len(observed) <= 40 else observed[:37] + "..."
+            print(f"  {status}  {c.metric:<36} observed={observed:<10} threshold={c.threshold}  ({c.reason})")
         print(
             "all checks passed"
             if evaluation.passed
