@@ -163,3 +163,126 @@ def test_decision_rule_errors(tmp_path):
         evaluate_decision_rule(rule, {"treatment": t})
     with pytest.raises(ValidationError):
         DecisionRule(alpha=0.05, method="magic", criteria=[])
+
+
+# ---------------------------------------------------------------- pre-registered permutation seed
+
+
+def betting_rule(**extra):
+    block = {
+        "alpha": 0.05,
+        "method": "paired_betting",
+        "criteria": [
+            {"id": "p", "metric": "accuracy", "weights": {"treatment": 1, "baseline": -1}, "margin": -0.03}
+        ],
+    }
+    block.update(extra)
+    return DecisionRule.model_validate(block)
+
+
+def test_order_dependent_rule_must_preregister_its_seed():
+    with pytest.raises(ValidationError, match="permutation_seed"):
+        betting_rule()
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ValidationError):
+            betting_rule(permutation_seed=bad)
+    assert betting_rule(permutation_seed=4).permutation_seed == 4
+
+
+def test_decision_uses_and_records_the_spec_seed_and_refuses_another(tmp_path):
+    from rftlab.analysis.decision_rules import SeedMismatchError
+    from rftlab.analysis.noninferiority import bound_result
+
+    rng = np.random.default_rng(3)
+    base = rng.random(600) < 0.6
+    treat = np.where(rng.random(600) < 0.9, base, ~base)
+    t = write_items(tmp_path / "t.jsonl", treat)
+    b = write_items(tmp_path / "b.jsonl", base)
+    rule = betting_rule(permutation_seed=11)
+    result = evaluate_decision_rule(rule, {"treatment": t, "baseline": b})
+    (criterion,) = result.criteria
+    assert result.permutation_seed == 11 and criterion.permutation_seed == 11 and criterion.order_dependent
+    # independent recomputation: the differences in item-id order, permuted by default_rng(11)
+    d = treat.astype(float) - base.astype(float)
+    d = d[np.random.default_rng(11).permutation(d.size)]
+    expected = bound_result("betting", d, 0.03, 0.05)
+    assert criterion.lower == pytest.approx(expected.lower, abs=1e-12)
+    assert evaluate_decision_rule(rule, {"treatment": t, "baseline": b}, permutation_seed=11) == result
+    with pytest.raises(SeedMismatchError, match="differs"):
+        evaluate_decision_rule(rule, {"treatment": t, "baseline": b}, permutation_seed=12)
+
+
+def test_empty_criteria_is_a_bad_rule_not_a_pass():
+    with pytest.raises(ValidationError, match="criteria"):
+        DecisionRule(alpha=0.05, method="paired_hoeffding", criteria=[])
+
+
+# ---------------------------------------------------------------- gate values and specs (issue 8 §4)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        math.inf,
+        -math.inf,
+        math.nan,
+        "inf",
+        "Infinity",
+        "-inf",
+        "1_0",
+        "nan",
+        " 9",
+        "9 ",
+        "0x10",
+        "",
+        True,
+        10**400,
+    ],
+)
+def test_gate_values_must_be_finite_numbers_or_strict_decimals(value):
+    check = GateCheck(metric="k", min=8)
+    result = evaluate_gate([check], {"k": value}, spec_sha256="x")
+    assert not result.passed and "not a finite number" in result.checks[0].reason
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_strict_decimal_strings_are_read_as_numbers():
+    from rftlab.analysis.gates import parse_gate_value
+
+    assert [parse_gate_value(v) for v in ("10", "+8.5", "-0.5", ".5", "5.", "1e1", "2E-3")] == [
+        10.0,
+        8.5,
+        -0.5,
+        0.5,
+        5.0,
+        10.0,
+        0.002,
+    ]
+    assert all(parse_gate_value(v) is None for v in ("1_0", "inf", "Infinity", "NaN", "1e999", "½", "١٠"))
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        {"metric": "m", "min": math.nan},
+        {"metric": "m", "max": math.inf},
+        {"metric": "m", "min": 2, "max": 1},
+        {"metric": "m", "min": "8"},
+        {"metric": "m", "one_of": []},
+        {"metric": "m", "min": True},
+    ],
+)
+def test_bad_thresholds_are_bad_specs(check):
+    with pytest.raises(ValidationError):
+        parse_checks({"checks": [check]})
+
+
+def test_evidence_must_be_an_object():
+    from rftlab.analysis.gates import GateInputError
+
+    check = GateCheck(metric="m", min=1)
+    for evidence in ("run-1", ["a", "b"], 3):
+        with pytest.raises(GateInputError, match="evidence"):
+            evaluate_gate([check], {"m": 2, "evidence": evidence}, spec_sha256="x")
+        with pytest.raises(GateInputError, match="evidence"):
+            evaluate_gate([check], {"metrics": {"m": 2}, "evidence": evidence}, spec_sha256="x")

@@ -101,3 +101,65 @@ def test_trend_input_errors():
         fit_trend([0, 1], [0.1, 0.2])
     with pytest.raises(ValueError, match="constant"):
         fit_trend([1, 1, 1], [0.1, 0.2, 0.3])
+
+
+def _trend(slope, lo, hi, df=8.0):
+    from rftlab.analysis.trends import TrendFit
+
+    se = (hi - lo) / 2 / stats.t.ppf(0.975, df)
+    return TrendFit(
+        n=int(df) + 2,
+        slope=slope,
+        slope_se=se,
+        slope_ci=(lo, hi),
+        p_value=0.0,
+        r2=0.9,
+        intercept=0.0,
+        df_resid=df,
+        early=0.0,
+        late=0.0,
+        delta=0.0,
+        theil_sen_slope=slope,
+        theil_sen_ci=(lo, hi),
+        level=0.95,
+        se_type="OLS",
+    )
+
+
+@pytest.mark.parametrize(
+    ("slope", "ci", "verdict", "equivalent", "differs"),
+    [
+        (0.025, (0.019, 0.031), "flat_but_rising", True, True),  # issue 8 §7: used to say just "flat"
+        (-0.025, (-0.031, -0.019), "flat_but_falling", True, True),
+        (0.001, (-0.01, 0.012), "flat", True, False),
+        (0.08, (0.06, 0.10), "rising", False, True),
+        (0.04, (0.01, 0.07), "rising", False, True),
+        (0.0, (-0.2, 0.2), "inconclusive", False, False),
+    ],
+)
+def test_flatness_verdict_states_equivalence_and_direction(slope, ci, verdict, equivalent, differs):
+    result = slope_flatness(_trend(slope, *ci), epsilon=0.05)
+    assert result.verdict == verdict
+    assert result.flat_within_epsilon is equivalent and result.differs_from_zero is differs
+    if verdict == "flat_but_rising":
+        assert "flat within ±0.05, but rising" in result.label
+    if verdict == "inconclusive":
+        assert "absence of evidence" in result.label
+    # TOST p < 0.025 exactly when the 95% CI lies inside the band
+    assert (result.tost_p_value < 0.025) == equivalent
+
+
+def test_flatness_refuses_non_finite_epsilon():
+    x, y = series(10, 0.01, 0.01, seed=7)
+    fit = fit_trend(x, y)
+    for bad in (float("nan"), float("inf"), 0.0, -1.0):
+        with pytest.raises(ValueError, match="epsilon"):
+            slope_flatness(fit, bad)
+
+
+def test_hac_lags_must_be_fewer_than_the_points():
+    x, y = series(8, 0.01, 0.01, seed=8)
+    for bad in (-1, 8, 10_000):
+        with pytest.raises(ValueError, match="hac_maxlags"):
+            fit_trend(x, y, hac_maxlags=bad)
+    assert fit_trend(x, y, hac_maxlags=7).se_type == "HAC(maxlags=7)"

@@ -155,7 +155,7 @@ def evaluate_check(
     check: GateCheck, metrics: Mapping[str, Any], evidence: Mapping[str, Any] | None = None
 ) -> CheckResult:
     """Evaluate one check; a missing or non-numeric metric fails with a reason instead of raising."""
-    evidence = dict(evidence or {})
+    evidence = dict(json_safe(dict(evidence or {})))
     if check.metric not in metrics or metrics[check.metric] is None:
         return CheckResult(
             check.metric,
@@ -186,7 +186,13 @@ def evaluate_check(
                 failures.append(f"{number:g} > max {check.max:g}")
     reason = "; ".join(failures) if failures else "within threshold"
     return CheckResult(
-        check.metric, check.measures, json_safe(observed), check.threshold(), not failures, reason, evidence
+        check.metric,
+        check.measures,
+        json_safe(observed),
+        check.threshold(),
+        not failures,
+        reason,
+        json_safe(evidence),
     )
 
 
