@@ -468,3 +468,11 @@ def test_gate_json_holds_no_non_finite_literals_even_in_evidence(tmp_path, gate_
     (check,) = strict_json(out)["checks"]
     assert code == 1 and check["observed"] == "Infinity" and check["evidence"]["n"] == "NaN"
     assert check["evidence"]["loss"] == "-Infinity"
+
+
+def test_help_states_what_anytime_validity_covers(capsys):
+    with pytest.raises(SystemExit):
+        main(["stats", "noninferiority", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "anytime-valid over the items of this one comparison only" in text
+    assert "new checkpoint every epoch is a new test" in text

@@ -213,6 +213,12 @@ def test_paired_t_small_n_error_is_exactly_the_no_minus_one_probability_without_
     assert all_ties / old_error > 0.85  # most of it: samples with no discordant pair at all
     # with the rule (>= 10 discordant pairs) paired t claims nothing at this n and r
     assert exact_pass_rate("paired_t", n, model, MARGIN, ALPHA) < 1e-6
+    from rftlab.analysis.power import degenerate_sample_anatomy
+
+    anatomy = degenerate_sample_anatomy(n, MARGIN, ALPHA, 0.04)
+    assert anatomy.unguarded_error == pytest.approx(old_error, abs=1e-12)
+    assert anatomy.p_no_minus == pytest.approx(0.965**30) and anatomy.p_all_ties == pytest.approx(0.96**30)
+    assert anatomy.guarded_error < 1e-6
 
 
 def test_required_n_checks_its_lower_end_and_brackets_exactly():

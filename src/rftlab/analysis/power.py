@@ -507,3 +507,44 @@ def coverage_table(
             }
         )
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class DegenerateSampleAnatomy:
+    """Where the small-sample error of the paired t test comes from (exact, trinomial sum).
+
+    At the null boundary with few discordant pairs, the *unguarded* paired t (no degeneracy rule: a
+    zero-variance sample gives a zero-width interval at its mean) claims noninferiority on essentially
+    every sample that has no ``-1``. ``p_no_minus = (1 - p_minus)^n`` is that probability;
+    ``p_all_ties = (1 - r)^n`` the part with no discordant pair at all; ``unguarded_error`` the
+    unguarded test's exact error; ``guarded_error`` the error of ``paired_t`` as implemented (no claim
+    from fewer than ``MIN_DISCORDANT`` discordant pairs or zero variance).
+    """
+
+    n: int
+    discordance: float
+    p_minus: float
+    p_no_minus: float
+    p_all_ties: float
+    unguarded_error: float
+    guarded_error: float
+
+
+def degenerate_sample_anatomy(
+    n: int, margin: float, alpha: float, discordance: float
+) -> DegenerateSampleAnatomy:
+    """Exact decomposition of the paired t error at ``theta = -margin`` (see the class docstring)."""
+    model = DiscordanceModel.from_difference(-margin, discordance)
+    b, c, prob = trinomial_grid(n, model)
+    mean = (b - c) / n
+    var = np.maximum((b + c - n * mean**2) / (n - 1), 0.0)
+    unguarded = mean - sps.t.ppf(1.0 - alpha, n - 1) * np.sqrt(var / n) > -margin
+    return DegenerateSampleAnatomy(
+        n=n,
+        discordance=discordance,
+        p_minus=model.p_minus,
+        p_no_minus=float((1.0 - model.p_minus) ** n),
+        p_all_ties=float((1.0 - discordance) ** n),
+        unguarded_error=float(np.sum(prob * unguarded)),
+        guarded_error=exact_pass_rate("paired_t", n, model, margin, alpha),
+    )
