@@ -476,3 +476,20 @@ def test_help_states_what_anytime_validity_covers(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "anytime-valid over the items of this one comparison only" in text
     assert "new checkpoint every epoch is a new test" in text
+
+
+def test_gates_permission_error_even_as_root(tmp_path, gate_spec, capsys, monkeypatch):
+    import pathlib
+
+    metrics = write_metrics(tmp_path, '{"kernel_effective_neighbors_p10": 9}')
+    real = pathlib.Path.read_bytes
+
+    def guarded(self):
+        if self == metrics:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", guarded)
+    code, _, err = run(["gates", "check", gate_spec, metrics], capsys)
+    line = one_line_error(err)
+    assert code == 2 and "permission denied" in line and str(metrics) in line
