@@ -398,27 +398,48 @@ display(
 
 # %% [markdown]
 # ## Which bound to pre-register
-#
-# - **Keep Hoeffding as the pre-registered rule where a spec already names it** (GS1:
-#   `method: paired_hoeffding`). A spec is never changed after its data are seen. Hoeffding is the easiest
-#   rule to audit: it needs only the mean difference and n, it assumes nothing beyond the [−1, 1] range,
-#   and it does not depend on item order. The price is power: it needs the treatment to *look* several
-#   points better before it says "no worse by 3 points", and the tables above show it has the largest
-#   minimum detectable difference of all the bounds.
-# - **For a new spec, consider the betting bound, with `permutation_seed` in the decision rule.** In
-#   every cell above it keeps its error at or below alpha, and among the valid bounds it has the
-#   smallest minimum detectable difference. Report Hoeffding beside it so the result stays comparable
-#   with the GS1 rule. Its anytime validity covers reading the bound while the items of **one**
-#   evaluation stream in. It does not cover gating a new checkpoint every epoch.
-# - **A gate that looks at several checkpoints** must say in its spec how many looks it will take,
-#   and test each at its share of alpha (`repeated_looks_gate`; equal split alpha/K by default).
-#   Re-checking at the full alpha, as the repeated-looks table shows, multiplies the error.
-# - **Empirical Bernstein and plug-in empirical Bernstein** are valid middle grounds. Maurer–Pontil
-#   pays a large constant at this n, and the plug-in bound is a fixed-n bound.
-# - **Paired t and Tango are context, never the gate.** At n = 1319 with enough discordant pairs their
-#   error rates sit close to alpha, which is all an asymptotic test promises. With few discordant pairs
-#   paired t exceeds alpha even after the degeneracy guard, and on degenerate samples both say
-#   "inconclusive" rather than claim anything.
 
 # %%
-display(Markdown(f"Notebook run time: {time.perf_counter() - started:.0f} s (quick mode: {'yes' if QUICK else 'no'})."))
+valid_methods = ["hoeffding", "empirical_bernstein", *sorted(ORDER_DEPENDENT)]
+all_cells = pd.concat([coverage, small], ignore_index=True)
+betting_cells = all_cells[all_cells["method"] == "betting"]
+betting_worst = betting_cells["error_rate"].max()
+betting_worst_se = betting_cells.loc[betting_cells["error_rate"].idxmax(), "mc_se"]
+valid_mdd = mdd[mdd["method"].isin(valid_methods)]
+smallest_valid = valid_mdd.loc[valid_mdd.groupby("discordance")["mdd"].idxmin(), "method"]
+betting_smallest = bool((smallest_valid == "betting").all())
+hoeffding_largest = bool((mdd.loc[mdd.groupby("discordance")["mdd"].idxmax(), "method"] == "hoeffding").all())
+asymptotic_over = all_cells[all_cells["method"].isin(["paired_t", "tango"]) & (all_cells["error_rate"] > ALPHA)]
+display(
+    Markdown(
+        f"""- **Keep Hoeffding as the pre-registered rule where a spec already names it** (GS1:
+  `method: paired_hoeffding`). A spec is never changed after its data are seen. Hoeffding is the easiest
+  rule to audit: it needs only the mean difference and n, assumes nothing beyond the [−1, 1] range, and
+  does not depend on item order. The price is power: the observed difference must exceed
+  {clearing:+.4f} before it says "no worse by {MARGIN:g}"; its minimum detectable difference is
+  {"the largest of all the bounds at every discordance rate above" if hoeffding_largest else "shown in the table above"}.
+- **For a new spec, consider the betting bound, with `permutation_seed` in the decision rule.** Its
+  largest error rate in the coverage tables above is {betting_worst:.4f} ± {betting_worst_se:.4f}
+  (alpha = {ALPHA}), and {"among the valid bounds it has the smallest minimum detectable difference at every discordance rate" if betting_smallest else "its minimum detectable difference is in the table above"}.
+  Report Hoeffding beside it so the result stays comparable with the GS1 rule. Its anytime validity
+  covers reading the bound while the items of **one** evaluation stream in; it does not cover gating a
+  new checkpoint every epoch.
+- **A gate that looks at several checkpoints** must declare in its spec how many looks it will take
+  and test each at its share of alpha (`repeated_looks_gate`; alpha/K by default). Re-checking at the
+  full alpha erred {indep.naive_rate:.1%} of the time at {N_LOOKS} looks above.
+- **Plug-in empirical Bernstein and Maurer–Pontil** are valid middle grounds: Maurer–Pontil pays a
+  large constant at this n, and the plug-in bound is a fixed-n bound.
+- **Paired t and Tango are context, never the gate.** They carry no finite-sample guarantee:
+  {len(asymptotic_over)} of their {2 * (len(COVERAGE_DISCORDANCE) + len(SMALL_N))} cells above exceed alpha
+  (largest {all_cells.loc[all_cells["method"].isin(["paired_t", "tango"]), "error_rate"].max():.4f}), and on a
+  degenerate sample both say "inconclusive" rather than claim anything."""
+    )
+)
+
+# %%
+display(
+    Markdown(
+        f"Notebook run time: {time.perf_counter() - started:.0f} s wall, "
+        f"{time.process_time():.0f} s CPU in this kernel (quick mode: {'yes' if QUICK else 'no'})."
+    )
+)
