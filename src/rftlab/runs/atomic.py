@@ -95,7 +95,9 @@ def _check_output_path(path: str | os.PathLike[str], flag: str, make_parents: bo
     if not text.strip():
         raise OutputPathError(f"{flag} is empty; give a file path")
     target = Path(text)
-    if text.endswith(os.sep) or target.is_dir():
+    if text.endswith(os.sep) and not target.is_dir():
+        raise OutputPathError(f"{flag} {text} ends with '{os.sep}'; give a file path without it")
+    if target.is_dir():
         raise OutputPathError(
             f"{flag} {text} is a folder; give a file path (for example {target / 'out.jsonl'})"
         )
