@@ -4,7 +4,7 @@ A variable is a credential when its name ends in ``_KEY``, ``_TOKEN`` or ``_SECR
 ``PASSWORD`` (case-insensitive; ``FIREWORKS_API_KEY``, ``TINKER_API_KEY``, ``HF_TOKEN``, ``OPENAI_API_KEY``,
 ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD_FILE``...). Its value is looked for in the *serialised bytes* of a
 file, in every form a serialiser can give it: raw UTF-8, JSON-escaped (ASCII and UTF-8, with and without
-escaped ``/``), Python ``repr`` and URL-encoded. So a key holding ``"``, ``\\`` or non-ASCII characters is
+escaped ``/``), CSV-quoted, Python ``repr``, URL-encoded, Latin-1 and UTF-16. So a key holding ``"``, ``\\`` or non-ASCII characters is
 found whether it was written verbatim, by ``json.dumps`` or by pandas.
 
 Minimum length: values shorter than :data:`MIN_SECRET_LENGTH` (8) characters are not checked. Every
@@ -60,6 +60,7 @@ def secret_forms(value: str) -> set[bytes]:
         repr(value)[1:-1],
         urllib.parse.quote(value, safe=""),
         urllib.parse.quote_plus(value, safe=""),
+        value.replace('"', '""'),  # CSV quoting
     }
     texts |= {t.replace("/", "\\/") for t in list(texts)}  # pandas and some JSON writers escape '/'
     forms = {t.encode("utf-8", "surrogatepass") for t in texts if t}

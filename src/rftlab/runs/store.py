@@ -100,7 +100,9 @@ def _json_default(value: Any) -> Any:
 def _find_bad_value(value: Any, path: str = "") -> tuple[str, str] | None:
     """``(field path, what is wrong)`` of the first value JSON cannot hold exactly, or ``None``."""
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path or "<value>", repr(value).replace("nan", "NaN"))
+        if math.isfinite(value):
+            return None
+        return (path or "<value>", "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
     if value is None or isinstance(value, (str, int, bool)):
         return None
     if isinstance(value, Mapping):
