@@ -252,3 +252,20 @@ def test_temporaries_of_the_earlier_writer_are_stale_after_an_hour(tmp_path):
 def test_json_writes_in_the_store_are_plain_files_readable_by_json(tmp_path):
     run = RunStore(tmp_path).create_run("e", "a", {"x": [1, 2]})
     assert json.loads((run.path / "run.json").read_text())["spec"] == {"x": [1, 2]}
+
+
+def test_writes_go_through_a_symlink_and_keep_it(work):
+    target = work / "real.json"
+    target.write_text("old")
+    link = work / "link.json"
+    link.symlink_to(target)
+    atomic_write_bytes(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"new"
+
+
+def test_a_full_disk_names_the_file_and_cleans_up(work, capsys, monkeypatch):
+    out = work / "big.jsonl"
+    with pytest.raises(OSError) as caught, atomic_writer(out) as handle:
+        handle.write(b"x")
+        raise OSError(28, "No space left on device")
+    assert caught.value.filename == str(out) and list(work.iterdir()) == []

@@ -136,3 +136,33 @@ def test_a_refused_finish_can_be_retried(tmp_path, monkeypatch):
     assert not run.finished
     run.finish("failed", error="401 unauthorised")
     assert load_run(run.path).record.status == "failed"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    value=st.text(min_size=8, max_size=30).filter(lambda v: "\x00" not in v),
+    ensure_ascii=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+)
+def test_any_key_is_found_in_its_json_serialisation(value, ensure_ascii, indent):
+    env = {"ANY_API_KEY": value}
+    data = json.dumps({"payload": ["x", {"k": value}]}, ensure_ascii=ensure_ascii, indent=indent)
+    try:
+        encoded = data.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate cannot be written as UTF-8 by anyone
+        return
+    with pytest.raises(SecretLeakError):
+        assert_no_secrets(encoded, "f.json", environ=env)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=200), value=st.text(min_size=8, max_size=20))
+def test_assert_no_secrets_only_ever_raises_secret_leak_error(data, value):
+    try:
+        assert_no_secrets(data, "f", environ={"X_TOKEN": value})
+    except SecretLeakError:
+        assert any(form in data for form in secret_forms(value))

@@ -239,3 +239,100 @@ def test_create_run_names_an_unreadable_input_and_leaves_no_folder(tmp_path):
     with pytest.raises(ValueError, match="'lr' is NaN"):
         store.create_run("e", "a", {"lr": float("nan")})
     assert not (tmp_path / "runs").exists()
+
+
+# -- beyond the listed examples ------------------------------------------------------------------------
+def test_metric_names_cannot_overwrite_a_runs_identity(run, tmp_path):
+    with pytest.raises(ValueError, match=r"reserved name\(s\) \['run_id'\]"):
+        run.append_metrics({"step": 0, "run_id": "someone-else"})
+    # A hand-edited row cannot either: the tidy table keeps the folder's identity.
+    (run.path / "metrics.jsonl").write_text('{"step": 0, "arm": "forged", "x": 1}\n')
+    frame, problems = collect_metrics(tmp_path / "runs")
+    assert not problems and frame["arm"].tolist() == ["a"] and list(frame.columns).count("arm") == 1
+
+
+def test_circular_or_unserialisable_values_are_a_value_error(run):
+    loop: dict = {"step": 0}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="cannot be written as JSON"):
+        run.append_metrics(loop)
+    with pytest.raises(ValueError, match=r"'obj' is a object, not JSON data"):
+        run.append_metrics({"step": 0, "obj": object()})
+    assert not (run.path / "metrics.jsonl").exists()
+
+
+def test_overflowing_numbers_in_a_file_are_refused(run):
+    (run.path / "metrics.jsonl").write_text('{"step": 0, "x": 1e999}\n')
+    with pytest.raises(CorruptRunError, match="line 1 is not valid JSON"):
+        run.metrics()
+    (run.path / "metrics.jsonl").write_text('{"step": 0, "x": NaN}\n')
+    with pytest.raises(CorruptRunError, match="line 1 is not valid JSON"):
+        run.metrics()
+
+
+_APPENDER = """
+import sys
+from rftlab.runs import load_run
+run = load_run(sys.argv[1])
+start = int(sys.argv[2])
+for step in range(start, start + 40):
+    run.append_metrics({"step": step, "x": step})
+"""
+
+
+def test_two_processes_appending_to_one_run_lose_no_row(run):
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, str(run.path), str(start)], env=env)
+        for start in (0, 1000)
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0
+    steps = sorted(row["step"] for row in run.metrics())
+    assert steps == [*range(40), *range(1000, 1040)]
+
+
+def test_a_store_folder_that_cannot_be_listed_is_reported(tmp_path, monkeypatch):
+    store = RunStore(tmp_path)
+    store.create_run("e", "a", {}, run_id="ok")
+    store.create_run("e", "b", {}, run_id="hidden")
+    real = Path.iterdir
+
+    def iterdir(self):
+        if self.name == "b":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    runs, problems = store.scan()
+    assert [r.run_id for r in runs] == ["ok"]
+    assert problems == {
+        str(tmp_path / "e" / "b"): "folder cannot be listed (Permission denied); check its permissions"
+    }
+
+
+def test_root_pointing_at_one_run_is_explained(run, capsys):
+    assert cli_main(["runs", "list", "--root", str(run.path)]) == 2
+    assert "one run's folder" in capsys.readouterr().err
+
+
+def test_secret_in_a_file_or_folder_name_is_refused(tmp_path, monkeypatch):
+    from rftlab.runs import SecretLeakError
+
+    monkeypatch.setenv("FIREWORKS_API_KEY", "fw_abcdefghijklmnop")
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(SecretLeakError, match="run folder"):
+        store.create_run("e", "a", {}, run_id="fw_abcdefghijklmnop")
+    run = store.create_run("e", "a", {})
+    with pytest.raises(SecretLeakError, match="provider snapshot"):
+        run.save_provider_snapshot("fw_abcdefghijklmnop.json", {})
+    assert not [p for p in tmp_path.rglob("*") if "fw_abc" in p.name]
+
+
+def test_an_undecodable_credential_value_is_matched_on_its_raw_bytes(tmp_path, monkeypatch):
+    from rftlab.runs import SecretLeakError, atomic_write_bytes
+
+    raw = b"key-\xff\xfe-0123456789"
+    monkeypatch.setenv("HF_TOKEN", os.fsdecode(raw))
+    with pytest.raises(SecretLeakError):
+        atomic_write_bytes(tmp_path / "x.bin", b"header " + raw)

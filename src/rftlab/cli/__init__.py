@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except RunStoreError as exc:
         return _error(str(exc))
+    except UnicodeEncodeError:
+        return _error(
+            "some text could not be printed in this terminal's encoding; set PYTHONIOENCODING=utf-8"
+        )
     except UnicodeDecodeError as exc:
         return _error(
             f"an input file is not UTF-8 text (byte {exc.start + 1}: {exc.object[exc.start : exc.start + 1]!r}); "

@@ -51,6 +51,11 @@ def _root(value: str) -> Path:
         if not root.is_dir():
             raise UsageError(f"--root {value} is a file, not a run store folder")
         next(root.iterdir(), None)
+        if (root / "run.json").is_file():
+            raise UsageError(
+                f"--root {value} is one run's folder; give the store root (the folder above "
+                "<experiment>/<arm>/<run_id>)"
+            )
     except PermissionError:
         raise UsageError(f"--root {value}: cannot be read (permission denied)") from None
     except OSError as exc:

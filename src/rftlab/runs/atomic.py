@@ -155,6 +155,10 @@ def atomic_writer(
     """``with atomic_writer(path) as handle: handle.write(b"...")`` — the file appears at ``path`` only when
     the block ends without an exception (and the bytes hold no credential)."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # write through a symlink; keep the link itself
+    if check_secrets:
+        assert_no_secrets(os.fsencode(path), where="a file (its name)")
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -173,11 +177,14 @@ def atomic_writer(
                 assert_file_has_no_secrets(tmp, where or str(path))
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if fd >= 0:
             os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # e.g. ENOSPC from write(): say which file could not be written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     _fsync_dir(path.parent)
 
@@ -192,6 +199,7 @@ def atomic_write_bytes(
 ) -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring)."""
     if check_secrets:
+        assert_no_secrets(os.fsencode(path), where="a file (its name)")
         assert_no_secrets(data, where or os.fspath(path))  # before a temporary exists
     with atomic_writer(path, make_parents=make_parents, check_secrets=False) as handle:
         handle.write(data)

@@ -51,6 +51,18 @@ def credential_values(environ: Mapping[str, str] | None = None) -> dict[str, str
     }
 
 
+def _url_forms(value: str) -> list[str]:
+    forms = []
+    for quote in (urllib.parse.quote, urllib.parse.quote_plus):
+        for errors in ("surrogateescape", "surrogatepass"):
+            try:
+                forms.append(quote(value, safe="", errors=errors))
+                break
+            except UnicodeEncodeError:
+                continue
+    return forms
+
+
 def secret_forms(value: str) -> set[bytes]:
     """The byte strings under which ``value`` can appear in a serialised file."""
     texts = {
@@ -58,12 +70,15 @@ def secret_forms(value: str) -> set[bytes]:
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
         repr(value)[1:-1],
-        urllib.parse.quote(value, safe=""),
-        urllib.parse.quote_plus(value, safe=""),
+        *_url_forms(value),
         value.replace('"', '""'),  # CSV quoting
     }
     texts |= {t.replace("/", "\\/") for t in list(texts)}  # pandas and some JSON writers escape '/'
     forms = {t.encode("utf-8", "surrogatepass") for t in texts if t}
+    try:
+        forms.add(value.encode("utf-8", "surrogateescape"))  # an undecodable byte in the environment
+    except UnicodeEncodeError:
+        pass
     for encoding in ("latin-1", "utf-16-le"):
         try:
             forms.add(value.encode(encoding))

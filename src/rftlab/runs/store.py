@@ -24,9 +24,12 @@ whose last line lacks its newline adds the newline first; appending to a damaged
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -60,6 +63,7 @@ RunStatus = Literal["running", "finished", "failed"]
 RunOrigin = Literal["new", "reused", "resumed"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DAMAGED_METRICS = "metrics.damaged"
+IDENTITY_COLUMNS = ("experiment", "arm", "run_id", "backend", "status")
 
 
 class InputFile(BaseModel):
@@ -130,7 +134,10 @@ def _dumps(value: Any, where: str, indent: int | None = None) -> str:
     try:
         return json.dumps(value, allow_nan=False, default=_json_default, indent=indent)
     except (ValueError, TypeError, RecursionError) as exc:
-        found = _find_bad_value(value) if not isinstance(exc, RecursionError) else None
+        try:
+            found = _find_bad_value(value)
+        except RecursionError:  # a circular or absurdly deep structure
+            found = None
         if found:
             field, what = found
             raise ValueError(
@@ -292,6 +299,24 @@ class Run:
         """Append metric rows (each needs an integer ``step``, new to this run; ``epoch`` defaults to
         ``step``). Values must be finite. All rows are checked before anything is written."""
         self._check_writable()
+        with self._lock():
+            self._append_metrics(rows)
+
+    @contextlib.contextmanager
+    def _lock(self):
+        """An exclusive ``flock`` on the run folder around read-modify-write (two processes appending to
+        one run would otherwise lose rows)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise RunStoreError(f"run folder {self.path} no longer exists") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         path = self.path / "metrics.jsonl"
         new = [rows] if isinstance(rows, Mapping) else list(rows)
         existing, steps = self._read_metrics_for_append()
@@ -301,6 +326,12 @@ class Run:
             if not isinstance(row, Mapping):
                 raise ValueError(f"{path}: metric row {i} is a {type(row).__name__}, not a mapping")
             step = _metric_step(row, f"{path}: row {i}")
+            reserved = sorted(set(row) & set(IDENTITY_COLUMNS))
+            if reserved:
+                raise ValueError(
+                    f"{path}: row {i} (step {step}) uses the reserved name(s) {reserved}; the tidy metrics "
+                    "table adds these columns itself, rename the metric"
+                )
             if step in seen:
                 raise ValueError(
                     f"{path}: step {step} (row {i}) is already recorded ({seen[step]}); steps are unique "
@@ -318,6 +349,10 @@ class Run:
         ``metrics.damaged`` verbatim and keep the good lines; returns the moved line numbers. Nothing is
         lost: the damaged bytes are written (and flushed) before ``metrics.jsonl`` is rewritten."""
         self._check_writable()
+        with self._lock():
+            return self._repair_metrics()
+
+    def _repair_metrics(self) -> list[int]:
         path = self.path / "metrics.jsonl"
         try:
             data = _read_bytes(path)
@@ -366,6 +401,7 @@ class Run:
         self._check_writable()
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"provider snapshot name {name!r} must be a plain file name")
+        assert_no_secrets(name, "a provider snapshot (its name)")
         path = self.path / "provider" / name
         if isinstance(payload, bytes):
             data = payload
@@ -505,6 +541,7 @@ class RunStore:
             created_at=_utc_now(),
         )
         where = str(path / "run.json")
+        assert_no_secrets(os.fsencode(path), "a run folder (its name)")
         assert_no_secrets(
             _dumps(record.model_dump(mode="python"), where, indent=2), where
         )  # before any mkdir
@@ -520,26 +557,36 @@ class RunStore:
             raise
         return run
 
+    def _walk(self) -> tuple[list[Path], dict[str, str]]:
+        """``(run folders, {folder: problem})`` of ``<experiment>/<arm>/<run_id>``; hidden names skipped."""
+        found: list[Path] = []
+        problems: dict[str, str] = {}
+        if not self.root.is_dir():
+            return found, problems
+
+        def children(folder: Path) -> list[Path]:
+            try:
+                return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+            except OSError as exc:
+                problems[str(folder)] = (
+                    f"folder cannot be listed ({exc.strerror or exc}); check its permissions"
+                )
+                return []
+
+        for experiment in children(self.root):
+            for arm in children(experiment):
+                found.extend(children(arm))
+        return sorted(found), problems
+
     def run_dirs(self) -> list[Path]:
         """Every ``<experiment>/<arm>/<run_id>`` folder under the root, sorted."""
-        if not self.root.is_dir():
-            return []
-        found = []
-        for pattern in ("*/*/*",):
-            for p in self.root.glob(pattern):
-                if any(part.startswith(".") for part in p.relative_to(self.root).parts):
-                    continue
-                try:
-                    if p.is_dir():
-                        found.append(p)
-                except OSError:
-                    continue
-        return sorted(found)
+        return self._walk()[0]
 
     def scan(self, experiment: str | None = None, arm: str | None = None) -> tuple[list[Run], dict[str, str]]:
         """``(readable runs, {path: problem})``: one bad folder never hides the others."""
-        runs, problems = [], {}
-        for path in self.run_dirs():
+        runs = []
+        dirs, problems = self._walk()
+        for path in dirs:
             exp_name, arm_name = path.parent.parent.name, path.parent.name
             if (experiment and exp_name != experiment) or (arm and arm_name != arm):
                 continue
@@ -617,18 +664,19 @@ def collect_metrics(root: str | Path = "runs", experiment: str | None = None, ar
         except CorruptRunError as exc:
             problems.update(exc.problems)
             continue
+        identity = {
+            "experiment": run.record.experiment,
+            "arm": run.record.arm,
+            "run_id": run.record.run_id,
+            "backend": run.record.backend,
+            "status": run.record.status,
+        }
         for row in metric_rows:
-            metric_names.update(dict.fromkeys(k for k in row if k not in ("step", "epoch")))
-            rows.append(
-                {
-                    "experiment": run.record.experiment,
-                    "arm": run.record.arm,
-                    "run_id": run.record.run_id,
-                    "backend": run.record.backend,
-                    "status": run.record.status,
-                    **row,
-                }
+            # A hand-written row can never overwrite the identity of its run.
+            metric_names.update(
+                dict.fromkeys(k for k in row if k not in ("step", "epoch", *IDENTITY_COLUMNS))
             )
+            rows.append({**row, **identity})
     columns = ["experiment", "arm", "run_id", "backend", "status", "step", "epoch", *metric_names]
     return pd.DataFrame(rows, columns=columns), problems
 
