@@ -238,7 +238,14 @@ def test_clean_never_removes_a_live_writers_temporary(tmp_path):
 def test_temporaries_of_the_earlier_writer_are_stale_after_an_hour(tmp_path):
     legacy = tmp_path / "e" / "a" / "r" / ".metrics.jsonl.k2j3h4g5.tmp"
     legacy.parent.mkdir(parents=True)
+    (legacy.parent / "run.json").write_text("{}")
     legacy.write_bytes(b"x" * 10)
+    # The same name outside a run folder belongs to someone else: never reported.
+    foreign = tmp_path / "e" / ".cache.k2j3h4g5.tmp"
+    foreign.write_bytes(b"y")
+    deep = tmp_path / "e" / "a" / "r" / "b" / "c" / "d" / f".x.{2**22 + 7}-0123abcd.rftlab-tmp"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(b"z")  # deeper than any run-store file: not walked
     users = tmp_path / "e" / "a" / "r" / "notes.tmp"  # not a writer temporary: never reported
     users.write_text("mine")
     (found,) = find_temporaries(tmp_path)
@@ -246,7 +253,7 @@ def test_temporaries_of_the_earlier_writer_are_stale_after_an_hour(tmp_path):
     old = time.time() - 7200
     os.utime(legacy, (old, old))
     assert [t.path for t in clean_temporaries(tmp_path)] == [legacy]
-    assert not legacy.exists() and users.exists()
+    assert not legacy.exists() and users.exists() and foreign.exists() and deep.exists()
 
 
 def test_json_writes_in_the_store_are_plain_files_readable_by_json(tmp_path):

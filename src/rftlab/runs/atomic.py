@@ -235,20 +235,29 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def find_temporaries(root: str | os.PathLike[str]) -> list[Temporary]:
-    """Every writer temporary under ``root`` (this module's and the earlier writer's ``.*.tmp``)."""
+def find_temporaries(root: str | os.PathLike[str], max_depth: int = 5) -> list[Temporary]:
+    """Every writer temporary under ``root``, at most ``max_depth`` folders down (a run store is
+    ``<experiment>/<arm>/<run_id>/[rollouts|provider]/``, so 5 covers it; a wrong ``--root`` such as ``/``
+    is not walked). This module's temporaries (pid in the name) count anywhere in that range; the earlier
+    writer's ``.<name>.<8 chars>.tmp`` only inside a run folder (one holding ``run.json``) or its
+    sub-folders, so nobody else's temporary is ever touched. Symlinks are not followed."""
     found = []
     now = time.time()
     root = Path(root)
     if not root.is_dir():
         return []
-    for dirpath, _dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        depth = len(here.relative_to(root).parts)
+        if depth >= max_depth:
+            dirnames[:] = []
+        in_run = depth >= 3 and (root.joinpath(*here.relative_to(root).parts[:3]) / "run.json").is_file()
         for name in filenames:
             match = _TMP_RE.match(name)
-            legacy = match is None and _LEGACY_TMP_RE.match(name) is not None
+            legacy = match is None and in_run and _LEGACY_TMP_RE.match(name) is not None
             if match is None and not legacy:
                 continue
-            path = Path(dirpath) / name
+            path = here / name
             try:
                 info = path.lstat()
             except OSError:
