@@ -231,3 +231,26 @@ def test_print_json_turns_non_finite_numbers_into_null(capsys):
     print_json({"a": float("nan"), "b": [float("inf"), -math.inf, 1.5], "c": (1, None)})
     assert _strict(capsys.readouterr().out) == {"a": None, "b": [None, None, 1.5], "c": [1, None]}
     assert json_safe(float("nan")) is None
+
+
+def test_a_real_process_prints_one_line_and_no_traceback(work):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    for argv in (
+        ["arena", "solve", "--seed", "1", "--size", "91"],
+        ["spectrum", "dataset", "--n", "3", "--out", str(work)],
+        ["runs", "list", "--root", str(work / "nope")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rftlab.cli", *argv],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(src)},
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.startswith("rftlab: error: ") and proc.stderr.count("\n") == 1, proc.stderr

@@ -336,3 +336,16 @@ def test_an_undecodable_credential_value_is_matched_on_its_raw_bytes(tmp_path, m
     monkeypatch.setenv("HF_TOKEN", os.fsdecode(raw))
     with pytest.raises(SecretLeakError):
         atomic_write_bytes(tmp_path / "x.bin", b"header " + raw)
+
+
+def test_a_hand_edited_spec_is_not_reused_under_its_old_hash(tmp_path):
+    store = RunStore(tmp_path)
+    run, _ = store.start_or_reuse("e", "a", {"lr": 1e-5})
+    run.finish()
+    record = json.loads((run.path / "run.json").read_text())
+    record["spec"]["lr"] = 1e-3
+    (run.path / "run.json").write_text(json.dumps(record))
+    with pytest.raises(CorruptRunError, match="does not match its spec_sha256"):
+        load_run(run.path)
+    with pytest.raises(CorruptRunError):
+        store.start_or_reuse("e", "a", {"lr": 1e-5})

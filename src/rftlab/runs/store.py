@@ -446,6 +446,8 @@ class Run:
             return []
 
     def rollouts(self, epoch: int) -> list[dict[str, Any]]:
+        """Rows of ``rollouts/epoch-<epoch>.jsonl`` (``FileNotFoundError`` if that epoch was never written;
+        ``CorruptRunError`` if it is damaged)."""
         return read_jsonl(self.path / "rollouts" / f"epoch-{int(epoch)}.jsonl")
 
 
@@ -471,6 +473,19 @@ def load_run(path: str | Path) -> Run:
     except ValueError as exc:  # JSON errors
         first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise CorruptRunError({str(record_path): f"not a valid run record ({first})"}) from None
+    try:
+        digest = spec_sha256(record.spec)
+    except ValueError:
+        digest = None
+    if digest != record.spec_sha256:
+        # A hand-edited spec would otherwise be reused (or resumed) under a hash it no longer has.
+        raise CorruptRunError(
+            {
+                str(
+                    record_path
+                ): "its spec does not match its spec_sha256 (edited by hand?); restore it or remove the run"
+            }
+        )
     return Run(path, record)
 
 
