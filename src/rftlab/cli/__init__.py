@@ -2,13 +2,22 @@
 
 Each command family lives in its own module of this package and exposes ``register(subparsers)``,
 which adds its sub-commands; a sub-command stores its handler as ``func`` (returning an exit code).
+
+Errors: a handler raises :class:`UsageError` for bad input (``rftlab: error: ...``, exit 2). As a backstop,
+``main`` turns the run store's refusals (a damaged run, an unwritable output, a credential about to be
+written), unreadable files (``OSError``) and undecodable bytes (``UnicodeDecodeError``) into the same
+one-line message and exit 2, naming the file, instead of a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
+import os
 import sys
+from typing import Any
 
 # Command modules, in the order they appear in ``rftlab --help``.
 COMMAND_MODULES: list[str] = ["runs", "spectrum", "stats", "gates", "arena"]
@@ -16,6 +25,22 @@ COMMAND_MODULES: list[str] = ["runs", "spectrum", "stats", "gates", "arena"]
 
 class UsageError(Exception):
     """Bad input from the user: printed as ``rftlab: error: ...`` with exit code 2."""
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by ``None`` (JSON ``null``), recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as ``--json`` output: indented, strict JSON (no ``NaN``/``Infinity``)."""
+    print(json.dumps(json_safe(value), indent=2, allow_nan=False))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,16 +55,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_error_message(exc: OSError) -> str:
+    name = exc.filename if exc.filename is not None else "a file"
+    reason = exc.strerror or exc.__class__.__name__
+    other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
+    return f"{name}{other}: {reason}; check the path and its permissions"
+
+
+def _error(message: str) -> int:
+    print(f"rftlab: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from rftlab.runs.errors import RunStoreError
+
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"rftlab: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
     except BrokenPipeError:  # e.g. `rftlab ... | head`
+        # Keep the interpreter's final flush of stdout from raising again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
         return 0
+    except RunStoreError as exc:
+        return _error(str(exc))
+    except UnicodeEncodeError:
+        return _error(
+            "some text could not be printed in this terminal's encoding; set PYTHONIOENCODING=utf-8"
+        )
+    except UnicodeDecodeError as exc:
+        return _error(
+            f"an input file is not UTF-8 text (byte {exc.start + 1}: {exc.object[exc.start : exc.start + 1]!r}); "
+            "convert it to UTF-8"
+        )
+    except OSError as exc:
+        return _error(_os_error_message(exc))
+    except RecursionError:
+        return _error("an input is nested too deeply to be read; check the file")
+    except KeyboardInterrupt:
+        print("rftlab: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

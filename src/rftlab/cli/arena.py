@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +47,7 @@ def _baselines(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown --policy {unknown}; choose from {list(BASELINE_POLICIES)}")
     summary = summarize_baselines(evaluate_baselines(policies))
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print_json(summary)
     else:
         print(f"{'policy':<12} {'mean_reward':>12} {'mean_regret':>12} {'optimal_rate':>13}")
         for name, row in summary.items():
@@ -57,11 +57,22 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+# Node ids are V10..V99 (spec arena-gen-v1 §2.2: ``sample(range(10, 100), size)``), and a state needs
+# at least 10 nodes: the valid sizes are 10..90.
+MIN_SIZE, MAX_SIZE = 10, 90
+
+
 def _check_generation_args(args: argparse.Namespace) -> None:
     from rftlab.envs.arena.scripted import STYLES
 
-    if args.size < 10:
-        raise UsageError(f"--size must be >= 10, got {args.size}")
+    if not MIN_SIZE <= args.size <= MAX_SIZE:
+        raise UsageError(
+            f"--size must be between {MIN_SIZE} and {MAX_SIZE} (node ids are V10..V99), got {args.size}"
+        )
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if getattr(args, "permutation", None) is not None and args.permutation < 0:
+        raise UsageError(f"--permutation must be a non-negative integer, got {args.permutation}")
     if getattr(args, "style", "balanced") not in STYLES:
         raise UsageError(f"--style must be one of {list(STYLES)}, got {args.style!r}")
 
@@ -90,7 +101,7 @@ def _solve(args: argparse.Namespace) -> int:
         },
     }
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(f"seed {args.seed} size {args.size} RED {args.style}: oracle reward {solution.reward!r}")
         print(f"optimal joint actions: {solution.optimal_count} of {solution.explored}")
@@ -109,5 +120,5 @@ def _prompt(args: argparse.Namespace) -> int:
         raise UsageError(f"--agent must be one of {list(blue)}, got {args.agent!r}")
     permutation = args.seed + blue.index(args.agent) if args.permutation is None else args.permutation
     messages, _ = broadcast_prompt(generate_state(args.seed, args.size), args.agent, permutation)
-    print(json.dumps(messages, indent=2))
+    print_json(messages)
     return 0

@@ -1,16 +1,22 @@
-"""``rftlab runs``: look at the run store from the shell."""
+"""``rftlab runs``: look at the run store from the shell.
+
+A damaged run never hides the others: ``list`` and ``metrics`` print every readable run and report each
+unreadable file on stderr (``rftlab: error: <path>: <problem>``), then exit 2. A ``--root`` that does
+not exist (or is not a folder) is an error, not an empty table. Temporaries left by writers that were
+killed (SIGKILL, power loss) are ignored by readers, mentioned by ``list`` and removed by ``clean``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
+from pathlib import Path
 
-from rftlab.cli import UsageError
-from rftlab.runs import CorruptRunError, RunStore, load_metrics
+from rftlab.cli import UsageError, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    runs = subparsers.add_parser("runs", help="list runs and export their metrics")
+    runs = subparsers.add_parser("runs", help="list runs, export their metrics, clean stale temporaries")
     sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     sub.required = True
 
@@ -21,18 +27,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_list)
 
     metrics = sub.add_parser("metrics", help="the tidy metrics table across runs, as CSV or JSON lines")
-    metrics.add_argument("--root", default="runs")
+    metrics.add_argument("--root", default="runs", help="run store root (default: runs)")
     metrics.add_argument("--experiment")
     metrics.add_argument("--arm")
     metrics.add_argument("--json", action="store_true", help="JSON lines instead of CSV")
     metrics.set_defaults(func=_metrics)
 
+    clean = sub.add_parser(
+        "clean", help="remove temporary files left by writers that were killed (never a live writer's)"
+    )
+    clean.add_argument("--root", default="runs", help="run store root (default: runs)")
+    clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    clean.set_defaults(func=_clean)
+
+
+def _root(value: str) -> Path:
+    if not value.strip():
+        raise UsageError("--root is empty; give the run store folder (default: runs)")
+    root = Path(value)
+    try:
+        if not root.exists():
+            raise UsageError(f"--root {value}: no such folder; give the run store folder (default: runs)")
+        if not root.is_dir():
+            raise UsageError(f"--root {value} is a file, not a run store folder")
+        next(root.iterdir(), None)
+        if (root / "run.json").is_file():
+            raise UsageError(
+                f"--root {value} is one run's folder; give the store root (the folder above "
+                "<experiment>/<arm>/<run_id>)"
+            )
+    except PermissionError:
+        raise UsageError(f"--root {value}: cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise UsageError(f"--root {value}: cannot be read ({exc.strerror or exc})") from None
+    return root
+
+
+def _report(problems: dict[str, str]) -> int:
+    """Print one stderr line per unreadable file; exit 2 if there was any."""
+    for path, why in problems.items():
+        print(f"rftlab: error: {path}: {' '.join(why.split())}", file=sys.stderr)
+    if problems:
+        print(
+            f"rftlab: error: {len(problems)} run file(s) could not be read; the other runs are listed",
+            file=sys.stderr,
+        )
+    return 2 if problems else 0
+
 
 def _list(args: argparse.Namespace) -> int:
-    try:
-        runs = RunStore(args.root).runs(args.experiment)
-    except CorruptRunError as exc:
-        raise UsageError(str(exc)) from None
+    from rftlab.runs import RunStore, find_temporaries
+
+    root = _root(args.root)
+    runs, problems = RunStore(root).scan(args.experiment)
     rows = [
         {
             "experiment": r.record.experiment,
@@ -46,22 +93,46 @@ def _list(args: argparse.Namespace) -> int:
         for r in runs
     ]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
     else:
         for row in rows:
             print(
                 f"{row['experiment']:<20} {row['arm']:<16} {row['run_id']:<28} {row['backend']:<10} {row['status']}"
             )
-    return 0
+    stale = [t for t in find_temporaries(root) if t.stale]
+    if stale:
+        size = sum(t.size for t in stale)
+        print(
+            f"rftlab: note: {len(stale)} stale temporary file(s) ({size} bytes) from interrupted writers under "
+            f"{root}; remove them with `rftlab runs clean --root {root}`",
+            file=sys.stderr,
+        )
+    return _report(problems)
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    try:
-        frame = load_metrics(args.root, args.experiment, args.arm)
-    except CorruptRunError as exc:
-        raise UsageError(str(exc)) from None
+    from rftlab.runs import collect_metrics
+
+    root = _root(args.root)
+    frame, problems = collect_metrics(root, args.experiment, args.arm)
     if args.json:
         print(frame.to_json(orient="records", lines=True), end="")
     else:
         print(frame.to_csv(index=False), end="")
+    return _report(problems)
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from rftlab.runs import clean_temporaries, find_temporaries
+
+    root = _root(args.root)
+    removed = clean_temporaries(root, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for temp in removed:
+        print(f"{verb} {temp.path} ({temp.size} bytes, writer pid {temp.pid or 'unknown'})")
+    live = [t for t in find_temporaries(root) if not t.stale]
+    print(
+        f"{verb} {len(removed)} stale temporary file(s); {len(live)} belong to writers still running",
+        file=sys.stderr,
+    )
     return 0

@@ -3,28 +3,49 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from rftlab.cli import UsageError
 
+# Bounds of the size flags: beyond them a run takes hours or fills the disk, so say so instead of trying.
+MAX_DATASET_ROWS = 1_000_000  # ~2 KB a row: about 2 GB of JSONL, written as a stream
+MAX_RFT_EPISODES = 100_000  # ~9 ms an episode for all reference policies: about 15 minutes
 
-def _write_bytes(path: str, data: bytes) -> None:
-    out = Path(path)
-    if out.parent and not out.parent.exists():
-        raise UsageError(f"--out {path}: folder {out.parent} does not exist")
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+
+def _out_path(path: str, flag: str = "--out"):
+    """Validate an output path before anything is written (names ``flag`` on failure)."""
+    from rftlab.runs import OutputPathError, check_output_path
+
+    try:
+        return check_output_path(path, flag)
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _write_bytes(path: str, data: bytes, flag: str = "--out") -> None:
+    """Write ``data`` atomically (unique temporary in the target folder, cleaned on failure)."""
+    from rftlab.runs import atomic_write_bytes
+
+    atomic_write_bytes(_out_path(path, flag), data, make_parents=False, where=f"{flag} {path}")
+
+
+def _check_seed(seed: int, flag: str = "--seed") -> None:
+    if seed < 0:
+        raise UsageError(f"{flag} must be a non-negative integer, got {seed}")
 
 
 def _cmd_corpus(args: argparse.Namespace) -> int:
     from rftlab.envs.spectrum import official
 
-    _write_bytes(args.out, official.corpus_bytes())
+    _out_path(args.out, "--out")
     if args.metadata:
-        _write_bytes(args.metadata, official.metadata_bytes())
+        _out_path(args.metadata, "--metadata")
+        if Path(args.metadata).resolve() == Path(args.out).resolve():
+            raise UsageError("--metadata and --out name the same file; give two different paths")
+    _write_bytes(args.out, official.corpus_bytes(), "--out")
+    if args.metadata:
+        _write_bytes(args.metadata, official.metadata_bytes(), "--metadata")
     print(f"wrote {official.TOTAL_SCANS} scans -> {args.out}", file=sys.stderr)
     return 0
 
@@ -84,8 +105,11 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
         results = bench_baselines(args.runs)
         keys = ["mean_available_iou", "stateless_available_iou", "mean_occupied_iou", "learning_delta"]
     else:
-        if args.episodes < 1:
-            raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
+        if not 1 <= args.episodes <= MAX_RFT_EPISODES:
+            raise UsageError(
+                f"--episodes must be between 1 and {MAX_RFT_EPISODES} (about 9 ms an episode), got {args.episodes}"
+            )
+        _check_seed(args.seed)
         from rftlab.envs.spectrum.rft import rft_baselines
 
         results = rft_baselines(episodes=args.episodes, seed=args.seed, memory=args.memory)
@@ -135,23 +159,46 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
 
 
 def _cmd_dataset(args: argparse.Namespace) -> int:
-    from rftlab.envs.spectrum.dataset import dataset_jsonl, dataset_rows
+    import shutil
 
-    if args.n < 1:
-        raise UsageError(f"--n must be >= 1, got {args.n}")
-    rows = list(
-        dataset_rows(
-            args.n,
-            prompt=args.prompt,
-            memory=args.memory,
-            prefix=args.prefix,
-            think=not args.no_think,
-            fewshot=args.fewshot,
-        )
+    from rftlab.envs.spectrum.dataset import dataset_jsonl, dataset_rows
+    from rftlab.runs import atomic_writer
+
+    if not 1 <= args.n <= MAX_DATASET_ROWS:
+        raise UsageError(f"--n must be between 1 and {MAX_DATASET_ROWS} rows (about 2 KB each), got {args.n}")
+    out = _out_path(args.out)
+    rows = dataset_rows(
+        args.n,
+        prompt=args.prompt,
+        memory=args.memory,
+        prefix=args.prefix,
+        think=not args.no_think,
+        fewshot=args.fewshot,
     )
-    _write_bytes(args.out, dataset_jsonl(rows).encode("utf-8"))
-    first, last = rows[0]["input_metadata"]["row_id"], rows[-1]["input_metadata"]["row_id"]
-    print(f"wrote {len(rows)} rows ({first} .. {last}) -> {args.out}", file=sys.stderr)
+    first_row = next(rows)
+    first_line = dataset_jsonl([first_row]).encode("utf-8")
+    needed = len(first_line) * args.n
+    free = shutil.disk_usage(out.parent).free
+    if needed > free:
+        raise UsageError(
+            f"--n {args.n}: the dataset needs about {needed / 1e6:.0f} MB but {out.parent} has "
+            f"{free / 1e6:.0f} MB free; lower --n or choose another --out"
+        )
+    last_id = first_row["input_metadata"]["row_id"]
+    with atomic_writer(out, make_parents=False, where=f"--out {args.out}") as handle:
+        handle.write(first_line)
+        batch = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) == 1000:
+                handle.write(dataset_jsonl(batch).encode("utf-8"))
+                last_id = batch[-1]["input_metadata"]["row_id"]
+                batch = []
+        if batch:
+            handle.write(dataset_jsonl(batch).encode("utf-8"))
+            last_id = batch[-1]["input_metadata"]["row_id"]
+    first = first_row["input_metadata"]["row_id"]
+    print(f"wrote {args.n} rows ({first} .. {last_id}) -> {args.out}", file=sys.stderr)
     return 0
 
 
@@ -200,4 +247,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _dump(obj: object) -> None:
-    print(json.dumps(obj, indent=2))
+    from rftlab.cli import print_json
+
+    print_json(obj)  # strict JSON: a non-finite number becomes null

@@ -1,26 +1,43 @@
 """Run store: ``runs/<experiment>/<arm>/<run_id>/`` folders with atomic writes and spec hashing."""
 
-from rftlab.runs.hashing import canonical_json, file_sha256, spec_sha256
-from rftlab.runs.store import (
+from rftlab.runs.atomic import (
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_writer,
+    check_output_path,
+    clean_temporaries,
+    find_temporaries,
+)
+from rftlab.runs.errors import (
     CorruptRunError,
     FinishedRunError,
-    Run,
-    RunRecord,
-    RunStore,
+    OutputPathError,
     RunStoreError,
-    load_metrics,
-    load_run,
+    SecretLeakError,
 )
+from rftlab.runs.hashing import canonical_json, file_sha256, spec_sha256
+from rftlab.runs.secrets import assert_no_secrets
+from rftlab.runs.store import Run, RunRecord, RunStore, collect_metrics, load_metrics, load_run
 
 __all__ = [
     "CorruptRunError",
     "FinishedRunError",
+    "OutputPathError",
     "Run",
     "RunRecord",
     "RunStore",
     "RunStoreError",
+    "SecretLeakError",
+    "assert_no_secrets",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_writer",
     "canonical_json",
+    "check_output_path",
+    "clean_temporaries",
+    "collect_metrics",
     "file_sha256",
+    "find_temporaries",
     "load_metrics",
     "load_run",
     "spec_sha256",

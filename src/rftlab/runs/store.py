@@ -9,48 +9,61 @@ Layout (``DESIGN.md``)::
         eval.jsonl                per-item evaluation outcomes
         provider/                 raw provider snapshots (job JSON, downloaded datasets)
 
-Every file is written to a temporary sibling and renamed into place, so a reader sees either the old or
-the new content, never half of it. A finished (or failed) run refuses further writes; running a spec
+Every file is written through :mod:`rftlab.runs.atomic` (a unique temporary in the same folder, renamed
+into place; new files get ``0o666 & ~umask``), so a reader sees either the old or the new content, never
+half of it, and through :mod:`rftlab.runs.secrets` (no credential from the environment reaches the disk). A finished (or failed) run refuses further writes; running a spec
 whose hash matches a finished run reuses that run unless ``force=True``.
+
+Readers are strict and total: any bytes in a run file give rows or a :class:`CorruptRunError` naming the
+file and line (never a ``UnicodeDecodeError``, ``RecursionError`` or NaN). ``metrics.jsonl`` rows need an
+integer ``step``, unique within the run (a duplicate is refused: a resumed run continues *after* its last
+step); values must be finite (a NaN is refused naming the row and field). Appending to a metrics file
+whose last line lacks its newline adds the newline first; appending to a damaged file is refused until
+:meth:`Run.repair_metrics` moves the damaged lines aside (into ``metrics.damaged``, losing nothing).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
+import numbers
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
+from rftlab.runs.errors import CorruptRunError, FinishedRunError, RunStoreError, SecretLeakError
 from rftlab.runs.gitinfo import git_state
 from rftlab.runs.hashing import file_sha256, spec_sha256, to_jsonable
+from rftlab.runs.secrets import assert_no_secrets
+
+__all__ = [
+    "CorruptRunError",
+    "FinishedRunError",
+    "Run",
+    "RunRecord",
+    "RunStore",
+    "RunStoreError",
+    "SecretLeakError",
+    "atomic_write_text",
+    "collect_metrics",
+    "load_metrics",
+    "load_run",
+    "read_jsonl",
+]
 
 RunStatus = Literal["running", "finished", "failed"]
 RunOrigin = Literal["new", "reused", "resumed"]
-SECRET_ENV_VARS = ("FIREWORKS_API_KEY", "TINKER_API_KEY", "WANDB_API_KEY", "OPENAI_API_KEY")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class RunStoreError(Exception):
-    """Base class of run-store errors."""
-
-
-class FinishedRunError(RunStoreError):
-    """A write was attempted on a finished or failed run."""
-
-
-class CorruptRunError(RunStoreError):
-    """One or more run folders could not be read; ``problems`` maps each path to what is wrong."""
-
-    def __init__(self, problems: Mapping[str, str]):
-        self.problems = dict(problems)
-        lines = "\n".join(f"  {path}: {why}" for path, why in self.problems.items())
-        super().__init__(f"{len(self.problems)} unreadable run file(s):\n{lines}")
+DAMAGED_METRICS = "metrics.damaged"
+IDENTITY_COLUMNS = ("experiment", "arm", "run_id", "backend", "status")
 
 
 class InputFile(BaseModel):
@@ -80,51 +93,144 @@ def _utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+# -- serialising -------------------------------------------------------------------------------------
+def _json_default(value: Any) -> Any:
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and type(value).__module__ == "numpy":
+        return item()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _find_bad_value(value: Any, path: str = "") -> tuple[str, str] | None:
+    """``(field path, what is wrong)`` of the first value JSON cannot hold exactly, or ``None``."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return (path or "<value>", "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if value is None or isinstance(value, (str, int, bool)):
+        return None
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            found = _find_bad_value(inner, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, inner in enumerate(value):
+            found = _find_bad_value(inner, f"{path}[{i}]")
+            if found:
+                return found
+        return None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        return _find_bad_value(_json_default(value), path)
+    except TypeError:
+        return (path or "<value>", f"a {type(value).__name__}, not JSON data")
+
+
+def _dumps(value: Any, where: str, indent: int | None = None) -> str:
+    """Strict JSON text of ``value``; a NaN, infinity or non-JSON object raises ``ValueError`` naming
+    ``where`` and the field."""
+    value = to_jsonable(value)
+    try:
+        return json.dumps(value, allow_nan=False, default=_json_default, indent=indent)
+    except (ValueError, TypeError, RecursionError) as exc:
+        try:
+            found = _find_bad_value(value)
+        except RecursionError:  # a circular or absurdly deep structure
+            found = None
+        if found:
+            field, what = found
+            raise ValueError(
+                f"{where}: field {field!r} is {what}; values must be finite JSON numbers, strings, lists "
+                "or objects (use null for a missing value)"
+            ) from None
+        raise ValueError(f"{where}: cannot be written as JSON ({exc})") from None
+
+
+def _jsonl(rows: Iterable[Mapping[str, Any]], where: str) -> str:
+    return "".join(_dumps(row, f"{where} row {i}") + "\n" for i, row in enumerate(rows))
+
+
+# -- reading -----------------------------------------------------------------------------------------
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} overflows a float")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` refusing NaN/Infinity and overflowing numbers (``ValueError``, incl. RecursionError)."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_strict_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
         raise
+    except OSError as exc:
+        raise CorruptRunError(
+            {str(path): f"cannot be read ({exc.strerror or exc}); check its permissions"}
+        ) from None
 
 
-def _jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
-    return "".join(json.dumps(to_jsonable(row), allow_nan=False) + "\n" for row in rows)
+def _parse_jsonl(path: Path, data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], dict[int, str]]:
+    """``([(line number, row)], {line number: what is wrong})`` of JSONL bytes (blank lines skipped)."""
+    rows, bad = [], {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad[number] = f"line {number} is not UTF-8 (byte {exc.start + 1})"
+            continue
+        try:
+            row = _loads(line)
+        except json.JSONDecodeError as exc:
+            bad[number] = f"line {number} is not JSON ({exc.msg})"
+            continue
+        except ValueError as exc:
+            bad[number] = f"line {number} is not valid JSON ({exc})"
+            continue
+        if not isinstance(row, dict):
+            bad[number] = f"line {number} is not a JSON object"
+            continue
+        rows.append((number, row))
+    return rows, bad
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a malformed line raises ``CorruptRunError`` naming the file and line."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorruptRunError({str(path): f"line {number} is not JSON ({exc.msg})"}) from None
-            if not isinstance(row, dict):
-                raise CorruptRunError({str(path): f"line {number} is not a JSON object"})
-            rows.append(row)
-    return rows
+    """Rows of a JSONL file; any defect raises ``CorruptRunError`` naming the file and the first bad line."""
+    path = Path(path)
+    rows, bad = _parse_jsonl(path, _read_bytes(path))
+    if bad:
+        first = min(bad)
+        more = f" (and {len(bad) - 1} more bad line(s))" if len(bad) > 1 else ""
+        raise CorruptRunError({str(path): bad[first] + more})
+    return [row for _, row in rows]
 
 
 def check_no_secrets(obj: Any, where: str) -> None:
-    """Refuse to persist any value equal to a credential found in the environment."""
-    secrets = {os.environ[k] for k in SECRET_ENV_VARS if len(os.environ.get(k, "")) >= 8}
-    if not secrets:
-        return
-    text = json.dumps(to_jsonable(obj), default=str)
-    for secret in secrets:
-        if secret in text:
-            raise RunStoreError(f"refusing to write a credential from the environment into {where}")
+    """Refuse to persist ``obj`` if its JSON holds a credential from the environment (any form)."""
+    assert_no_secrets(json.dumps(to_jsonable(obj), default=str).encode("utf-8"), where)
+
+
+def _metric_step(row: Mapping[str, Any], where: str) -> int:
+    if "step" not in row:
+        raise ValueError(f"{where}: metric row {dict(row)!r} has no 'step'")
+    step = row["step"]
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise ValueError(f"{where}: 'step' must be an integer, got {step!r}")
+    return int(step)
 
 
 class Run:
@@ -150,22 +256,124 @@ class Run:
         if self.finished:
             raise FinishedRunError(f"run {self.path} is {self.record.status}; finished runs are immutable")
 
-    def _save_record(self) -> None:
-        check_no_secrets(self.record, str(self.path / "run.json"))
-        atomic_write_text(self.path / "run.json", self.record.model_dump_json(indent=2) + "\n")
+    def _write(self, path: Path, data: bytes) -> None:
+        """Every byte of the run goes through here: credential check, then an atomic write."""
+        atomic_write_bytes(path, data, where=str(path))
+
+    def _save_record(self, record: RunRecord | None = None) -> None:
+        """Write ``record`` (default: the current one) and adopt it only once it is on disk, so a refused
+        write (a credential, a NaN) leaves the handle as it was."""
+        record = self.record if record is None else record
+        where = str(self.path / "run.json")
+        text = _dumps(record.model_dump(mode="python"), where, indent=2) + "\n"
+        self._write(self.path / "run.json", text.encode("utf-8"))
+        self.record = record
+
+    def _read_metrics_for_append(self) -> tuple[bytes, dict[int, int]]:
+        """The current bytes of ``metrics.jsonl`` (newline-terminated) and ``{step: line}``; a damaged file
+        raises ``CorruptRunError`` (nothing is written)."""
+        path = self.path / "metrics.jsonl"
+        try:
+            data = _read_bytes(path)
+        except FileNotFoundError:
+            return b"", {}
+        rows, bad = _parse_jsonl(path, data)
+        if bad:
+            first = min(bad)
+            raise CorruptRunError(
+                {
+                    str(path): f"{bad[first]}; append refused, nothing was written. Move the damaged "
+                    f"line(s) aside with Run.repair_metrics() (kept in {DAMAGED_METRICS}) and retry"
+                }
+            )
+        steps: dict[int, int] = {}
+        for number, row in rows:
+            step = row.get("step")
+            if isinstance(step, int) and not isinstance(step, bool):
+                steps.setdefault(step, number)
+        if data and not data.endswith(b"\n"):
+            data += b"\n"  # the last row lacks its newline: never glue the next row onto it
+        return data, steps
 
     def append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
-        """Append metric rows (each needs ``step``; ``epoch`` defaults to ``step``)."""
+        """Append metric rows (each needs an integer ``step``, new to this run; ``epoch`` defaults to
+        ``step``). Values must be finite. All rows are checked before anything is written."""
         self._check_writable()
-        new = [rows] if isinstance(rows, Mapping) else list(rows)
-        for row in new:
-            if "step" not in row:
-                raise ValueError(f"metric row {dict(row)!r} has no 'step'")
-        new = [{"epoch": row["step"], **row} for row in new]
-        check_no_secrets(new, str(self.path / "metrics.jsonl"))
+        with self._lock():
+            self._append_metrics(rows)
+
+    @contextlib.contextmanager
+    def _lock(self):
+        """An exclusive ``flock`` on the run folder around read-modify-write (two processes appending to
+        one run would otherwise lose rows)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise RunStoreError(f"run folder {self.path} no longer exists") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         path = self.path / "metrics.jsonl"
-        existing = path.read_text(encoding="utf-8") if path.exists() else ""
-        atomic_write_text(path, existing + _jsonl(new))
+        new = [rows] if isinstance(rows, Mapping) else list(rows)
+        existing, steps = self._read_metrics_for_append()
+        seen: dict[int, str] = {s: f"line {n} of {path.name}" for s, n in steps.items()}
+        prepared = []
+        for i, row in enumerate(new):
+            if not isinstance(row, Mapping):
+                raise ValueError(f"{path}: metric row {i} is a {type(row).__name__}, not a mapping")
+            step = _metric_step(row, f"{path}: row {i}")
+            reserved = sorted(set(row) & set(IDENTITY_COLUMNS))
+            if reserved:
+                raise ValueError(
+                    f"{path}: row {i} (step {step}) uses the reserved name(s) {reserved}; the tidy metrics "
+                    "table adds these columns itself, rename the metric"
+                )
+            if step in seen:
+                raise ValueError(
+                    f"{path}: step {step} (row {i}) is already recorded ({seen[step]}); steps are unique "
+                    "within a run (a resumed run continues after its last step)"
+                )
+            seen[step] = f"row {int(i)} of this call"
+            prepared.append({"epoch": step, **row})
+        text = "".join(
+            _dumps(row, f"{path}: row {i} (step {row['step']})") + "\n" for i, row in enumerate(prepared)
+        )
+        self._write(path, existing + text.encode("utf-8"))
+
+    def repair_metrics(self) -> list[int]:
+        """Move every unreadable line of ``metrics.jsonl`` (cut, not UTF-8, not JSON) to the end of
+        ``metrics.damaged`` verbatim and keep the good lines; returns the moved line numbers. Nothing is
+        lost: the damaged bytes are written (and flushed) before ``metrics.jsonl`` is rewritten."""
+        self._check_writable()
+        with self._lock():
+            return self._repair_metrics()
+
+    def _repair_metrics(self) -> list[int]:
+        path = self.path / "metrics.jsonl"
+        try:
+            data = _read_bytes(path)
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        _rows, bad = _parse_jsonl(path, data)
+        if not bad:
+            return []
+        damaged_path = self.path / DAMAGED_METRICS
+        try:
+            damaged = _read_bytes(damaged_path)
+        except FileNotFoundError:
+            damaged = b""
+        moved = b"".join(lines[n - 1] + b"\n" for n in sorted(bad))
+        kept = b"".join(
+            line + b"\n" for n, line in enumerate(lines, start=1) if n not in bad and line.strip()
+        )
+        self._write(damaged_path, damaged + moved)
+        self._write(path, kept)
+        return sorted(bad)
 
     def write_rollouts(self, epoch: int, records: Iterable[Mapping[str, Any]]) -> Path:
         """Write ``rollouts/epoch-<epoch>.jsonl`` (once per epoch)."""
@@ -173,9 +381,7 @@ class Run:
         path = self.path / "rollouts" / f"epoch-{int(epoch)}.jsonl"
         if path.exists():
             raise FinishedRunError(f"{path} already exists; rollouts of an epoch are written once")
-        records = list(records)
-        check_no_secrets(records, str(path))
-        atomic_write_text(path, _jsonl(records))
+        self._write(path, _jsonl(list(records), str(path)).encode("utf-8"))
         return path
 
     def write_eval(self, items: Iterable[Mapping[str, Any]]) -> Path:
@@ -183,50 +389,65 @@ class Run:
         self._check_writable()
         items = list(items)
         for item in items:
-            if "item_id" not in item:
-                raise ValueError(f"eval item {dict(item)!r} has no 'item_id'")
-        check_no_secrets(items, str(self.path / "eval.jsonl"))
+            if not isinstance(item, Mapping) or "item_id" not in item:
+                raise ValueError(f"eval item {item!r} has no 'item_id'")
         path = self.path / "eval.jsonl"
-        atomic_write_text(path, _jsonl(items))
+        self._write(path, _jsonl(items, str(path)).encode("utf-8"))
         return path
 
     def save_provider_snapshot(self, name: str, payload: Any) -> Path:
-        """Keep a raw provider payload (a polled job JSON, a downloaded dataset) under ``provider/``."""
+        """Keep a raw provider payload (a polled job JSON, a downloaded dataset: JSON data, text or bytes)
+        under ``provider/``."""
         self._check_writable()
-        if not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"provider snapshot name {name!r} must be a plain file name")
-        check_no_secrets(payload, f"provider/{name}")
+        assert_no_secrets(name, "a provider snapshot (its name)")
         path = self.path / "provider" / name
-        text = payload if isinstance(payload, str) else json.dumps(to_jsonable(payload), indent=2) + "\n"
-        atomic_write_text(path, text)
+        if isinstance(payload, bytes):
+            data = payload
+        elif isinstance(payload, str):
+            data = payload.encode("utf-8", "surrogateescape")
+        else:
+            data = (_dumps(payload, str(path), indent=2) + "\n").encode("utf-8")
+        self._write(path, data)
         return path
 
     def set_provider(self, **ids: Any) -> None:
         """Record provider ids (for example the Fireworks job name) in ``run.json``."""
         self._check_writable()
-        self.record.provider.update(ids)
-        self._save_record()
+        record = self.record.model_copy(deep=True)
+        record.provider.update(ids)
+        self._save_record(record)
 
     def finish(self, status: RunStatus = "finished", error: str | None = None) -> None:
         """Mark the run finished (or failed); afterwards it is read-only."""
         self._check_writable()
-        if status == "running":
-            raise ValueError("finish() needs status 'finished' or 'failed'")
-        self.record.status = status
-        self.record.error = error
-        self.record.finished_at = _utc_now()
-        self._save_record()
+        if status not in ("finished", "failed"):
+            raise ValueError(f"finish() needs status 'finished' or 'failed', got {status!r}")
+        record = self.record.model_copy(deep=True)
+        record.status = status
+        record.error = error
+        record.finished_at = _utc_now()
+        self._save_record(record)
 
     # -- reading ---------------------------------------------------------------------------------
     def metrics(self) -> list[dict[str, Any]]:
         path = self.path / "metrics.jsonl"
-        return read_jsonl(path) if path.exists() else []
+        try:
+            return read_jsonl(path)
+        except FileNotFoundError:
+            return []
 
     def eval_items(self) -> list[dict[str, Any]]:
         path = self.path / "eval.jsonl"
-        return read_jsonl(path) if path.exists() else []
+        try:
+            return read_jsonl(path)
+        except FileNotFoundError:
+            return []
 
     def rollouts(self, epoch: int) -> list[dict[str, Any]]:
+        """Rows of ``rollouts/epoch-<epoch>.jsonl`` (``FileNotFoundError`` if that epoch was never written;
+        ``CorruptRunError`` if it is damaged)."""
         return read_jsonl(self.path / "rollouts" / f"epoch-{int(epoch)}.jsonl")
 
 
@@ -235,13 +456,58 @@ def load_run(path: str | Path) -> Run:
     path = Path(path)
     record_path = path / "run.json"
     try:
-        record = RunRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = _read_bytes(record_path)
+    except (FileNotFoundError, NotADirectoryError):
         raise CorruptRunError({str(record_path): "missing (half-created run folder?)"}) from None
-    except ValueError as exc:  # pydantic ValidationError and JSON errors
-        first = str(exc).splitlines()[0]
+    try:
+        record = RunRecord.model_validate(_loads(data.decode("utf-8")))
+    except UnicodeDecodeError as exc:
+        raise CorruptRunError({str(record_path): f"not UTF-8 (byte {exc.start + 1})"}) from None
+    except ValidationError as exc:
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else "?"
+        what = errors[0]["msg"] if errors else str(exc)
+        raise CorruptRunError(
+            {str(record_path): f"not a valid run record (field {where!r}: {what})"}
+        ) from None
+    except ValueError as exc:  # JSON errors
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         raise CorruptRunError({str(record_path): f"not a valid run record ({first})"}) from None
+    try:
+        digest = spec_sha256(record.spec)
+    except ValueError:
+        digest = None
+    if digest != record.spec_sha256:
+        # A hand-edited spec would otherwise be reused (or resumed) under a hash it no longer has.
+        raise CorruptRunError(
+            {
+                str(
+                    record_path
+                ): "its spec does not match its spec_sha256 (edited by hand?); restore it or remove the run"
+            }
+        )
     return Run(path, record)
+
+
+def _input_sha256(path: str | Path) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise ValueError(f"input file {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _check_metrics_readable(run: Run, action: str) -> None:
+    try:
+        run.metrics()
+    except CorruptRunError as exc:
+        ((path, why),) = list(exc.problems.items())[:1]
+        hint = "repair it with Run.repair_metrics()" if action == "resume" else "inspect it"
+        raise CorruptRunError(
+            {
+                path: f"{why}; refusing to {action} run {run.path} with a damaged metrics file ({hint}, "
+                "or start a fresh run with force=True)"
+            }
+        ) from None
 
 
 class RunStore:
@@ -267,6 +533,7 @@ class RunStore:
         spec_json = to_jsonable(spec)
         if not isinstance(spec_json, dict):
             raise ValueError("a run spec must serialise to a JSON object")
+        _dumps(spec_json, "run spec")  # names a NaN or non-JSON field
         digest = spec_sha256(spec_json)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         run_id = run_id or f"{stamp}-{digest[:8]}"
@@ -285,25 +552,56 @@ class RunStore:
             spec=spec_json,
             spec_sha256=digest,
             git=git_state(self.repo),
-            inputs=[InputFile(path=str(p), sha256=file_sha256(p)) for p in inputs],
+            inputs=[InputFile(path=str(p), sha256=_input_sha256(p)) for p in inputs],
             created_at=_utc_now(),
         )
-        check_no_secrets(record, str(path / "run.json"))  # before anything touches the disk
+        where = str(path / "run.json")
+        assert_no_secrets(os.fsencode(path), "a run folder (its name)")
+        assert_no_secrets(
+            _dumps(record.model_dump(mode="python"), where, indent=2), where
+        )  # before any mkdir
         path.mkdir(parents=True)
         run = Run(path, record)
-        run._save_record()
+        try:
+            run._save_record()
+        except BaseException:
+            # Never leave a half-created run folder behind.
+            for leftover in path.iterdir():
+                leftover.unlink(missing_ok=True)
+            path.rmdir()
+            raise
         return run
+
+    def _walk(self) -> tuple[list[Path], dict[str, str]]:
+        """``(run folders, {folder: problem})`` of ``<experiment>/<arm>/<run_id>``; hidden names skipped."""
+        found: list[Path] = []
+        problems: dict[str, str] = {}
+        if not self.root.is_dir():
+            return found, problems
+
+        def children(folder: Path) -> list[Path]:
+            try:
+                return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+            except OSError as exc:
+                problems[str(folder)] = (
+                    f"folder cannot be listed ({exc.strerror or exc}); check its permissions"
+                )
+                return []
+
+        for experiment in children(self.root):
+            for arm in children(experiment):
+                found.extend(children(arm))
+        return sorted(found), problems
 
     def run_dirs(self) -> list[Path]:
         """Every ``<experiment>/<arm>/<run_id>`` folder under the root, sorted."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p for p in self.root.glob("*/*/*") if p.is_dir() and not p.name.startswith("."))
+        return self._walk()[0]
 
-    def runs(self, experiment: str | None = None, arm: str | None = None) -> list[Run]:
-        """Open every run (filtered); all unreadable folders are reported together."""
-        runs, problems = [], {}
-        for path in self.run_dirs():
+    def scan(self, experiment: str | None = None, arm: str | None = None) -> tuple[list[Run], dict[str, str]]:
+        """``(readable runs, {path: problem})``: one bad folder never hides the others."""
+        runs = []
+        dirs, problems = self._walk()
+        for path in dirs:
             exp_name, arm_name = path.parent.parent.name, path.parent.name
             if (experiment and exp_name != experiment) or (arm and arm_name != arm):
                 continue
@@ -311,6 +609,11 @@ class RunStore:
                 runs.append(load_run(path))
             except CorruptRunError as exc:
                 problems.update(exc.problems)
+        return runs, problems
+
+    def runs(self, experiment: str | None = None, arm: str | None = None) -> list[Run]:
+        """Open every run (filtered); all unreadable folders are reported together (``CorruptRunError``)."""
+        runs, problems = self.scan(experiment, arm)
         if problems:
             raise CorruptRunError(problems)
         return runs
@@ -354,12 +657,43 @@ class RunStore:
         if not force:
             finished = self.find_run(experiment, arm, spec, "finished", backend)
             if finished is not None:
+                _check_metrics_readable(finished, "reuse")
                 return finished, "reused"
             if resume:
                 running = self.find_run(experiment, arm, spec, "running", backend)
                 if running is not None:
+                    _check_metrics_readable(running, "resume")
                     return running, "resumed"
         return self.create_run(experiment, arm, spec, backend=backend, **kwargs), "new"
+
+
+def collect_metrics(root: str | Path = "runs", experiment: str | None = None, arm: str | None = None):
+    """``(frame, problems)``: the tidy metrics of every readable run, and ``{path: problem}`` for the rest."""
+    import pandas as pd
+
+    rows, metric_names = [], {}
+    runs, problems = RunStore(root).scan(experiment, arm)
+    for run in runs:
+        try:
+            metric_rows = run.metrics()
+        except CorruptRunError as exc:
+            problems.update(exc.problems)
+            continue
+        identity = {
+            "experiment": run.record.experiment,
+            "arm": run.record.arm,
+            "run_id": run.record.run_id,
+            "backend": run.record.backend,
+            "status": run.record.status,
+        }
+        for row in metric_rows:
+            # A hand-written row can never overwrite the identity of its run.
+            metric_names.update(
+                dict.fromkeys(k for k in row if k not in ("step", "epoch", *IDENTITY_COLUMNS))
+            )
+            rows.append({**row, **identity})
+    columns = ["experiment", "arm", "run_id", "backend", "status", "step", "epoch", *metric_names]
+    return pd.DataFrame(rows, columns=columns), problems
 
 
 def load_metrics(root: str | Path = "runs", experiment: str | None = None, arm: str | None = None):
@@ -368,28 +702,7 @@ def load_metrics(root: str | Path = "runs", experiment: str | None = None, arm: 
     Columns: ``experiment, arm, run_id, backend, status, step, epoch`` then the metric columns in first-seen
     order. A corrupt run folder or metrics line raises ``CorruptRunError`` naming every bad path.
     """
-    import pandas as pd
-
-    rows, problems, metric_names = [], {}, {}
-    for run in RunStore(root).runs(experiment, arm):
-        try:
-            metric_rows = run.metrics()
-        except CorruptRunError as exc:
-            problems.update(exc.problems)
-            continue
-        for row in metric_rows:
-            metric_names.update(dict.fromkeys(k for k in row if k not in ("step", "epoch")))
-            rows.append(
-                {
-                    "experiment": run.record.experiment,
-                    "arm": run.record.arm,
-                    "run_id": run.record.run_id,
-                    "backend": run.record.backend,
-                    "status": run.record.status,
-                    **row,
-                }
-            )
+    frame, problems = collect_metrics(root, experiment, arm)
     if problems:
         raise CorruptRunError(problems)
-    columns = ["experiment", "arm", "run_id", "backend", "status", "step", "epoch", *metric_names]
-    return pd.DataFrame(rows, columns=columns)
+    return frame

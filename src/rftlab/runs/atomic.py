@@ -1,0 +1,288 @@
+"""Atomic file writes for the run store and every CLI output.
+
+``atomic_write_bytes(path, data)`` (or the streaming ``atomic_writer(path)``) writes to a *unique*
+temporary file in the target's own folder, checks it for credentials (:mod:`rftlab.runs.secrets`),
+flushes it to disk and renames it over the target. A reader sees the old file or the new one, never half.
+
+- Temporary names are ``.<name>.<pid>-<8 hex>.rftlab-tmp``: never ``<out>.tmp``, so a user's file of that
+  name is never touched, and two writers never share one.
+- On any failure (including ``KeyboardInterrupt``) the temporary is removed and the target is unchanged.
+- Permissions: a new file gets ``0o666 & ~umask`` (like ``open()``); an existing target keeps its mode.
+- A writer killed with SIGKILL cannot clean up: its temporary stays. Readers never open temporaries (they
+  open fixed names), and :func:`find_temporaries` / ``rftlab runs clean`` report and remove stale ones
+  (the writer's pid is in the name; a temporary whose process is gone is stale).
+- :func:`check_output_path` validates a path before anything is written, so a command writing several
+  files can check them all first and fail naming the flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from rftlab.runs.errors import OutputPathError
+from rftlab.runs.secrets import assert_file_has_no_secrets, assert_no_secrets
+
+TMP_SUFFIX = ".rftlab-tmp"
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}" + re.escape(TMP_SUFFIX) + r"$")
+# Temporaries of the earlier writer (tempfile.mkstemp(prefix=".<name>.", suffix=".tmp")): no pid inside.
+_LEGACY_TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+LEGACY_STALE_AFTER_S = 3600.0
+
+__all__ = [
+    "TMP_SUFFIX",
+    "Temporary",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_writer",
+    "check_output_path",
+    "clean_temporaries",
+    "find_temporaries",
+    "new_file_mode",
+]
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)  # no read-only API elsewhere; restore at once
+    os.umask(old)
+    return old
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file under the current umask."""
+    return 0o666 & ~_umask()
+
+
+def _tmp_path(path: Path) -> Path:
+    stem = path.name[:100]  # keep the temporary's name under the 255-byte limit
+    return path.with_name(f".{stem}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or exc.__class__.__name__
+
+
+def check_output_path(path: str | os.PathLike[str], flag: str = "--out", make_parents: bool = False) -> Path:
+    """Validate that ``path`` can be written as a regular file; raise :class:`OutputPathError` naming
+    ``flag`` and what to do. Creates nothing, except the parent folders when ``make_parents``."""
+    try:
+        return _check_output_path(path, flag, make_parents)
+    except OutputPathError:
+        raise
+    except (OSError, ValueError) as exc:
+        reason = _describe(exc) if isinstance(exc, OSError) else str(exc)
+        raise OutputPathError(
+            f"{flag} {os.fspath(path)}: cannot use this path ({reason}); choose another"
+        ) from None
+
+
+def _check_output_path(path: str | os.PathLike[str], flag: str, make_parents: bool) -> Path:
+    text = os.fspath(path)
+    if not text.strip():
+        raise OutputPathError(f"{flag} is empty; give a file path")
+    target = Path(text)
+    if text.endswith(os.sep) and not target.is_dir():
+        raise OutputPathError(f"{flag} {text} ends with '{os.sep}'; give a file path without it")
+    if target.is_dir():
+        raise OutputPathError(
+            f"{flag} {text} is a folder; give a file path (for example {target / 'out.jsonl'})"
+        )
+    if target.exists() and not target.is_file():
+        raise OutputPathError(
+            f"{flag} {text} is not a regular file (a device, FIFO or socket); choose another path"
+        )
+    parent = target.parent
+    if not parent.is_dir():
+        ancestor = parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if ancestor.exists() and not ancestor.is_dir():
+            raise OutputPathError(f"{flag} {text}: {ancestor} is a file, not a folder; choose another path")
+        if not make_parents:
+            raise OutputPathError(f"{flag} {text}: folder {parent} does not exist; create it first")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputPathError(
+                f"{flag} {text}: cannot create folder {parent} ({_describe(exc)})"
+            ) from None
+    probe = _tmp_path(target)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise OutputPathError(
+            f"{flag} {text}: cannot write in folder {parent} ({_describe(exc)}); choose a writable location"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+    if target.exists() and not os.access(target, os.W_OK):
+        # The rename would succeed (the folder is writable), but the user marked the file read-only.
+        raise OutputPathError(f"{flag} {text} is read-only; remove it or choose another path")
+    return target
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(
+    path: str | os.PathLike[str],
+    *,
+    make_parents: bool = True,
+    check_secrets: bool = True,
+    where: str | None = None,
+) -> Iterator[IO[bytes]]:
+    """``with atomic_writer(path) as handle: handle.write(b"...")`` — the file appears at ``path`` only when
+    the block ends without an exception (and the bytes hold no credential)."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # write through a symlink; keep the link itself
+    if check_secrets:
+        assert_no_secrets(os.fsencode(path), where="a file (its name)")
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777 if path.is_file() else new_file_mode()
+    except OSError:
+        mode = new_file_mode()
+    tmp = _tmp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            fd = -1
+            yield handle
+            handle.flush()
+            if check_secrets:
+                assert_file_has_no_secrets(tmp, where or str(path))
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # e.g. ENOSPC from write(): say which file could not be written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    make_parents: bool = True,
+    check_secrets: bool = True,
+    where: str | None = None,
+) -> None:
+    """Write ``data`` to ``path`` atomically (see the module docstring)."""
+    if check_secrets:
+        assert_no_secrets(os.fsencode(path), where="a file (its name)")
+        assert_no_secrets(data, where or os.fspath(path))  # before a temporary exists
+    with atomic_writer(path, make_parents=make_parents, check_secrets=False) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, **kwargs) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"), **kwargs)
+
+
+@dataclass(frozen=True)
+class Temporary:
+    """A temporary file left by a writer: ``stale`` when its writer is gone."""
+
+    path: Path
+    pid: int | None
+    size: int
+    age_s: float
+    stale: bool
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OSError:
+        return False
+    return True
+
+
+def find_temporaries(root: str | os.PathLike[str], max_depth: int = 5) -> list[Temporary]:
+    """Every writer temporary under ``root``, at most ``max_depth`` folders down (a run store is
+    ``<experiment>/<arm>/<run_id>/[rollouts|provider]/``, so 5 covers it; a wrong ``--root`` such as ``/``
+    is not walked). This module's temporaries (pid in the name) count anywhere in that range; the earlier
+    writer's ``.<name>.<8 chars>.tmp`` only inside a run folder (one holding ``run.json``) or its
+    sub-folders, so nobody else's temporary is ever touched. Symlinks are not followed."""
+    found = []
+    now = time.time()
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        depth = len(here.relative_to(root).parts)
+        if depth >= max_depth:
+            dirnames[:] = []
+        in_run = depth >= 3 and (root.joinpath(*here.relative_to(root).parts[:3]) / "run.json").is_file()
+        for name in filenames:
+            match = _TMP_RE.match(name)
+            legacy = match is None and in_run and _LEGACY_TMP_RE.match(name) is not None
+            if match is None and not legacy:
+                continue
+            path = here / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            age = max(0.0, now - info.st_mtime)
+            if match is not None:
+                pid = int(match["pid"])
+                stale = not _pid_alive(pid)
+            else:
+                pid, stale = None, age > LEGACY_STALE_AFTER_S
+            found.append(Temporary(path=path, pid=pid, size=info.st_size, age_s=age, stale=stale))
+    return sorted(found, key=lambda t: str(t.path))
+
+
+def clean_temporaries(root: str | os.PathLike[str], dry_run: bool = False) -> list[Temporary]:
+    """Remove the stale temporaries under ``root`` (never a live writer's); returns what was (or would be)
+    removed."""
+    removed = []
+    for temp in find_temporaries(root):
+        if not temp.stale:
+            continue
+        if not dry_run:
+            try:
+                temp.path.unlink()
+            except FileNotFoundError:
+                continue
+        removed.append(temp)
+    return removed

@@ -1,0 +1,256 @@
+"""Bad input to the spectrum/arena/runs commands: one line naming the flag, exit 2, nothing half-written
+(issue 9 §1-§3)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import pytest
+
+from rftlab.cli import json_safe, main, print_json
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *fragments):
+    assert code == 2, err
+    assert err.startswith("rftlab: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+@pytest.fixture
+def work(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "afile").write_text("x")
+    return folder
+
+
+# -- arena sizes, seeds, permutations -----------------------------------------------------------------
+@pytest.mark.parametrize("command", ["solve", "prompt"])
+@pytest.mark.parametrize("size", [91, 100, 10**9, 9, 0, -5])
+def test_arena_size_outside_10_to_90_is_refused(capsys, command, size):
+    code, out, err = run(["arena", command, "--seed", 1, "--size", size], capsys)
+    assert_one_line_error(code, err, "--size", "between 10 and 90", str(size))
+    assert out == ""
+
+
+@pytest.mark.parametrize("command", ["solve", "prompt"])
+def test_arena_sizes_at_both_ends_work(capsys, command):
+    for size in (10, 90):
+        code, out, _ = run(["arena", command, "--seed", 3, "--size", size], capsys)
+        assert code == 0 and out
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["arena", "solve", "--seed", -1], "--seed"),
+        (["arena", "prompt", "--seed", -1], "--seed"),
+        (["arena", "prompt", "--seed", 1, "--permutation", -2], "--permutation"),
+        (["spectrum", "baselines", "--variant", "rft", "--episodes", 2, "--seed", -1], "--seed"),
+    ],
+)
+def test_negative_seeds_name_the_flag(capsys, argv, flag):
+    code, _, err = run(argv, capsys)
+    assert_one_line_error(code, err, flag, "non-negative")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["spectrum", "baselines", "--variant", "rft", "--episodes", 10**12], "--episodes"),
+        (["spectrum", "baselines", "--variant", "rft", "--episodes", 0], "--episodes"),
+        (["spectrum", "baselines", "--variant", "rft", "--episodes", -3], "--episodes"),
+        (["spectrum", "baselines", "--variant", "bench", "--runs", -1], "--runs"),
+        (["spectrum", "baselines", "--variant", "bench", "--runs", 10**12], "--runs"),
+        (["spectrum", "bench90", "--policy", "oracle", "--runs", 0], "--runs"),
+        (["spectrum", "bench90", "--policy", "oracle", "--runs", 10**12], "--runs"),
+        (["spectrum", "dataset", "--n", 10**12, "--out", "x.jsonl"], "--n"),
+        (["spectrum", "dataset", "--n", 0, "--out", "x.jsonl"], "--n"),
+        (["spectrum", "dataset", "--n", -7, "--out", "x.jsonl"], "--n"),
+    ],
+)
+def test_absurd_counts_are_refused_at_once(capsys, work, monkeypatch, argv, flag):
+    monkeypatch.chdir(work)
+    started = time.perf_counter()
+    code, _, err = run(argv, capsys)
+    assert time.perf_counter() - started < 5
+    assert_one_line_error(code, err, flag)
+    assert sorted(p.name for p in work.iterdir()) == ["afile"]
+
+
+def test_dataset_at_the_bound_is_streamed_and_a_full_disk_is_refused(capsys, work, monkeypatch):
+    import shutil
+
+    from rftlab.cli import spectrum as spectrum_cli
+
+    out = work / "rows.jsonl"
+    code, _, err = run(["spectrum", "dataset", "--n", 2500, "--out", out], capsys)
+    assert code == 0 and "wrote 2500 rows (sc1_0 .. sc1_2499)" in err
+    lines = out.read_bytes().splitlines()
+    assert len(lines) == 2500 and json.loads(lines[-1])["input_metadata"]["row_id"] == "sc1_2499"
+    # With 1 MB free, a 1,000,000-row dataset (about 2 GB) is refused before writing.
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10**6, 10**6))
+    code, _, err = run(
+        ["spectrum", "dataset", "--n", spectrum_cli.MAX_DATASET_ROWS, "--out", work / "big"], capsys
+    )
+    assert_one_line_error(code, err, "--n 1000000", "MB free")
+    assert not (work / "big").exists()
+
+
+# -- output paths --------------------------------------------------------------------------------------
+OUT_CASES = [
+    (lambda d: d, "is a folder"),
+    (lambda d: d / "afile" / "x.jsonl", "is a file, not a folder"),
+    (lambda d: "", "is empty"),
+    (lambda d: "/proc/version", "cannot write in folder /proc"),
+    (lambda d: d / "missing" / "x.jsonl", "does not exist"),
+    (lambda d: "/dev/null", "not a regular file"),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), OUT_CASES)
+@pytest.mark.parametrize("command", [["spectrum", "corpus"], ["spectrum", "dataset", "--n", "3"]])
+def test_bad_out_paths(capsys, work, command, make, message):
+    code, out, err = run([*command, "--out", make(work)], capsys)
+    assert_one_line_error(code, err, "--out", message)
+    assert sorted(p.name for p in work.iterdir()) == ["afile"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write in a read-only folder")
+def test_out_in_a_read_only_folder(capsys, work):
+    ro = work / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        code, _, err = run(["spectrum", "corpus", "--out", ro / "c.jsonl"], capsys)
+        assert_one_line_error(code, err, "--out", "cannot write in folder")
+    finally:
+        ro.chmod(0o755)
+
+
+def test_out_on_a_read_only_file_system(capsys, tmp_path):
+    if os.access("/sys", os.W_OK) and not _read_only_fs("/sys"):
+        pytest.skip("/sys is writable here")
+    code, _, err = run(["spectrum", "corpus", "--out", "/sys/rftlab-corpus.jsonl"], capsys)
+    assert_one_line_error(code, err, "--out /sys/rftlab-corpus.jsonl", "cannot write in folder /sys")
+
+
+def _read_only_fs(path):
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def test_metadata_is_validated_before_the_corpus_is_written(capsys, work):
+    out = work / "c.jsonl"
+    code, _, err = run(["spectrum", "corpus", "--out", out, "--metadata", work / "nodir" / "m.json"], capsys)
+    assert_one_line_error(code, err, "--metadata", "nodir")
+    assert "--out" not in err and not out.exists()
+    code, _, err = run(["spectrum", "corpus", "--out", out, "--metadata", out], capsys)
+    assert_one_line_error(code, err, "same file")
+    code, _, err = run(["spectrum", "corpus", "--out", out, "--metadata", work / "m.json"], capsys)
+    assert code == 0 and out.stat().st_size > 100_000 and json.loads((work / "m.json").read_text())
+
+
+def test_a_users_tmp_file_next_to_the_output_is_untouched(capsys, work):
+    mine = work / "c.jsonl.tmp"
+    mine.write_text("precious\n")
+    for argv in (["spectrum", "corpus"], ["spectrum", "dataset", "--n", "2"]):
+        code, _, _ = run([*argv, "--out", work / "c.jsonl"], capsys)
+        assert code == 0
+    assert mine.read_text() == "precious\n"
+    assert sorted(p.name for p in work.iterdir()) == ["afile", "c.jsonl", "c.jsonl.tmp"]
+
+
+def test_an_existing_output_is_replaced_whole(capsys, work):
+    out = work / "rows.jsonl"
+    out.write_text("old content that is longer than nothing\n" * 1000)
+    code, _, _ = run(["spectrum", "dataset", "--n", 2, "--out", out], capsys)
+    assert code == 0 and len(out.read_bytes().splitlines()) == 2
+
+
+# -- the safety net in main() -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("exc", "fragments"),
+    [
+        (PermissionError(13, "Permission denied", "/data/in.jsonl"), ["/data/in.jsonl", "Permission denied"]),
+        (IsADirectoryError(21, "Is a directory", "/data"), ["/data", "Is a directory"]),
+        (UnicodeDecodeError("utf-8", b"ab\xff", 2, 3, "invalid start byte"), ["not UTF-8", "byte 3"]),
+        (RecursionError("deep"), ["nested too deeply"]),
+    ],
+)
+def test_main_turns_file_errors_into_one_line(capsys, monkeypatch, exc, fragments):
+    from rftlab.cli import runs as runs_cli
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(runs_cli, "_list", boom)
+    code, _, err = run(["runs", "list"], capsys)
+    assert_one_line_error(code, err, *fragments)
+
+
+# -- no NaN or Infinity in --json -------------------------------------------------------------------------
+def _strict(text):
+    def refuse(name):
+        raise AssertionError(f"--json output holds {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["spectrum", "baselines", "--variant", "rft", "--episodes", "3", "--json"],
+        ["spectrum", "baselines", "--variant", "bench", "--runs", "1", "--json"],
+        ["spectrum", "bench90", "--policy", "oracle", "--json"],
+        ["spectrum", "bench90", "--policy", "rft:oracle", "--no-baseline", "--json"],
+        ["arena", "baselines", "--json"],
+        ["arena", "solve", "--seed", "5", "--json"],
+    ],
+)
+def test_json_outputs_are_strict_json(capsys, argv):
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    _strict(out)
+
+
+def test_print_json_turns_non_finite_numbers_into_null(capsys):
+    print_json({"a": float("nan"), "b": [float("inf"), -math.inf, 1.5], "c": (1, None)})
+    assert _strict(capsys.readouterr().out) == {"a": None, "b": [None, None, 1.5], "c": [1, None]}
+    assert json_safe(float("nan")) is None
+
+
+def test_a_real_process_prints_one_line_and_no_traceback(work):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    for argv in (
+        ["arena", "solve", "--seed", "1", "--size", "91"],
+        ["spectrum", "dataset", "--n", "3", "--out", str(work)],
+        ["runs", "list", "--root", str(work / "nope")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rftlab.cli", *argv],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(src)},
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.startswith("rftlab: error: ") and proc.stderr.count("\n") == 1, proc.stderr
