@@ -329,35 +329,37 @@ class LocalTrainingClient:
         outputs: list[dict[str, types.TensorData]] = [{} for _ in parsed]
         order = sorted(range(len(parsed)), key=lambda i: len(parsed[i].tokens))
         batches: list[list[int]] = [[]]
-        tokens_in_batch = 0
-        for i in order:
-            width = len(parsed[i].tokens)
-            if batches[-1] and width * (len(batches[-1]) + 1) > FB_MICROBATCH_TOKENS:
+        for i in order:  # sorted by length, so the last datum of a batch is its widest
+            if batches[-1] and len(parsed[i].tokens) * (len(batches[-1]) + 1) > FB_MICROBATCH_TOKENS:
                 batches.append([])
             batches[-1].append(i)
-            tokens_in_batch = width * len(batches[-1])
-        del tokens_in_batch
-        with torch.set_grad_enabled(backward):
-            for batch in batches:
-                logps = target_logprobs(
-                    host.model,
-                    [parsed[i].tokens for i in batch],
-                    [parsed[i].inputs["target_tokens"] for i in batch],
-                    host.pad_id,
-                )
-                losses = [
-                    elementwise_loss(loss_fn, lp, parsed[i].inputs)
-                    for i, lp in zip(batch, logps, strict=True)
-                ]
-                loss = torch.stack([el.sum() for el in losses]).sum()
-                if backward:
-                    loss.backward()
-                total += float(loss.detach())
-                for i, lp, el in zip(batch, logps, losses, strict=True):
-                    outputs[i] = {
-                        "logprobs": types.TensorData.from_torch(lp.detach().float()),
-                        "elementwise_loss": types.TensorData.from_torch(el.detach().float()),
-                    }
+        try:
+            with torch.set_grad_enabled(backward):
+                for batch in batches:
+                    logps = target_logprobs(
+                        host.model,
+                        [parsed[i].tokens for i in batch],
+                        [parsed[i].inputs["target_tokens"] for i in batch],
+                        host.pad_id,
+                    )
+                    losses = [
+                        elementwise_loss(loss_fn, lp, parsed[i].inputs)
+                        for i, lp in zip(batch, logps, strict=True)
+                    ]
+                    loss = torch.stack([el.sum() for el in losses]).sum()
+                    if backward:
+                        loss.backward()
+                    total += float(loss.detach())
+                    for i, lp, el in zip(batch, logps, losses, strict=True):
+                        outputs[i] = {
+                            "logprobs": types.TensorData.from_torch(lp.detach().float()),
+                            "elementwise_loss": types.TensorData.from_torch(el.detach().float()),
+                        }
+        except BaseException:
+            if backward:  # leave the gradients accumulated so far as they were
+                for n, p in host.params.items():
+                    p.grad = saved[n]
+            raise
         if backward:
             self._last_grads = {
                 n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
