@@ -73,9 +73,12 @@ class LoraKey:
 class _Host:
     """One base model with LoRA adapters, its tokenizer and its queue of sampling requests."""
 
-    def __init__(self, key: LoraKey, seed: int, dtype: torch.dtype, threads: int | None = 1) -> None:
+    def __init__(
+        self, key: LoraKey, seed: int, dtype: torch.dtype, threads: int | None = 1, device: str = "cpu"
+    ) -> None:
         self.threads = threads
         base, tokenizer = load_base_model(key.base_model, dtype)
+        base = base.to(device)
         self.key = key
         self.dtype = dtype
         self.tokenizer = tokenizer
@@ -92,7 +95,7 @@ class _Host:
         self.pending: list[tuple[_Snapshot, SampleRequest | LogprobRequest]] = []
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.params.items()}
+        return {n: p.detach().clone() for n, p in self.params.items()}  # stays on the model's device
 
     def load(self, state: Mapping[str, torch.Tensor]) -> None:
         if set(state) != set(self.params):
@@ -496,22 +499,22 @@ class LocalTrainingClient:
         """The LoRA gradient of the last ``forward_backward`` alone (name → tensor), in float64."""
         if self._last_grads is None:
             raise RuntimeError("no forward_backward has run yet")
-        return {n: g.double().clone() for n, g in self._last_grads.items()}
+        return {n: g.double().cpu().clone() for n, g in self._last_grads.items()}
 
     def accumulated_gradients(self) -> dict[str, torch.Tensor]:
         """The LoRA gradient accumulated since the last ``optim_step`` (zeros where none)."""
         return {
             n: (
-                p.grad.detach().double().clone()
+                p.grad.detach().double().cpu().clone()
                 if p.grad is not None
-                else torch.zeros_like(p, dtype=torch.float64)
+                else torch.zeros(p.shape, dtype=torch.float64)
             )
             for n, p in self._host.params.items()
         }
 
     def lora_state(self) -> dict[str, torch.Tensor]:
-        """The current LoRA weights (name → tensor copy)."""
-        return self._host.state()
+        """The current LoRA weights (name → tensor copy, on the CPU)."""
+        return {n: t.cpu() for n, t in self._host.state().items()}
 
     @property
     def model(self) -> Any:
@@ -533,7 +536,8 @@ class LocalServiceClient:
     ``storage_dir`` holds checkpoints (a temporary directory by default); ``model_dirs`` are local
     model directories to list as supported models; ``dtype`` is the model's float type (float64
     for tight reference comparisons); ``num_threads`` is torch's intra-op thread count while the
-    backend computes (``None`` leaves torch's setting alone)."""
+    backend computes (``None`` leaves torch's setting alone); ``device`` is where models run (``"cuda"``
+    for a real model directory on a GPU machine; only ``"cpu"`` is exercised by the tests here)."""
 
     def __init__(
         self,
@@ -541,9 +545,11 @@ class LocalServiceClient:
         model_dirs: Sequence[str | os.PathLike[str]] = (),
         dtype: torch.dtype = torch.float32,
         num_threads: int | None = 1,
+        device: str = "cpu",
     ) -> None:
         register_builtin_tokenizers()
         self.num_threads = num_threads
+        self.device = device
         self._tmp = None
         if storage_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="rftlab-local-tinker-")
@@ -572,7 +578,7 @@ class LocalServiceClient:
                 raise ValueError("the local backend implements Adam only")
             key = LoraKey(str(base_model), int(rank), bool(train_mlp), bool(train_attn), bool(train_unembed))
             init_seed = 0 if seed is None else int(seed)
-            host = _Host(key, init_seed, self.dtype, self.num_threads)
+            host = _Host(key, init_seed, self.dtype, self.num_threads, self.device)
             self._note_model(key.base_model)
             return LocalTrainingClient(self, host, f"local-{uuid.uuid4().hex[:12]}", init_seed)
 
@@ -586,7 +592,7 @@ class LocalServiceClient:
 
         def _create() -> LocalTrainingClient:
             key = LoraKey(str(base_model), 0)
-            host = _Host(key, int(seed), self.dtype, self.num_threads)
+            host = _Host(key, int(seed), self.dtype, self.num_threads, self.device)
             self._note_model(key.base_model)
             return LocalTrainingClient(self, host, f"local-full-{uuid.uuid4().hex[:12]}", int(seed))
 
@@ -649,7 +655,7 @@ class LocalServiceClient:
 
     def _sampling_host(self, key: LoraKey) -> _Host:
         if key not in self._sampling_hosts:
-            self._sampling_hosts[key] = _Host(key, 0, self.dtype, self.num_threads)
+            self._sampling_hosts[key] = _Host(key, 0, self.dtype, self.num_threads, self.device)
         return self._sampling_hosts[key]
 
     # --------------------------------------------------------------------------- capabilities
@@ -703,6 +709,6 @@ class LocalServiceClient:
         file = self._file_for(path)
         if not file.is_file():
             raise ValueError(f"checkpoint {path} not found under {self.storage_dir}")
-        ckpt = torch.load(file, weights_only=False)
+        ckpt = torch.load(file, map_location="cpu", weights_only=False)
         self._memory[path] = ckpt
         return ckpt
