@@ -4,7 +4,8 @@ Requests are queued by the sampling clients and run together at the first ``.res
 all queued requests are left-padded into micro-batches, prefilled once and decoded token by token
 with the model's KV cache. Each request draws its randomness from its own generator (seeded by
 ``SamplingParams.seed``, else by the sampling client's stream), as Gumbel noise fixed per
-``(sample, position, token)``, so a request's tokens do not depend on what else is in the batch.
+``(sample, position, token)``, so a request's tokens do not depend on what else is in the batch
+(up to float rounding from the batch's padding, which could only flip a near-exact tie).
 
 Logprobs reported for sampled tokens are those of the model's distribution (``log_softmax`` of
 the logits, before temperature, top-k or top-p), the same quantity ``compute_logprobs`` and the
