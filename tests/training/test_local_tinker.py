@@ -384,3 +384,20 @@ def test_top_k_prompt_logprobs_string_stops_and_future_as_client(service64):
             prompt, 1, types.SamplingParams(max_tokens=8, temperature=0.0, stop=[text])
         ).result()
         assert stopped.sequences[0].stop_reason == "stop" and stopped.sequences[0].tokens[-2:] == g[2:4]
+
+
+def test_concurrent_callers_get_the_same_results_as_sequential_ones():
+    from concurrent.futures import ThreadPoolExecutor
+
+    sc = LocalServiceClient()
+    tc = sc.create_lora_training_client(TINY_MODEL, rank=4, seed=0).result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompts = [_prompt(tc, f"Kim has {i} cups.") for i in range(8)]
+    params = types.SamplingParams(max_tokens=6, temperature=1.0, stop=[], seed=11)
+    sequential = [sampler.sample(p, 2, params).result().sequences[0].tokens for p in prompts]
+
+    def one(p):
+        return sampler.sample(p, 2, params).result().sequences[0].tokens
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, prompts)) == sequential

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,6 +62,12 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@contextmanager
+def _busy(host: _Host) -> Iterator[None]:
+    with host.lock, torch_threads(host.threads):
+        yield
+
+
 @dataclass(frozen=True)
 class LoraKey:
     base_model: str
@@ -93,9 +100,15 @@ class _Host:
         self.vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.pending: list[tuple[_Snapshot, SampleRequest | LogprobRequest]] = []
+        self.lock = threading.RLock()  # one computation at a time on this model (callers may use threads)
+
+    def busy(self) -> Iterator[None]:
+        """Hold the model (lock and torch thread count) for one computation."""
+        return _busy(self)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.params.items()}  # stays on the model's device
+        with self.lock:  # never mid-flush, when a sampler's weights are swapped in
+            return {n: p.detach().clone() for n, p in self.params.items()}  # on the model's device
 
     def load(self, state: Mapping[str, torch.Tensor]) -> None:
         if set(state) != set(self.params):
@@ -110,7 +123,7 @@ class _Host:
         """Run every queued sampling/logprob request, each on its snapshot's weights."""
         if not self.pending:
             return
-        with torch_threads(self.threads):
+        with self.busy():
             self._flush()
 
     def _flush(self) -> None:
@@ -201,7 +214,8 @@ class LocalSamplingClient:
                 )
         except Exception as exc:
             return LocalFuture.failed(exc)
-        self._host.pending.append((self._snapshot, req))
+        with self._host.lock:
+            self._host.pending.append((self._snapshot, req))
         return fut
 
     def _make_request(
@@ -252,7 +266,8 @@ class LocalSamplingClient:
                 raise ValueError("prompt is empty")
         except Exception as exc:
             return LocalFuture.failed(exc)
-        self._host.pending.append((self._snapshot, LogprobRequest(prompt=tokens, future=fut)))
+        with self._host.lock:
+            self._host.pending.append((self._snapshot, LogprobRequest(prompt=tokens, future=fut)))
         if prompt_logprobs_last_n is None:
             return fut
         n = int(prompt_logprobs_last_n)
@@ -301,13 +316,13 @@ class LocalTrainingClient:
     def forward_backward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=True))
 
     def forward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=False))
 
     def _run(
@@ -381,7 +396,7 @@ class LocalTrainingClient:
     def optim_step(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
     ) -> LocalFuture[types.OptimStepResponse]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._optim_step(optim_params, adam_params))
 
     def _optim_step(self, optim_params: Any, adam_params: Any) -> types.OptimStepResponse:
