@@ -11,8 +11,9 @@ eval-protocol, litellm and the openai client run end to end offline against it.
 
 Episodes: a request carrying the episode from scan 1 is answered by replaying a fresh policy over its
 scans (stateless; safe under concurrency). A windowed request (only the current scan) continues the
-policy state of its session, keyed by ``(model, user)``; concurrent windowed episodes must send distinct
-``user`` values (the bench-shaped rollout processor does). Errors are OpenAI-shaped JSON with status 400
+policy state of its session, keyed by ``(model, X-Rftlab-Session header or the body's user)``; concurrent
+windowed episodes must send distinct keys (the bench-shaped rollout processor sends the header; litellm
+drops ``user`` for ``openai/`` models). Errors are OpenAI-shaped JSON with status 400
 (bad request or a scan the policy cannot answer), 401 (wrong key) or 404 (unknown model).
 
 Command line (for notebooks and manual checks): ``python -m rftlab.policies.server --port 8011``.
@@ -33,6 +34,7 @@ from typing import Any
 from rftlab.policies.chat_spectrum import ChatPolicyError, ChatSession, HiddenNotAvailable, ScanParseError
 
 HOST = "127.0.0.1"
+SESSION_HEADER = "x-rftlab-session"  # per-episode key of windowed requests (or the body's `user`)
 
 
 def default_policies() -> dict[str, Callable[[], Any]]:
@@ -108,7 +110,7 @@ def create_app(
         tool_names = {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
         if "submit_report" not in tool_names:
             return _error(400, "the request offers no submit_report tool, so the policy cannot answer")
-        key = (name, str(body.get("user") or ""))
+        key = (name, request.headers.get(SESSION_HEADER) or str(body.get("user") or ""))
         with lock:
             session = sessions.get(key)
             if session is None:

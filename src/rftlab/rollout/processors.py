@@ -5,7 +5,7 @@ in-process (no MCP server). The policy is whatever ``config.completion_params`` 
 in-training model Fireworks injects; offline, ``openai/<policy>`` on the local policy server), called
 through ``litellm.acompletion`` like eval-protocol's own ``SingleTurnRolloutProcessor``.
 
-    SpectrumTurnProcessor()          # kwargs (rollout_processor_kwargs): think, salt, window, send_user
+    SpectrumTurnProcessor()          # kwargs (rollout_processor_kwargs): think, salt, window, session_header
 
 Per row: the env configuration comes from ``input_metadata.dataset_info.environment_context.config``
 (written by ``rftlab.envs.spectrum.dataset.dataset_rows``), the band from ``band_seed(row_id, salt)``;
@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from eval_protocol.pytest.default_mcp_gym_rollout_processor import MCPGymRolloutProcessor
 from eval_protocol.pytest.rollout_processor import RolloutProcessor
 
 from rftlab.envs.spectrum.rft import AssistantTurn, SpectrumRFTConfig, SpectrumRFTEnv, ToolCall
@@ -146,7 +147,7 @@ async def run_turn_episode(
     think: bool | None = None,
     salt: str | None = None,
     window: bool | None = None,
-    send_user: bool = True,
+    session_header: bool = True,
     max_model_calls: int | None = None,
 ) -> Any:
     """Roll out one row (see module docstring); returns the mutated row."""
@@ -168,9 +169,12 @@ async def run_turn_episode(
     chat: list[dict[str, Any]] = [{"role": "user", "content": obs.text}]
     tools = env.tools()
     params = _request_params(completion_params)
-    if send_user and "user" not in params:
-        rollout_id = getattr(row.execution_metadata, "rollout_id", None) or uuid.uuid4().hex
-        params["user"] = f"{row_id}:{rollout_id}"
+    if session_header:
+        # the episode key for a stateful scripted policy behind a windowed chat endpoint (a header, which
+        # any OpenAI-compatible provider ignores; litellm drops the body's `user` for openai/ models)
+        rollout_id = getattr(row.execution_metadata, "rollout_id", None) or ""
+        session = f"{row_id}:{rollout_id}:{uuid.uuid4().hex[:8]}"
+        params["extra_headers"] = {**(params.get("extra_headers") or {}), "X-Rftlab-Session": session}
     budget = max_model_calls if max_model_calls is not None else cfg.num_scans * (cfg.max_calls_per_scan or 6)
     calls = 0
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -226,9 +230,9 @@ class SpectrumTurnProcessor(RolloutProcessor):
         think: bool | None = None,
         salt: str | None = None,
         window: bool | None = None,
-        send_user: bool = True,
+        session_header: bool = True,
     ):
-        self.defaults = {"think": think, "salt": salt, "window": window, "send_user": send_user}
+        self.defaults = {"think": think, "salt": salt, "window": window, "session_header": session_header}
 
     def __call__(self, rows, config):
         opts = dict(self.defaults)
@@ -242,3 +246,40 @@ class SpectrumTurnProcessor(RolloutProcessor):
                 return await run_turn_episode(row, completion_params, **opts)
 
         return [asyncio.create_task(guarded(r)) for r in rows]
+
+
+# ------------------------------------------------------------------------------------ McpGym path
+
+
+def _patient_server_manager(startup_timeout: float):
+    from eval_protocol.pytest.default_mcp_gym_rollout_processor import MCPServerManager
+
+    class PatientMCPServerManager(MCPServerManager):
+        """eval-protocol 0.3.33 waits 15 s for the server's port and then, if the server is merely slow
+        (importing eval-protocol takes 5-30 s on a loaded machine), blocks forever in ``communicate()``
+        on the still-running process. Wait longer instead; a server that dies is still reported."""
+
+        def _wait_for_server_ready(self, timeout: int = 15) -> bool:
+            return super()._wait_for_server_ready(timeout=max(int(timeout), int(startup_timeout)))
+
+    return PatientMCPServerManager
+
+
+class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
+    """eval-protocol's ``MCPGymRolloutProcessor`` with a longer server start-up wait (``startup_timeout``
+    seconds, default 120; see ``PatientMCPServerManager``). Everything else is upstream behaviour: it runs
+    ``python <server_script_path> --port <port>`` and drives the tool loop with litellm."""
+
+    def __init__(self, startup_timeout: float = 120.0):
+        super().__init__()
+        self.startup_timeout = startup_timeout
+
+    def __call__(self, rows, config):
+        from eval_protocol.pytest import default_mcp_gym_rollout_processor as upstream
+
+        original = upstream.MCPServerManager
+        upstream.MCPServerManager = _patient_server_manager(self.startup_timeout)
+        try:  # __call__ is synchronous: the swap is visible to this call only
+            return super().__call__(rows, config)
+        finally:
+            upstream.MCPServerManager = original

@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 
 from eval_protocol.models import EvaluationRow
-from eval_protocol.pytest import MCPGymRolloutProcessor, evaluation_test
+from eval_protocol.pytest import evaluation_test
 
 from rftlab.rollout.eval_entries import settings
 from rftlab.rollout.eval_entries.scoring import score_mcp_row
+from rftlab.rollout.processors import SpectrumMcpGymProcessor
 from rftlab.rollout.spectrum_mcp import MCP_MAX_TOTAL_CALLS, mcp_config
 
 SERVER_SCRIPT = str(Path(__file__).resolve().with_name("spectrum_mcp_server.py"))
@@ -21,8 +22,11 @@ CONFIG = mcp_config()
 @evaluation_test(
     input_rows=[settings.evaluation_rows(CONFIG.memory, CONFIG)],
     completion_params=[settings.completion_params()],
-    rollout_processor=MCPGymRolloutProcessor(),
-    rollout_processor_kwargs={"port": int(os.environ.get("RFTLAB_MCP_PORT") or 9700)},
+    rollout_processor=SpectrumMcpGymProcessor(),
+    rollout_processor_kwargs={
+        "port": int(os.environ.get("RFTLAB_MCP_PORT") or 9700),
+        "server_mode": "shared",
+    },
     server_script_path=SERVER_SCRIPT,
     steps=MCP_MAX_TOTAL_CALLS,
     max_concurrent_rollouts=settings.concurrency(),
