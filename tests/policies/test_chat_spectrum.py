@@ -37,7 +37,7 @@ def test_parser_rebuilds_every_env_observation_exactly(memory, row):
         assert rebuilt.peaks == obs.peaks
         assert rebuilt.echo == obs.echo
         assert (rebuilt.scan_num, rebuilt.num_scans) == (obs.scan_num, obs.num_scans)
-        obs, *_ = env.step(policy(obs))
+        obs = env.step(policy.act(obs)).observation
 
 
 peak = st.fixed_dictionaries(
@@ -169,7 +169,7 @@ def _play(memory, row, factory, *, window):
         request = [history[0], history[-1]] if window else history
         reply = session.respond(request)
         call = reply["tool_calls"][0]
-        obs, *_ = env.step(call)
+        obs = env.step(call).observation
         history.append(reply)
         if obs.text is not None:
             history.append({"role": "user", "content": obs.text})
@@ -178,7 +178,7 @@ def _play(memory, row, factory, *, window):
     o = direct.reset(row)
     p = factory()
     while not o.done:
-        o, *_ = direct.step(p(o))
+        o = direct.step(p.act(o)).observation
     return chat_metrics, direct.metrics(), session, history
 
 
@@ -196,8 +196,8 @@ def test_session_reproduces_the_direct_episode(name, factory, window):
 def test_windowed_session_refuses_a_skipped_scan_and_repeats_an_asked_scan():
     env = SpectrumRFTEnv(SpectrumRFTConfig(memory="none"))
     o1 = env.reset("sc1_0")
-    o2, *_ = env.step([])
-    o3, *_ = env.step([])
+    o2 = env.step([]).observation
+    o3 = env.step([]).observation
     s = ChatSession(RFTAccumulate)
     s.respond([{"role": "user", "content": o1.text}])
     with pytest.raises(ChatPolicyError, match="scan 3 arrived but this session last answered scan 1"):

@@ -24,7 +24,7 @@ def _direct(memory, row, name):
     obs = env.reset(row)
     policy = RFT_POLICIES[name]()
     while not obs.done:
-        obs, *_ = env.step(policy(obs))
+        obs = env.step(policy.act(obs)).observation
     return env.metrics()
 
 
@@ -66,9 +66,9 @@ def test_openai_client_windowed_episode_equals_direct_env_episode(server, name, 
         )
         assert r.choices[0].finish_reason == "tool_calls"
         tc = r.choices[0].message.tool_calls[0]
-        obs, *_ = env.step(
+        obs = env.step(
             {"id": tc.id, "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
-        )
+        ).observation
     assert env.metrics() == _direct(memory, "sc1_3", name)
 
 
@@ -102,7 +102,7 @@ def test_litellm_full_history_and_streaming(server):
             },
         }
         msgs.append({"role": "assistant", "content": None, "tool_calls": [dict(call, type="function")]})
-        obs, *_ = env.step(call)
+        obs = env.step(call).observation
         # McpGym delivery: the next scan is inside the tool result, as eval-protocol's JSON text
         msgs.append(
             {

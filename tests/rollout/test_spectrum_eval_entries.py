@@ -7,25 +7,19 @@ appear in any output, record or request."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import rftlab
-from rftlab.envs.spectrum.dataset import dataset_rows
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, session_band_seed
 from rftlab.policies.server import PolicyServer
 from rftlab.policies.spectrum import RFT_POLICIES
+from rftlab.rollout.dataset import dataset_rows
 from rftlab.rollout.eval_entries.scoring import METRIC_KEYS
+from rftlab.rollout.eval_runner import run_entry_module
 from rftlab.rollout.spectrum_mcp import mcp_config
 
-ENTRIES = Path(rftlab.__file__).resolve().parent / "rollout" / "eval_entries"
-SRC = Path(rftlab.__file__).resolve().parents[1]
 SENTINEL = "sk-rftlab-SENTINEL-0b5e9c"
 POLICIES = ("memoryless", "accumulate")
 ROWS = 2
@@ -71,79 +65,21 @@ def _run_entry(module: str, server: PolicyServer, tmp_path: Path, extra_env: dic
     guard_dir.mkdir()
     (guard_dir / "sitecustomize.py").write_text(GUARD)
     guard_log = tmp_path / "net_guard.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIREWORKS", "TINKER", "WANDB", "EP_"))}
-    env.update(
-        HOME=str(tmp_path / "home"),
-        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
-        PYTHONPATH=os.pathsep.join([str(guard_dir), str(SRC)]),
-        RFTLAB_NET_GUARD_LOG=str(guard_log),
-        OPENAI_API_KEY=SENTINEL,
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        EP_NO_UPLOAD="1",
-        EP_DISABLE_AUTO_BROWSER="1",
-        DISABLE_EP_SQLITE_LOG="1",
-        EP_MAX_RETRY="1",
-        RFTLAB_EP_BASE_URL=server.base_url,
-        RFTLAB_EP_TEMPERATURE="0",
-        RFTLAB_EP_MAX_TOKENS="256",
-        RFTLAB_SPECTRUM_ROWS=str(ROWS),
-        **(extra_env or {}),
-    )
-    (tmp_path / "home").mkdir(exist_ok=True)
-    out_dir = tmp_path / "out"
     params = [
-        json.dumps(
-            {"model": f"openai/{p}", "base_url": server.base_url, "temperature": 0.0, "max_tokens": 256}
-        )
+        {"model": f"openai/{p}", "base_url": server.base_url, "temperature": 0.0, "max_tokens": 256}
         for p in POLICIES
     ]
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        str(ENTRIES / module),
-        "--ep-output-dir",
-        str(out_dir),
-    ]
-    for p in params:
-        cmd += ["--ep-completion-params", p]
-    # own process group: on a timeout the pytest run and the MCP server it spawned are stopped together
-    proc = subprocess.Popen(
-        cmd,
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    env = {"RFTLAB_NET_GUARD_LOG": str(guard_log), "OPENAI_API_KEY": SENTINEL, **(extra_env or {})}
+    work = tmp_path / "work"
+    rows, stdout, stderr = run_entry_module(
+        module, params, rows=ROWS, workdir=work, env=env, python_path=[str(guard_dir)], timeout=300
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        pytest.fail("the entry module's pytest run timed out:\n" + stdout[-3000:] + stderr[-3000:])
-    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = [
-        json.loads(line)
-        for f in sorted((out_dir / "experiment_results").glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip()
-    ]
     assert not guard_log.exists(), guard_log.read_text()
     # the sentinel key: sent by litellm to the local server, but never in any output, record or request body
-    texts = [proc.stdout, proc.stderr, json.dumps(server.requests)]
-    texts += [
-        p.read_text(errors="replace")
-        for p in tmp_path.rglob("*")
-        if p.is_file() and p.name != "sitecustomize.py"
-    ]
+    texts = [stdout, stderr, json.dumps(server.requests)]
+    texts += [p.read_text(errors="replace") for p in work.rglob("*") if p.is_file()]
     assert not any(SENTINEL in t for t in texts)
-    return rows, proc
+    return rows
 
 
 def _direct_metrics(config: SpectrumRFTConfig, policy: str, *, row_id=None, seed=None) -> dict:
@@ -152,7 +88,7 @@ def _direct_metrics(config: SpectrumRFTConfig, policy: str, *, row_id=None, seed
     first = obs.text
     p = RFT_POLICIES[policy]()
     while not obs.done:
-        obs, *_ = env.step(p(obs))
+        obs = env.step(p.act(obs)).observation
     return env.metrics() | {"_scan1": first}
 
 
@@ -177,7 +113,7 @@ def _by_policy(rows):
 
 @pytest.mark.slow
 def test_turn_entry_scores_equal_the_envs_own_scoring(policy_server, tmp_path):
-    rows, _ = _run_entry("spectrum_turn.py", policy_server, tmp_path)
+    rows = _run_entry("spectrum_turn.py", policy_server, tmp_path)
     grouped = _by_policy(rows)
     assert sorted(grouped) == sorted(POLICIES)
     cfg = SpectrumRFTConfig(memory="echo")
@@ -204,9 +140,7 @@ def test_mcp_entry_scores_equal_the_envs_own_scoring(policy_server, tmp_path):
     from eval_protocol.mcp_env import gen_session_id
     from eval_protocol.types import DatasetRow
 
-    rows, _ = _run_entry(
-        "spectrum_mcp_eval.py", policy_server, tmp_path, {"RFTLAB_MCP_PORT": str(_free_port())}
-    )
+    rows = _run_entry("spectrum_mcp_eval.py", policy_server, tmp_path, {"RFTLAB_MCP_PORT": str(_free_port())})
     grouped = _by_policy(rows)
     assert sorted(grouped) == sorted(POLICIES)
     cfg = mcp_config("notepad")
@@ -231,3 +165,17 @@ def test_mcp_entry_scores_equal_the_envs_own_scoring(policy_server, tmp_path):
             # per-step control-plane rewards are the env's exact per-scan occupied-IoU
             cp = [m["control_plane_step"]["reward"] for m in r["messages"] if m.get("control_plane_step")]
             assert len(cp) == 12 and abs(3 * sum(cp) / 12 - direct["reward"]) < 1e-3
+
+
+@pytest.mark.slow
+def test_run_bench_shaped_eval_puts_ep_scores_beside_the_envs():
+    from rftlab.rollout.eval_runner import run_bench_shaped_eval
+
+    df = run_bench_shaped_eval(2, "accumulate")
+    assert list(df["row_id"]) == ["sc1_0", "sc1_1"]
+    assert df["match"].all()
+    assert (df["ep_reward"] == df["env_reward"]).all() and (
+        df["ep_memory_gain"] == df["env_memory_gain"]
+    ).all()
+    with pytest.raises(ValueError, match="unknown policy"):
+        run_bench_shaped_eval(1, "nope")

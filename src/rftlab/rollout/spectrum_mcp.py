@@ -86,7 +86,10 @@ class SpectrumAdapter(EnvironmentAdapter):
 
     def step_environment(self, env: SpectrumRFTEnv, action: ToolCall):
         obs, reward, done, info = env_step(env, action)
-        return obs, float(reward), bool(done), bool(info.get("truncated", False)), {}
+        truncated = (
+            info.get("truncated", False) if isinstance(info, dict) else getattr(info, "truncated", False)
+        )
+        return obs, float(reward), bool(done), bool(truncated), {}
 
     def close_environment(self, env: SpectrumRFTEnv) -> None:
         pass
