@@ -164,3 +164,79 @@ def test_stop_releases_the_port():
 
     with socket.socket() as s:
         s.bind((HOST, port))  # free again
+
+
+def _message_strategy():
+    from hypothesis import strategies as st
+
+    scan = SpectrumRFTEnv(SpectrumRFTConfig()).reset("sc1_0").text
+    lines = scan.split("\n")
+    fragment = st.builds(
+        lambda a, b: "\n".join(lines[a:b]), st.integers(0, len(lines)), st.integers(0, len(lines))
+    )
+    content = st.one_of(
+        st.none(), st.text(max_size=60), fragment, st.just(scan), st.integers(), st.lists(st.text(max_size=5))
+    )
+    msg = st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user", "assistant", "tool", "bogus"]), "content": content}
+    )
+    return st.one_of(st.lists(msg, max_size=6), st.text(max_size=20), st.none(), st.integers())
+
+
+def test_arbitrary_messages_get_a_reply_or_a_one_line_400():
+    from fastapi.testclient import TestClient
+    from hypothesis import given, settings
+
+    from rftlab.policies.server import create_app
+
+    client = TestClient(create_app({"accumulate": RFT_POLICIES["accumulate"]}))
+    tools = tool_schemas(SpectrumRFTConfig())
+
+    @settings(max_examples=120, deadline=None)
+    @given(messages=_message_strategy())
+    def check(messages):
+        r = client.post(
+            "/v1/chat/completions", json={"model": "accumulate", "messages": messages, "tools": tools}
+        )
+        assert r.status_code in (200, 400), r.text
+        body = r.json()
+        if r.status_code == 400:
+            assert "\n" not in body["error"]["message"]
+        else:
+            assert body["choices"][0]["message"]["role"] == "assistant"
+
+    check()
+
+
+def test_sessions_are_capped():
+    from fastapi.testclient import TestClient
+
+    from rftlab.policies.server import create_app
+
+    client = TestClient(create_app({"accumulate": RFT_POLICIES["accumulate"]}, max_sessions=2))
+    tools = tool_schemas(SpectrumRFTConfig(memory="none"))
+    env = SpectrumRFTEnv(SpectrumRFTConfig(memory="none"))
+    s1 = env.reset("sc1_0").text
+    s2 = env.step([]).observation.text
+    for key in ("a", "b", "c"):  # "a" is evicted when "c" arrives
+        r = client.post(
+            "/v1/chat/completions",
+            headers={"X-Rftlab-Session": key},
+            json={"model": "accumulate", "messages": [{"role": "user", "content": s1}], "tools": tools},
+        )
+        assert r.status_code == 200
+    ok = client.post(
+        "/v1/chat/completions",
+        headers={"X-Rftlab-Session": "c"},
+        json={"model": "accumulate", "messages": [{"role": "user", "content": s2}], "tools": tools},
+    )
+    gone = client.post(
+        "/v1/chat/completions",
+        headers={"X-Rftlab-Session": "a"},
+        json={"model": "accumulate", "messages": [{"role": "user", "content": s2}], "tools": tools},
+    )
+    assert (
+        ok.status_code == 200
+        and gone.status_code == 400
+        and "last answered scan 0" in gone.json()["error"]["message"]
+    )

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -61,15 +62,17 @@ def create_app(
     *,
     api_key: str | None = None,
     request_log: list[dict[str, Any]] | None = None,
+    max_sessions: int = 4096,
 ):
     """The FastAPI app. ``policies`` maps model names to zero-argument policy factories. With ``api_key``
-    every request must carry ``Authorization: Bearer <api_key>``. Request bodies (never headers) are
-    appended to ``request_log`` when given."""
+        every request must carry ``Authorization: Bearer <api_key>``. Request bodies (never headers) are
+        appended to ``request_log`` when given. At most ``max_sessions`` episode sessions are kept (the least
+    recently used is dropped first)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse
 
     served = dict(policies) if policies is not None else default_policies()
-    sessions: dict[tuple[str, str], ChatSession] = {}
+    sessions: OrderedDict[tuple[str, str], ChatSession] = OrderedDict()  # least recently used first
     lock = threading.Lock()
     app = FastAPI(title="rftlab policy server", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -115,6 +118,9 @@ def create_app(
             session = sessions.get(key)
             if session is None:
                 session = sessions[key] = ChatSession(served[name])
+                while len(sessions) > max_sessions:
+                    sessions.popitem(last=False)
+            sessions.move_to_end(key)
             try:
                 reply = session.respond(messages)
             except (ScanParseError, ChatPolicyError, HiddenNotAvailable) as exc:
