@@ -140,7 +140,16 @@ def test_mcp_entry_scores_equal_the_envs_own_scoring(policy_server, tmp_path):
     from eval_protocol.mcp_env import gen_session_id
     from eval_protocol.types import DatasetRow
 
-    rows = _run_entry("spectrum_mcp_eval.py", policy_server, tmp_path, {"RFTLAB_MCP_PORT": str(_free_port())})
+    before = len(policy_server.requests)
+    # concurrency 1: the windowed requests of a scripted policy carry no per-episode key on this path
+    env = {"RFTLAB_MCP_PORT": str(_free_port()), "RFTLAB_EP_CONCURRENCY": "1"}
+    rows = _run_entry("spectrum_mcp_eval.py", policy_server, tmp_path, env)
+    requests = policy_server.requests[before:]
+    # ICL-off on the McpGym path too: every model call saw exactly one scan delivery
+    assert len(requests) == len(POLICIES) * ROWS * 13
+    assert all(
+        sum("[[SCAN_BOUNDARY]]" in str(m.get("content")) for m in r["messages"]) == 1 for r in requests
+    )
     grouped = _by_policy(rows)
     assert sorted(grouped) == sorted(POLICIES)
     cfg = mcp_config("notepad")

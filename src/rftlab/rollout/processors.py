@@ -266,20 +266,39 @@ def _patient_server_manager(startup_timeout: float):
 
 
 class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
-    """eval-protocol's ``MCPGymRolloutProcessor`` with a longer server start-up wait (``startup_timeout``
-    seconds, default 120; see ``PatientMCPServerManager``). Everything else is upstream behaviour: it runs
-    ``python <server_script_path> --port <port>`` and drives the tool loop with litellm."""
+    """eval-protocol's ``MCPGymRolloutProcessor`` with two changes:
 
-    def __init__(self, startup_timeout: float = 120.0):
+    - a longer server start-up wait (``startup_timeout`` seconds, default 120; see
+      ``PatientMCPServerManager``);
+    - ICL-off windowing of the model input (``window``, default on; B.5): each call sends the system
+      message and the messages from the current scan's delivery onward (``rftlab.rollout.windowing``); the
+      row keeps the full transcript. The window is applied where upstream's litellm policy cleans the
+      messages before each call.
+
+    Everything else is upstream behaviour: it runs ``python <server_script_path> --port <port>`` and
+    drives the tool loop with litellm. ``rollout_processor_kwargs`` may set ``window``."""
+
+    def __init__(self, startup_timeout: float = 120.0, window: bool = True):
         super().__init__()
         self.startup_timeout = startup_timeout
+        self.window = window
 
     def __call__(self, rows, config):
         from eval_protocol.pytest import default_mcp_gym_rollout_processor as upstream
 
+        kwargs = dict(config.kwargs or {})
+        window = bool(kwargs.pop("window", self.window))
+        config = replace(config, kwargs=kwargs)
         original = upstream.MCPServerManager
         upstream.MCPServerManager = _patient_server_manager(self.startup_timeout)
         try:  # __call__ is synchronous: the swap is visible to this call only
-            return super().__call__(rows, config)
+            tasks = super().__call__(rows, config)
         finally:
             upstream.MCPServerManager = original
+        policy = self.policy
+        if window and policy is not None:
+            # the rollout tasks have not run yet (no await since they were created), so every model call
+            # of this run goes through the windowed cleaner
+            clean = policy._clean_messages_for_api
+            policy._clean_messages_for_api = lambda messages: clean(window_chat(messages))
+        return tasks
