@@ -21,12 +21,12 @@
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rftlab.envs.model_json import load_model_json
 from rftlab.envs.spectrum.layout import RFT_BAND
 
 MAX_REPORT = 16
@@ -107,30 +107,6 @@ def interpret_turn(action: Any) -> tuple[tuple[ToolCall | None, ...], str]:
 
 
 _NUMBER_TYPES = (float, int, str)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise _DuplicateKey(f"duplicate key {dup!r}")
-    return out
-
-
-def load_model_json(text: str) -> Any:
-    """``json.loads`` for model output: raises ``ValueError`` (with a short reason) for invalid JSON,
-    a repeated object key (ambiguous: which value did the model mean?), or nesting too deep to decode."""
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as exc:
-        raise ValueError(f"JSON has a {exc}") from None
-    except RecursionError:
-        raise ValueError("JSON is nested too deeply") from None
 
 
 def decode_arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
