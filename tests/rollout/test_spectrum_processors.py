@@ -192,3 +192,73 @@ def test_replay_mcp_transcript_and_its_checks():
     assert replayed.metrics() == env.metrics() and env.metrics()["notepad_writes"] == 12
     with pytest.raises(ValueError, match="not scan 1"):
         replay_mcp(msgs, cfg, 999)
+
+
+def _garbage_calls():
+    from hypothesis import strategies as st
+
+    name = st.sampled_from(["submit_report", "notepad_read", "notepad_write", "", "rm -rf", "submit_report "])
+    args = st.one_of(
+        st.text(max_size=30),
+        st.builds(
+            json.dumps,
+            st.dictionaries(
+                st.sampled_from(["center_freqs", "text", "x"]),
+                st.one_of(
+                    st.none(),
+                    st.text(max_size=5),
+                    st.floats(),
+                    st.lists(st.one_of(st.floats(), st.text(max_size=4), st.booleans()), max_size=20),
+                ),
+            ),
+        ),
+    )
+    call = st.fixed_dictionaries(
+        {
+            "id": st.one_of(st.none(), st.text(min_size=1, max_size=6)),
+            "function": st.fixed_dictionaries({"name": name, "arguments": args}),
+        }
+    )
+    return st.lists(
+        st.fixed_dictionaries(
+            {"content": st.one_of(st.none(), st.text(max_size=20)), "tool_calls": st.lists(call, max_size=3)}
+        ),
+        min_size=1,
+        max_size=30,
+    )
+
+
+def test_any_model_output_steps_the_env_and_replays_exactly():
+    """Property: whatever the model returns (names, JSON or not, odd values), the processor's message
+    handling never raises, the env applies it as the spec says, and the replay of the transcript
+    reproduces the env's metrics exactly."""
+    from hypothesis import given, settings
+
+    from rftlab.rollout.eval_entries.scoring import replay_turn
+    from rftlab.rollout.processors import _as_turn, _message_dict
+
+    cfg = SpectrumRFTConfig(memory="notepad")
+
+    @settings(max_examples=60, deadline=None)
+    @given(replies=_garbage_calls())
+    def check(replies):
+        env = SpectrumRFTEnv(cfg)
+        obs = env.reset("sc1_9")
+        chat = [{"role": "user", "content": obs.text}]
+        for reply in replies:
+            if env.done:
+                break
+            assistant = _message_dict(reply)
+            assert all(tc["id"] for tc in assistant.get("tool_calls", []))
+            chat.append(assistant)
+            obs = env.step(_as_turn(assistant)).observation
+            chat += [
+                {"role": "tool", "tool_call_id": t["tool_call_id"], "content": t["content"]}
+                for t in obs.tool_results
+            ]
+            if obs.text is not None:
+                chat.append({"role": "user", "content": obs.text})
+        replayed = replay_turn([Message.model_validate(m) for m in chat], cfg, "sc1_9", "")
+        assert replayed.metrics() == env.metrics()
+
+    check()
