@@ -36,6 +36,7 @@
 
 # %% tags=["parameters"]
 import os
+from dataclasses import astuple
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 SEED = 0  # band row ids are f"bl{SEED}_{i}", the same bands as `rftlab spectrum baselines --seed 0`
@@ -65,11 +66,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.envs.spectrum import SpectrumRFTConfig, SpectrumRFTEnv, evaluate_bench90
-from rftlab.envs.spectrum.bench import RFTPolicyOnBench
-from rftlab.envs.spectrum.rft import NUM_SCANS, run_policy_episode, summarize_episodes
-from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
-from rftlab.rewards.spectrum import as_reported, early_late
+from rftlab.analysis.display import markdown_table, pm, r3
+from rftlab.analysis.summaries import mean_se, rft_reference_runs
+from rftlab.envs.spectrum.rft import NUM_SCANS
+from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
+from rftlab.rewards.spectrum import early_late
+from rftlab.rollout.spectrum_eval import evaluate_bench90
 
 HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (spec B.8)
 RFT_DESCRIPTIONS = {
@@ -87,68 +89,21 @@ RFT_DESCRIPTIONS = {
 ARM_STYLE = {"echo": "-", "scrambled": "--"}
 
 
-def mean_se(values):
-    """Mean and standard error over bands (the replication unit)."""
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return values.mean(), se
-
-
-def r3(x):
-    """``x`` rounded to 3 decimals for display, without a negative zero."""
-    return round(float(x), 3) + 0.0
-
-
-def pm(mean, se, signed=True):
-    """``mean ± s.e.`` as text (3 decimals)."""
-    return f"{r3(mean):+.3f} ± {r3(se):.3f}" if signed else f"{r3(mean):.3f} ± {r3(se):.3f}"
-
-
-def table(df, floatfmt=".3f"):
-    """A DataFrame as a Markdown table: numbers to 3 decimals (no negative zero), "–" where undefined."""
-    numeric = df.select_dtypes("number").columns
-    df = df.copy()
-    df[numeric] = df[numeric].round(3) + 0.0
-    df = df.astype(object).where(df.notna(), None)  # tabulate prints None as missingval
-    return Markdown(df.to_markdown(index=False, floatfmt=floatfmt, missingval="–"))
-
-
 # %% [markdown]
 # ## Playing the reference policies
 #
-# Each policy plays every band once in each memory arm. `run_policy_episode` and `summarize_episodes`
+# Each policy plays every band once in each memory arm through the one episode loop
+# (`rftlab.rollout.episode`); `rft_reference_runs` and `summarize_episodes` (in `rftlab.analysis.summaries`)
 # are the functions behind `rftlab spectrum baselines --variant rft`; the per-scan scores are read from
-# the environment's own scan records, at the 4-decimal precision of the score line that the reward
+# the environment's per-step records, at the 4-decimal precision of the score line that the reward
 # parses. The environment runs with `render=False` (no prompt text), which changes nothing in the
 # scores.
 
 # %%
-episode_rows = []
-scan_rows = []
-summaries = {}
-for arm in ARMS:
-    env = SpectrumRFTEnv(SpectrumRFTConfig(memory=arm, render=False))
-    for name, factory in RFT_POLICIES.items():
-        metrics = []
-        for band in range(N_BANDS):
-            m = run_policy_episode(env, factory(), f"bl{SEED}_{band}")
-            metrics.append(m)
-            episode_rows.append({"arm": arm, "policy": name, "band": band, **m})
-            for rec in env.records:
-                scan_rows.append(
-                    {
-                        "arm": arm,
-                        "policy": name,
-                        "band": band,
-                        "scan": rec["scan"],
-                        "occ": as_reported(rec["occ"]),
-                        "avail": as_reported(rec["avail"]),
-                        "report_size": len(rec["report"] or []),
-                    }
-                )
-        summaries[arm, name] = summarize_episodes(metrics)
-episodes = pd.DataFrame(episode_rows)
-scans = pd.DataFrame(scan_rows)
+runs = rft_reference_runs(ARMS, RFT_POLICIES, N_BANDS, SEED)
+summaries = runs.summaries
+episodes = pd.DataFrame(runs.episodes)
+scans = pd.DataFrame(runs.scans)
 display(
     Markdown(
         f"{N_BANDS} bands × {len(RFT_POLICIES)} policies × {len(ARMS)} arms = {len(episodes):,} episodes "
@@ -194,7 +149,7 @@ def arm_table(arm):
 for arm in ARMS:
     label = "real running list" if arm == "echo" else "scrambled running list (the control)"
     display(Markdown(f"**Memory arm `{arm}`: {label}, {N_BANDS} bands.**"))
-    display(table(arm_table(arm)))
+    display(Markdown(markdown_table(arm_table(arm))))
 
 # %% [markdown]
 # ### What scrambling changes
@@ -213,11 +168,11 @@ for name in RFT_POLICIES:
     diff_rows.append(
         {
             "policy": name,
-            "Δ mean_occ (scrambled − echo) ± s.e.": pm(*d_occ),
-            "Δ memory_gain (scrambled − echo) ± s.e.": pm(*d_gain),
+            "Δ mean_occ (scrambled − echo) ± s.e.": pm(d_occ.mean, d_occ.se),
+            "Δ memory_gain (scrambled − echo) ± s.e.": pm(d_gain.mean, d_gain.se),
         }
     )
-display(table(pd.DataFrame(diff_rows)))
+display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
 
 # %% [markdown]
 # ## 2. Scan by scan: the late-versus-early rise is `memory_gain`
@@ -354,10 +309,10 @@ plt.show()
 avail_rows = []
 for name in AVAIL_POLICIES:
     sub = episodes[(episodes["arm"] == "echo") & (episodes["policy"] == name)]
-    occ_m, occ_se = mean_se(sub["mean_occ"])
-    av_m, av_se = mean_se(sub["mean_avail"])
-    g_m, g_se = mean_se(sub["memory_gain"])
-    ag_m, ag_se = mean_se(sub["avail_gain"])
+    occ_m, occ_se, _ = astuple(mean_se(sub["mean_occ"]))
+    av_m, av_se, _ = astuple(mean_se(sub["mean_avail"]))
+    g_m, g_se, _ = astuple(mean_se(sub["memory_gain"]))
+    ag_m, ag_se, _ = astuple(mean_se(sub["avail_gain"]))
     avail_rows.append(
         {
             "policy": name,
@@ -367,7 +322,7 @@ for name in AVAIL_POLICIES:
             "avail_gain ± s.e.": pm(ag_m, ag_se),
         }
     )
-display(table(pd.DataFrame(avail_rows)))
+display(Markdown(markdown_table(pd.DataFrame(avail_rows))))
 
 
 # %%
@@ -427,7 +382,7 @@ def bench_row(name, res):
 
 
 display(Markdown(f"**Bench reference policies, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()])))
+display(Markdown(markdown_table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()]))))
 
 # %% [markdown]
 # The same bench, answered by the RFT policies through the training-to-bench bridge (`RFTPolicyOnBench`,
@@ -444,7 +399,7 @@ bridge = {
     for name in BRIDGE_POLICIES
 }
 display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()])))
+display(Markdown(markdown_table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()]))))
 
 # %% [markdown]
 # ## Conclusions
@@ -515,7 +470,7 @@ display(
                 f"{echo_mean('accumulate', 'mean_avail'):.3f} available-IoU, against 0, "
                 f"{echo_mean('memoryless', 'mean_occ'):.3f} and {echo_mean('accumulate', 'mean_occ'):.3f} "
                 f"occupied-IoU; the late − early change of `accumulate`'s available-IoU is "
-                f"{pm(*acc_avail_gain)}. Only precise centres move it (`accumulate_denoised`: "
+                f"{pm(acc_avail_gain.mean, acc_avail_gain.se)}. Only precise centres move it (`accumulate_denoised`: "
                 f"{echo_mean('accumulate_denoised', 'mean_avail'):.3f}).",
                 f"- **The official bench says the same.** Over {runs_text}, `accumulate` scores available-IoU "
                 f"{b_av['accumulate']:.3f}, {versus(b_av['accumulate'], b_av['memoryless'])} `memoryless` "

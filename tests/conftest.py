@@ -35,3 +35,32 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"reference data folder {SHARED} is absent (it sits beside the clone in CI)")
     return SHARED
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Refuse (and record) every non-loopback connection or DNS lookup made in this process during the
+    test; the test fails if one was attempted. Loopback servers (the local policy server) still work."""
+    import socket
+
+    local = {"127.0.0.1", "::1", "localhost", "0.0.0.0", None}
+    attempts: list[str] = []
+    real_connect, real_gai = socket.socket.connect, socket.getaddrinfo
+
+    def connect(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in local:
+            attempts.append(f"connect {address!r}")
+            raise OSError(f"network access refused in an offline test: {address!r}")
+        return real_connect(sock, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        h = host.decode() if isinstance(host, bytes) else host
+        if h not in local:
+            attempts.append(f"getaddrinfo {h!r}")
+            raise OSError(f"DNS lookup refused in an offline test: {h!r}")
+        return real_gai(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield attempts
+    assert not attempts, f"the test tried to reach the network: {attempts}"
