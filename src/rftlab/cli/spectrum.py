@@ -198,6 +198,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (per-scan rewards included)")
     p.set_defaults(func=_cmd_bench90)
 
+    from rftlab.cli.spectrum_preflight import register_preflight
+
+    register_preflight(sub)
+
 
 def _dump(obj: object) -> None:
     print(json.dumps(obj, indent=2))
