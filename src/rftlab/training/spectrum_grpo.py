@@ -161,7 +161,7 @@ def train_spectrum_grpo(
 
     ``progress``: a tqdm bar over rows (``None`` = only on a terminal). ``on_epoch_end(epoch, metrics)`` is
     called after an epoch is fully written (a test raises there to simulate an interruption)."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     done_rows = run.metrics()
     done_epochs = sorted({int(r["epoch"]) for r in done_rows})
