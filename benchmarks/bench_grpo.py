@@ -6,7 +6,8 @@ A full-size arm is 48 rows × 12 candidates × 12 scans × 12 epochs = 82,944 sc
 updates (8 rows per update). Prints, in one run:
 
 1. the baseline: the same 82,944 scan-steps played by the scripted ``echo_follower`` reference policy
-   (env step + scoring only, no sampling, no gradients) — the floor any trainer pays for the env;
+   through ``rftlab.rollout.episode`` (env step + scoring only, no sampling, no gradients) — the floor
+   any trainer pays for the env;
 2. the full-size arm C (weak prompt, real echo): wall time (CPU time beside it, since the machine may be
    shared), scan-steps per second, and the ratio to the baseline;
 3. with ``--all-arms``: all six arms of ``data/specs`` (probe, A, B, C, C′, D) back to back.
@@ -32,6 +33,7 @@ from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, epoch_sa
 from rftlab.launch.local import trainer_config  # noqa: E402
 from rftlab.launch.specs import load_arm_spec  # noqa: E402
 from rftlab.policies.spectrum import RFTEchoFollower  # noqa: E402
+from rftlab.rollout.episode import episode  # noqa: E402
 from rftlab.runs import RunStore  # noqa: E402
 from rftlab.training.spectrum_grpo import train_spectrum_grpo  # noqa: E402
 
@@ -50,13 +52,7 @@ def baseline(rows: int, candidates: int, epochs: int) -> tuple[float, int]:
         salt = epoch_salt("bench", epoch)
         for r in range(rows):
             for _ in range(candidates):
-                obs = env.reset(f"sc2_{r}", salt=salt)
-                policy.reset()
-                while not obs.done:
-                    res = env.step(policy(obs))
-                    obs = res.observation if hasattr(res, "observation") else res[0]
-                    steps += 1
-                env.metrics()
+                steps += len(episode(env, policy, f"sc2_{r}", salt=salt))
     return time.perf_counter() - t0, steps
 
 

@@ -18,20 +18,20 @@ def _obs(peaks, sources, truths):
 
 def test_averaging_ceiling_reports_running_means_and_drops_false_alarms():
     pol = AveragingCeiling()
-    assert pol(_obs([49.0, 70.0], ["channel", "noise"], [50.0, None])) == [49.0]
-    assert pol(_obs([52.0, 101.0], ["channel", "channel"], [50.0, 100.0])) == [50.5, 101.0]
-    assert pol(_obs([53.5], ["channel"], [50.0])) == [pytest.approx((49 + 52 + 53.5) / 3), 101.0]
+    assert pol.act(_obs([49.0, 70.0], ["channel", "noise"], [50.0, None])) == [49.0]
+    assert pol.act(_obs([52.0, 101.0], ["channel", "channel"], [50.0, 100.0])) == [50.5, 101.0]
+    assert pol.act(_obs([53.5], ["channel"], [50.0])) == [pytest.approx((49 + 52 + 53.5) / 3), 101.0]
     pol.reset()
-    assert pol(_obs([], [], [])) == []
+    assert pol.act(_obs([], [], [])) == []
 
 
 def test_accumulate_without_merging_keeps_the_first_sixteen():
     pol = AccumulateNoDedupe()
     for i in range(6):
-        out = pol(_obs([10.0 + i, 10.1 + i, 10.2 + i], ["channel", "noise", "channel"], [10, None, 10]))
+        out = pol.act(_obs([10.0 + i, 10.1 + i, 10.2 + i], ["channel", "noise", "channel"], [10, None, 10]))
     assert len(out) == 16 and out[:3] == [10.0, 10.1, 10.2]
     filtered = AccumulateNoDedupe(source_filter=True)
-    assert filtered(_obs([1.0, 2.0], ["noise", "channel"], [None, 2.0])) == [2.0]
+    assert filtered.act(_obs([1.0, 2.0], ["noise", "channel"], [None, 2.0])) == [2.0]
 
 
 def test_ceiling_ordering_on_real_bands():

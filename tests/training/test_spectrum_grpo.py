@@ -123,3 +123,17 @@ def test_notepad_write_cost_is_charged(tmp_path):
     _, run, _ = _train(tmp_path, "d", memory="notepad", prompt="explicit", notepad_write_cost=0.05, epochs=1)
     for r in run.rollouts(0):
         assert r["reward"] == pytest.approx(r["env_reward"] - 0.05 * r["notepad_writes"])
+
+
+def test_within_group_carry_stats_by_hand():
+    from rftlab.training.spectrum_rollout import within_group_carry_stats
+
+    groups = {
+        "a": [(0.8, 1.0), (0.9, 2.0), (1.0, 3.0)],  # perfectly correlated, sd 0.1
+        "b": [(0.5, 1.0), (0.7, 0.0), (None, 5.0)],  # corr -1 over the two defined carries
+        "c": [(0.9, 1.0), (0.9, 2.0)],  # zero carry variance: skipped
+    }
+    out = within_group_carry_stats(groups)
+    assert out["n_groups"] == 2
+    assert out["mean_corr_carry_reward"] == pytest.approx(0.0)
+    assert out["mean_sd_carry"] == pytest.approx((0.1 + math.sqrt(0.02)) / 2)

@@ -70,17 +70,12 @@ class PreflightReport:
 def _reference_rewards(policy_name: str, memory: str, row_ids, salt: str, seeds) -> np.ndarray:
     from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
     from rftlab.policies.spectrum import RFT_POLICIES
+    from rftlab.rollout.episode import episode
 
     env = SpectrumRFTEnv(SpectrumRFTConfig(memory=memory, render=False))  # type: ignore[arg-type]
     out = []
     for row, seed in zip(row_ids, seeds, strict=True):
-        policy = RFT_POLICIES[policy_name]()
-        obs = env.reset(row, salt=salt, seed=seed)
-        policy.reset()
-        while not obs.done:
-            res = env.step(policy(obs))
-            obs = res.observation if hasattr(res, "observation") else res[0]
-        out.append(env.metrics()["reward"])
+        out.append(episode(env, RFT_POLICIES[policy_name](), row, salt=salt, seed=seed).metrics["reward"])
     return np.asarray(out, dtype=np.float64)
 
 

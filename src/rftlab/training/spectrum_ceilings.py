@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, summarize_episodes
+from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.policies.spectrum import MAX_REPORT, RFTAccumulate, RFTBucketMemory, RFTMemoryless, RFTOracle
+from rftlab.rollout.episode import episode
 
 SEED_CEILINGS: dict[str, float] = {
     "naive accumulate-all": 0.447,
@@ -41,10 +42,10 @@ class AccumulateNoDedupe:
         self.source_filter = source_filter
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, seed: int | None = None) -> None:
         self.centres: list[float] = []
 
-    def __call__(self, obs) -> list[float]:
+    def act(self, obs) -> list[float]:
         peaks = obs.peaks
         if self.source_filter:
             sources = obs.hidden["peak_sources"]
@@ -57,13 +58,13 @@ class AveragingCeiling:
     """False alarms dropped; each detected channel at the running mean of its detections (first-detected
     order). Reads the hidden sources and channel identities, never the true centres' values."""
 
-    def reset(self) -> None:
-        self.sums: dict[float, list[float]] = {}
-
     def __init__(self) -> None:
         self.reset()
 
-    def __call__(self, obs) -> list[float]:
+    def reset(self, seed: int | None = None) -> None:
+        self.sums: dict[float, list[float]] = {}
+
+    def act(self, obs) -> list[float]:
         hidden = obs.hidden
         for p, src, true_centre in zip(
             obs.peaks, hidden["peak_sources"], hidden["peak_true_centers"], strict=True
@@ -74,6 +75,8 @@ class AveragingCeiling:
                 acc[1] += 1.0
         return [s / n for s, n in self.sums.values()][:MAX_REPORT]
 
+
+SUMMARY_KEYS = ("mean_occ", "early_occ", "late_occ", "memory_gain", "report_size")
 
 CEILING_POLICIES: dict[str, tuple[str, Callable[[], Any]]] = {
     "memoryless": ("current peaks only", RFTMemoryless),
@@ -114,16 +117,8 @@ def ceiling_table(
     env = SpectrumRFTEnv(SpectrumRFTConfig(memory="none", render=False))
     out = []
     for name, (description, factory) in (policies or CEILING_POLICIES).items():
-        metrics = []
-        for row in rows:
-            policy = factory()
-            policy.reset()
-            obs = env.reset(row, salt=salt)
-            while not obs.done:
-                res = env.step(policy(obs))
-                obs = res.observation if hasattr(res, "observation") else res[0]
-            metrics.append(env.metrics())
-        s = summarize_episodes(metrics)
+        metrics = [episode(env, factory(), row, salt=salt).metrics for row in rows]
+        s = {k: float(np.mean([m[k] for m in metrics])) for k in SUMMARY_KEYS}
         occ = np.array([m["mean_occ"] for m in metrics])
         out.append(
             {
