@@ -52,7 +52,7 @@ def test_cli_arm_launch(tmp_path, capsys):
     root = tmp_path / "runs"
     assert main(["arm", "launch", str(spec_file), "--backend", "local", "--root", str(root)]) == 0
     first = capsys.readouterr().out
-    assert "D: completed (2/2 epochs)" in first
+    assert "D: completed (2/2 epochs, simulated policy)" in first
     assert main(["arm", "launch", str(spec_file), "--root", str(root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "completed"
     assert main(["arm", "launch", str(spec_file), "--root", str(root)]) == 0
@@ -109,3 +109,27 @@ def test_cli_preflight(tmp_path, capsys):
     )
     assert main(["spectrum", "preflight", str(unsalted)]) == 1
     assert main(["spectrum", "preflight", str(tmp_path / "missing.json")]) == 2
+
+
+def test_launcher_resumes_an_interrupted_run(tmp_path):
+    from rftlab.runs import RunStore
+    from rftlab.training.spectrum_grpo import SIMULATOR_VERSION, train_spectrum_grpo
+
+    spec = _tiny(epochs=3)
+    config = trainer_config(spec)
+    store = RunStore(tmp_path / "cut")
+    run, origin = store.start_or_reuse(spec.experiment, spec.arm, spec.to_dict(), backend="local")
+    run.set_provider(trainer=config.to_dict(), simulator=SIMULATOR_VERSION, simulation=True)
+
+    def interrupt(epoch, _row):
+        raise KeyboardInterrupt  # Ctrl-C after the first epoch is on disk
+
+    with pytest.raises(KeyboardInterrupt):
+        train_spectrum_grpo(config, run, progress=False, on_epoch_end=interrupt)
+    resumed = LocalLauncher(progress=False).launch(spec, root=tmp_path / "cut")
+    assert resumed.path == run.path
+    fresh = LocalLauncher(progress=False).launch(spec, root=tmp_path / "fresh")
+    from rftlab.runs import load_run
+
+    assert load_run(resumed.path).metrics() == load_run(fresh.path).metrics()
+    assert LocalLauncher().poll(resumed).state == "completed"

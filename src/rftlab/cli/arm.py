@@ -85,7 +85,8 @@ def _report(ref, status, as_json: bool, origin: str = "") -> None:
             )
         )
     else:
-        print(f"{ref.arm}: {status.state} ({status.progress}/{status.total} epochs) {ref.path}{origin}")
+        what = ", simulated policy" if ref.backend == "local" else ""
+        print(f"{ref.arm}: {status.state} ({status.progress}/{status.total} epochs{what}) {ref.path}{origin}")
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:
