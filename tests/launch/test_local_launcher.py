@@ -92,6 +92,17 @@ def test_preflight_flags_a_band_per_rollout():
     assert failed["deterministic_policy_zero_group_variance"]["max_within_group_range"] > 0
 
 
+def test_require_preflight_raises_with_every_failed_check():
+    from rftlab.launch.preflight import PreflightFailed, require_preflight
+
+    spec = load_arm_spec(SPECS / "spectrum_C.json")
+    assert require_preflight(spec, rows=1, bands=8).passed
+    with pytest.raises(PreflightFailed) as info:
+        require_preflight(spec, band_assignment=band_per_rollout, rows=1, bands=8)
+    assert "candidates_share_band" in str(info.value) and "band luck" in str(info.value)
+    assert not info.value.report.passed
+
+
 def test_preflight_flags_unsalted_epochs():
     spec = load_arm_spec(SPECS / "spectrum_A.json").model_copy(update={"epoch_salt": False})
     report = spectrum_preflight(spec, rows=1, bands=8)

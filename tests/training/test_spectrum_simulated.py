@@ -21,19 +21,17 @@ from rftlab.policies.simulated import (
     initial_params,
     parse_notepad,
 )
+from rftlab.rollout.episode import episode
 from rftlab.training.spectrum_calibration import measure_untrained
 from rftlab.training.spectrum_rollout import GroupSampler
+from rftlab.types import Policy
 
 
 def _play(memory: str, theta, seed: int, row: str = "sc2_3"):
     env = SpectrumRFTEnv(SpectrumRFTConfig(memory=memory, render=False))
     policy = SimulatedSpectrumPolicy(theta, memory=memory, temperature=1.3, record=True)
-    policy.reset(seed)
-    obs = env.reset(row, epoch=0)
-    while not obs.done:
-        res = env.step(policy.act(obs))
-        obs = res.observation if hasattr(res, "observation") else res[0]
-    return policy, env
+    traj = episode(env, policy, row, policy_seed=seed, epoch=0)
+    return policy, traj
 
 
 def _finite_difference(f, theta, h=1e-6):
@@ -139,3 +137,17 @@ def test_parse_notepad_never_raises(text):
     out = parse_notepad(text)
     assert all(isinstance(x, float) and math.isfinite(x) for x in out)
     assert len(out) <= 64
+
+
+@pytest.mark.parametrize("memory", ["echo", "notepad"])
+def test_policy_contract_and_replay_through_the_episode_loop(memory):
+    theta = initial_params("explicit")
+    policy = SimulatedSpectrumPolicy(theta, memory=memory)
+    assert isinstance(policy, Policy)
+    a = _play(memory, theta, seed=11)[1].metrics
+    b = _play(memory, theta, seed=11)[1].metrics
+    c = _play(memory, theta, seed=12)[1].metrics
+    assert a == b and a != c
+    assert a["scans_completed"] == 12
+    if memory == "notepad":
+        assert a["notepad_writes"] > 0 and a["notepad_reads"] > 0

@@ -39,6 +39,16 @@ BAND_LUCK = (
 )
 
 
+class PreflightFailed(RuntimeError):
+    """A spec failed its preflight; the message lists every failed check (``report`` has them all)."""
+
+    def __init__(self, report: PreflightReport):
+        self.report = report
+        failed = [c for c in report.checks if not c["passed"]]
+        lines = "\n".join(f"  {c['name']}: {c['detail']}" for c in failed)
+        super().__init__(f"preflight of arm {report.arm} failed {len(failed)} check(s):\n{lines}")
+
+
 @dataclass
 class PreflightReport:
     arm: str
@@ -186,4 +196,13 @@ def spectrum_preflight(
             "content, so a rising curve would not show memory use"
         )
         report.add("epoch_salt_changes_bands", ok, detail)
+    return report
+
+
+def require_preflight(spec: SpectrumArmSpec, **kwargs: Any) -> PreflightReport:
+    """``spectrum_preflight(spec)``, raising ``PreflightFailed`` when any check fails (for launchers that
+    must not spend money on a setup that cannot learn)."""
+    report = spectrum_preflight(spec, **kwargs)
+    if not report.passed:
+        raise PreflightFailed(report)
     return report

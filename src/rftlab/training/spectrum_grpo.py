@@ -32,6 +32,8 @@ from rftlab.runs.store import Run, atomic_write_text
 from rftlab.training.grpo import ADVANTAGE_KINDS, Adam, group_advantages, policy_gradient
 from rftlab.training.spectrum_rollout import BandAssignment, GroupSampler, band_per_row, summarize_rollouts
 
+# Part of every trainer config (and so of run.json): bump it whenever the simulated policy or the trainer
+# changes behaviour, so the local launcher stops reusing runs made by the old code.
 SIMULATOR_VERSION = "simulated-spectrum-v1"
 
 

@@ -5,7 +5,9 @@ The band each candidate faces comes from a *band assignment* function ``(row_id,
 band seed``. The correct one, ``band_per_row``, ignores the candidate (B.2: every candidate of a row
 shares one band); ``band_per_rollout`` reproduces the seed's historical bug (a band per rollout), for the
 preflight's tests. Every env call goes through ``_env_reset`` / ``_env_step`` (the one place that knows
-the env's call signature).
+the env's call signature). The K episodes advance in lockstep, so this is a vectorised counterpart of
+``rftlab.rollout.episode`` (which plays one episode of one ``Policy``; ``SimulatedSpectrumPolicy`` is that
+policy, and a test checks both give the same log-probability algebra).
 """
 
 from __future__ import annotations
@@ -59,9 +61,8 @@ def _env_reset(env: SpectrumRFTEnv, row_id: str, salt: str, seed: int):
 
 
 def _env_step(env: SpectrumRFTEnv, action: Any):
-    """One env call; returns the next observation (accepts tuple- and ``StepResult``-returning envs)."""
-    out = env.step(action)
-    return out.observation if hasattr(out, "observation") else out[0]
+    """One env call (``rftlab.types.StepResult``); returns the next observation."""
+    return env.step(action).observation
 
 
 # ------------------------------------------------------------------------------------ rollouts
