@@ -73,6 +73,7 @@ from rftlab.policies.simulated import PARAM_NAMES
 from rftlab.runs import load_run
 from rftlab.training.spectrum_calibration import calibration_table
 from rftlab.training.spectrum_ceilings import SEED_CEILINGS, ceiling_table
+from rftlab.training.spectrum_grpo import final_theta
 from rftlab.training.spectrum_power import (
     SEED_SIZES,
     inflate,
@@ -284,6 +285,23 @@ for ax, metric in zip(axes, ("mean_occ", "carry"), strict=True):
 axes[0].legend(ncol=2, fontsize=8)
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# What the simulated policy learned: its parameters before the first and after the last epoch (logit
+# weights; every logit is divided by the temperature). `carry.*` governs keeping remembered items,
+# `report.*` adding current peaks (`snr` = power above the noise floor, `width` = departure from 8 MHz),
+# `read`/`write` the notepad (arm D only).
+
+# %%
+param_rows = []
+for arm in ARM_ORDER:
+    first = runs[arm].metrics()[0]
+    last_theta = final_theta(runs[arm])
+    row = {"arm": arm}
+    for i, name in enumerate(PARAM_NAMES):
+        row[name] = f"{first[f'theta.{name}']:+.2f} → {last_theta[i]:+.2f}"
+    param_rows.append(row)
+display(table(pd.DataFrame(param_rows)))
 
 # %% [markdown]
 # ## 5. The control arms: flat or not?
@@ -576,6 +594,17 @@ axes[0].legend(fontsize=7)
 fig.suptitle("power to detect the seed's C-arm slope (first→last reading) vs one size factor")
 fig.tight_layout()
 plt.show()
+
+# %% [markdown]
+# The same curves as numbers, for the noisier reading of the seed floor (power to detect the seed's
+# C-arm slope, first→last reading, one factor varied):
+
+# %%
+noisy = curves[curves["noise"] == "floor: halves s.d."]
+for factor_name in ("rows", "candidates", "epochs", "runs"):
+    sub = noisy[noisy["factor"] == factor_name].pivot(index="metric", columns="value", values="power")
+    sub.columns = [f"{factor_name}={c}" for c in sub.columns]
+    display(table(sub.reset_index(), digits=2))
 
 # %% [markdown]
 # ## 11. Findings (computed from the numbers above)
