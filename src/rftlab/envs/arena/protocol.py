@@ -9,10 +9,11 @@ broadcast and an invalid action reply becomes WAIT.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from rftlab.envs.model_json import load_model_json
 
 from .rules import ACTION_KINDS, TRANSFER, WAIT, WAIT_ACTION, Action, legal_actions
 from .world import (
@@ -226,8 +227,8 @@ def _strict_object(raw: Any) -> ParseResult:
     if not isinstance(raw, str):
         return _fail("invalid_json")
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+        value = load_model_json(raw)  # a repeated key or too-deep nesting is invalid JSON too
+    except ValueError:
         return _fail("invalid_json")
     if not isinstance(value, dict):
         return _fail("not_object")
@@ -237,6 +238,8 @@ def _strict_object(raw: Any) -> ParseResult:
 def intent_from_json(value: Any) -> Action | None:
     """A well-formed intent object as an ``Action`` (type upper-cased), or ``None`` when malformed."""
     if not isinstance(value, dict) or not set(value) <= INTENT_KEYS or not isinstance(value.get("type"), str):
+        return None
+    if not value["type"].isascii():  # "ſcan".upper() == "SCAN", "waıt".upper() == "WAIT": not kinds
         return None
     kind = value["type"].upper()
     if kind not in ACTION_KINDS:
@@ -256,7 +259,10 @@ def intent_from_json(value: Any) -> Action | None:
 
 
 def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
-    """Strictly parse a BROADCAST reply against the sender's knowledge and legal actions (§8.4)."""
+    """Strictly parse a BROADCAST reply against the sender's knowledge and legal actions (§8.4). Never
+    raises: an ``agent_id`` that is not an agent of ``state`` (``"blue-9"``, ``None``, ``0``) is a sender
+    with no knowledge and no legal actions, so any fact fails ``unsupported_fact`` and any non-null intent
+    ``illegal_intent``."""
     parsed = _strict_object(raw)
     if not parsed.valid:
         return parsed
@@ -266,7 +272,8 @@ def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
     raw_facts = value["facts"]
     if not isinstance(raw_facts, list) or len(raw_facts) > MAX_FACTS:
         return _fail("facts_schema")
-    known = state.knowledge[agent_id]
+    sender_known = isinstance(agent_id, str) and agent_id in state.agents
+    known = state.knowledge[agent_id] if sender_known else {}
     facts: list[Observation] = []
     seen: set[str] = set()
     for item in raw_facts:
@@ -303,7 +310,7 @@ def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
     intent = None
     if value["intent"] is not None:
         intent = intent_from_json(value["intent"])
-        if intent is None or intent not in legal_actions(state, agent_id):
+        if intent is None or not sender_known or intent not in legal_actions(state, agent_id):
             return _fail("illegal_intent")
     request = value["request_resource"]
     if type(request) is not int or request not in (0, 1):
