@@ -151,3 +151,20 @@ def test_policy_contract_and_replay_through_the_episode_loop(memory):
     assert a["scans_completed"] == 12
     if memory == "notepad":
         assert a["notepad_writes"] > 0 and a["notepad_reads"] > 0
+
+
+def test_long_memory_lists_are_capped_not_crashing():
+    from types import SimpleNamespace
+
+    policy = SimulatedSpectrumPolicy(initial_params("explicit"), memory="echo")
+    policy.reset(0)
+    obs = SimpleNamespace(
+        peaks=[{"freq_mhz": 90.0, "power_dbm": -30.0, "width_mhz": 8.0}],
+        echo=[1.0 + 4.5 * i for i in range(40)],
+    )
+    report = policy.act(obs)
+    assert len(report) <= 16 and policy.offered == 16
+    with pytest.raises(ValueError, match="uniforms"):
+        decide_scan(
+            policy.theta, 1.2, ScanBatch.build([[]], [[1.0, 2.0]]), np.zeros((1, 1)), np.zeros((1, 0))
+        )

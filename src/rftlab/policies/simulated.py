@@ -231,6 +231,8 @@ def decide_scan(
     T = float(temperature)
     k, m = batch.mem.shape
     p = batch.peak_freq.shape[1]
+    if u_carry.shape[1] < m or u_report.shape[1] < p:
+        raise ValueError(f"need uniforms for {m} memory items and {p} peaks per candidate")
     logp = np.zeros(k)
     grad = np.zeros((k, N_PARAMS))
     # ---- carry: features [1, corroborated]
@@ -391,7 +393,8 @@ class SimulatedSpectrumPolicy:
 
     def _submit(self, obs, memory_items: Sequence[float] | None) -> list[float]:
         peaks = obs.peaks
-        batch = ScanBatch.build([peaks], [memory_items])
+        items = list(memory_items)[:MAX_REPORT] if memory_items else None  # a report holds at most 16
+        batch = ScanBatch.build([peaks], [items])
         u = self.rng.random(MAX_REPORT * 2 + len(peaks))
         dec = decide_scan(
             self.theta,
