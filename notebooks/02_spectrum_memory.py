@@ -178,7 +178,8 @@ display(table(pd.DataFrame(preflight_rows)))
 # `launcher.launch(spec)` reuses a finished run of the same spec, resumes an unfinished one, or trains a
 # new one (`rftlab arm launch SPEC.json --backend local` does the same from the shell). The local
 # backend maps the spec's LoRA learning rate onto the simulated policy's parameters with a fixed factor
-# (`rftlab.launch.local.SIMULATED_LR_SCALE`), so the probe's 1e-9 stays effectively zero.
+# (`rftlab.launch.local.SIMULATED_LR_SCALE`, ×100), so the probe's 1e-9 stays effectively zero; one Adam
+# step per 8 rows (6 steps per epoch at 48 rows), group-normalised advantages (`advantage: grpo`).
 
 # %%
 launcher = get_launcher(BACKEND)
