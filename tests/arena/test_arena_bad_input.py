@@ -57,20 +57,32 @@ def test_lower_case_ascii_types_stay_accepted_as_upstream():
 
 
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "valid", "notes"),
     [
-        '{"facts":[],"intent":null,"request_resource":0,"request_resource":1}',
-        '{"facts":[],"facts":[],"intent":null,"request_resource":0}',
-        '{"facts":[],"intent":{"type":"WAIT","type":"SCAN"},"request_resource":0}',
+        (
+            '{"facts":[],"intent":null,"request_resource":1,"request_resource":0}',
+            True,
+            ("duplicate_key:request_resource",),
+        ),
+        ('{"facts":[],"facts":[],"intent":null,"request_resource":0}', True, ("duplicate_key:facts",)),
+        ('{"facts":[],"intent":{"type":"WAIT","type":"SCAN"},"request_resource":0}', False, ()),
+        ('{"facts":[],"intent":null,"request_resource":0,"request_resource":5}', False, ()),
     ],
 )
-def test_duplicate_keys_are_invalid_json_in_broadcasts(raw):
-    assert parse_broadcast(raw, STATE, "blue-0").errors == ("invalid_json",)
+def test_duplicate_keys_resolve_last_wins_as_the_spec_keeps_but_are_recorded(raw, valid, notes):
+    """Spec §13 #6 keeps ``json``'s last-wins rule for fidelity (tightening would bump the eval version);
+    the parse records every repeated key in ``notes`` instead of letting it pass silently."""
+    result = parse_broadcast(raw, STATE, "blue-0")
+    assert result.valid is valid and result.notes == notes
+    if not valid:
+        assert result.errors in (("illegal_intent",), ("request_schema",))
 
 
-def test_duplicate_keys_and_deep_nesting_are_invalid_json_in_actions():
+def test_duplicate_keys_are_recorded_and_deep_nesting_is_invalid_json_in_actions():
     displayed = displayed_actions(STATE, "blue-0")
-    assert parse_action('{"action_id":"A0","action_id":"A1"}', displayed).errors == ("invalid_json",)
+    dup = parse_action('{"action_id":"A0","action_id":"A1"}', displayed)
+    assert dup.valid and dup.value == displayed[1] and dup.notes == ("duplicate_key:action_id",)
+    assert parse_action('{"action_id":"A1"}', displayed).notes == ()
     deep = "[" * 100_000 + "]" * 100_000
     assert parse_action(deep, displayed).errors == ("invalid_json",)
     assert parse_broadcast(deep, STATE, "blue-0").errors == ("invalid_json",)

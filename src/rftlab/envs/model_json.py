@@ -27,6 +27,23 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def duplicate_keys(text: str | bytes) -> tuple[str, ...]:
+    """The object keys that repeat within one object of ``text`` (valid JSON), in order of repetition.
+    For parsers whose spec keeps ``json``'s last-wins rule but must not let it pass silently."""
+    found: list[str] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                found.append(key)
+            seen.add(key)
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return tuple(found)
+
+
 def load_model_json(text: str | bytes) -> Any:
     """``json.loads(text)``; ``ValueError`` for invalid JSON, a repeated object key or too-deep nesting."""
     try:

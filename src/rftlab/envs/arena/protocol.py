@@ -9,11 +9,12 @@ broadcast and an invalid action reply becomes WAIT.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rftlab.envs.model_json import load_model_json
+from rftlab.envs.model_json import duplicate_keys
 
 from .rules import ACTION_KINDS, TRANSFER, WAIT, WAIT_ACTION, Action, legal_actions
 from .world import (
@@ -140,11 +141,14 @@ EMPTY_BROADCAST = Broadcast()
 
 @dataclass(frozen=True)
 class ParseResult:
-    """A strict parse: ``valid`` with the parsed ``value``, or invalid with exactly one error code."""
+    """A strict parse: ``valid`` with the parsed ``value``, or invalid with exactly one error code.
+    ``notes`` records what was accepted only as an upstream quirk (spec §13 #6): ``duplicate_key:<key>``
+    for each object key the reply repeated (the last value wins, as in Python's ``json``)."""
 
     valid: bool
     value: Any = None
     errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def error(self) -> str | None:
@@ -227,12 +231,14 @@ def _strict_object(raw: Any) -> ParseResult:
     if not isinstance(raw, str):
         return _fail("invalid_json")
     try:
-        value = load_model_json(raw)  # a repeated key or too-deep nesting is invalid JSON too
-    except ValueError:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nesting too deep to decode
         return _fail("invalid_json")
     if not isinstance(value, dict):
         return _fail("not_object")
-    return ParseResult(True, value)
+    # duplicate keys: last-wins is a kept upstream quirk (§13 #6), recorded rather than silent
+    notes = tuple(f"duplicate_key:{k}" for k in duplicate_keys(raw))
+    return ParseResult(True, value, (), notes)
 
 
 def intent_from_json(value: Any) -> Action | None:
@@ -315,7 +321,7 @@ def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
     request = value["request_resource"]
     if type(request) is not int or request not in (0, 1):
         return _fail("request_schema")
-    return ParseResult(True, Broadcast(tuple(facts), intent, request))
+    return ParseResult(True, Broadcast(tuple(facts), intent, request), (), parsed.notes)
 
 
 def parse_action(raw: Any, displayed: Sequence[Action]) -> ParseResult:
@@ -333,7 +339,7 @@ def parse_action(raw: Any, displayed: Sequence[Action]) -> ParseResult:
     significant = digits.lstrip("0") or "0"  # leading zeros are accepted, as upstream ("A01" is A1)
     if len(significant) > 9 or not 0 <= int(significant) < len(displayed):
         return _fail("action_id_range")
-    return ParseResult(True, displayed[int(significant)])
+    return ParseResult(True, displayed[int(significant)], (), parsed.notes)
 
 
 def broadcast_or_empty(result: ParseResult) -> Broadcast:
