@@ -245,6 +245,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (per-scan rewards included)")
     p.set_defaults(func=_cmd_bench90)
 
+    from rftlab.cli.spectrum_preflight import register_preflight
+
+    register_preflight(sub)
+
 
 def _dump(obj: object) -> None:
     from rftlab.cli import print_json
