@@ -4,6 +4,8 @@ Formats (labels, layout, number formatting, ids) are reproduced exactly. Prose (
 instructions) is the project's own wording by default (``PROJECT_TEXT``); ``load_upstream_text(folder)``
 is the explicit upstream-text mode that reads CLBench's prose from a folder laid out like
 ``data/clbench/`` (``upstream_text.json`` + ``templates/``), used for exact replay and prompt-hash tests.
+
+Cached: ``timestamp_utc`` (``functools.lru_cache``, 1024 entries): a scan index's timestamp string.
 """
 
 from __future__ import annotations
