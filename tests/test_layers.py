@@ -31,12 +31,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # (importing file relative to the source root, imported module) pairs allowed to point upward. Each entry
 # needs a reason; an entry that no longer matches anything fails the test below.
-ALLOWED: dict[tuple[str, str], str] = {
-    ("rftlab/envs/arena/baselines.py", "rftlab.policies.arena"): (
-        "compatibility shim for tests/analysis/test_stats_intervals.py (another branch's file), which still "
-        "imports rftlab.envs.arena.baselines; drop the shim and this entry once it imports rftlab.policies.arena"
-    ),
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path, root: Path) -> str:

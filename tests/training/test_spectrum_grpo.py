@@ -126,14 +126,14 @@ def test_notepad_write_cost_is_charged(tmp_path):
 
 
 def test_within_group_carry_stats_by_hand():
-    from rftlab.training.spectrum_rollout import within_group_carry_stats
+    from rftlab.training.group_stats import group_carry_stats
 
     groups = {
         "a": [(0.8, 1.0), (0.9, 2.0), (1.0, 3.0)],  # perfectly correlated, sd 0.1
         "b": [(0.5, 1.0), (0.7, 0.0), (None, 5.0)],  # corr -1 over the two defined carries
         "c": [(0.9, 1.0), (0.9, 2.0)],  # zero carry variance: skipped
     }
-    out = within_group_carry_stats(groups)
+    out = group_carry_stats(groups)
     assert out["n_groups"] == 2
     assert out["mean_corr_carry_reward"] == pytest.approx(0.0)
     assert out["mean_sd_carry"] == pytest.approx((0.1 + math.sqrt(0.02)) / 2)

@@ -38,6 +38,7 @@ from rftlab.policies.simulated import (
     format_notepad,
     parse_notepad,
 )
+from rftlab.training.group_stats import group_carry_stats
 
 BandAssignment = Callable[[str, str, int], int]
 
@@ -210,30 +211,6 @@ class GroupSampler:
         return GroupResult(rewards, grad, logp, records, traces)
 
 
-def within_group_carry_stats(groups: dict[Any, list[tuple[float | None, float]]]) -> dict[str, Any]:
-    """B.11 within-group statistics: per group, the sample sd of carry and Pearson corr(carry, reward) over
-    the candidates with a defined carry; then mean and median over groups, skipping groups with zero
-    variance in either variable. (The same definition as ``rftlab.analysis.summaries.group_carry_stats``,
-    which sits above this layer.)"""
-    sds, corrs = [], []
-    for members in groups.values():
-        pairs = np.array([(c, r) for c, r in members if c is not None], dtype=np.float64).reshape(-1, 2)
-        if pairs.shape[0] < 2:
-            continue
-        c, r = pairs[:, 0] - pairs[:, 0].mean(), pairs[:, 1] - pairs[:, 1].mean()
-        sc, sr = float(np.sum(c * c)), float(np.sum(r * r))
-        if sc == 0.0 or sr == 0.0:
-            continue
-        sds.append(float(np.sqrt(sc / (pairs.shape[0] - 1))))
-        corrs.append(float(np.sum(c * r) / np.sqrt(sc * sr)))
-    return {
-        "n_groups": len(sds),
-        "mean_sd_carry": float(np.mean(sds)) if sds else None,
-        "mean_corr_carry_reward": float(np.mean(corrs)) if corrs else None,
-        "median_corr_carry_reward": float(np.median(corrs)) if corrs else None,
-    }
-
-
 def summarize_rollouts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Epoch-level means of per-rollout records plus the within-group statistics (B.11)."""
     out: dict[str, Any] = {"n_rollouts": len(records)}
@@ -253,7 +230,7 @@ def summarize_rollouts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # the env's carry-rate needs an echo; in the notepad arm use the policy's own carry of what it read
     carry_key = "carry_rate" if any(r.get("carry_rate") is not None for r in records) else "memory_carry_rate"
     out["carry_metric"] = carry_key
-    stats = within_group_carry_stats(
+    stats = group_carry_stats(
         {row: [(m.get(carry_key), m["reward"]) for m in members] for row, members in groups.items()}
     )
     out["within_group_corr_carry_reward"] = stats["mean_corr_carry_reward"]

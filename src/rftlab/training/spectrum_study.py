@@ -1,4 +1,4 @@
-"""Summaries of the spectrum-memory study's runs (the numbers ``notebooks/02_spectrum_memory.py`` shows).
+"""Summaries of the spectrum-memory study's runs (the numbers ``notebooks/02_memory.py`` shows).
 
 The replication unit of a training curve is the epoch (``specs/statistics.md`` §1): per-epoch means are
 the points of a trend; inside an epoch the band (row) is the unit, so per-epoch standard errors are taken
