@@ -37,6 +37,7 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--output", help="audit report path (default DIR/audit.json)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(func=_audit)
+    register_eval_subcommands(commands)
 
 
 def _build_sft(args: argparse.Namespace) -> int:
@@ -90,3 +91,142 @@ def _audit(args: argparse.Namespace) -> int:
         return 0
     print(f"audit FAILED: {len(report.failures)} failure(s)", file=sys.stderr)
     return 1
+
+
+def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
+    manifest = commands.add_parser(
+        "manifest", help="print the frozen 60-case manifest SHA-256 (refused if changed)"
+    )
+    manifest.add_argument(
+        "--check", metavar="FILE", help="verify a [[seed,size,style],...] JSON file against it"
+    )
+    manifest.add_argument("--json", action="store_true", help="print the cases and hash as JSON")
+    manifest.set_defaults(func=_manifest)
+
+    ev = commands.add_parser("eval", help="frozen 60-case evaluation under the four message conditions")
+    ev.add_argument("--provider", required=True, choices=["oracle", "endpoint", "local"])
+    ev.add_argument("--output-dir", required=True)
+    ev.add_argument("--model", default=None, help="endpoint: model name sent in the request")
+    ev.add_argument(
+        "--base-url", default=None, help="endpoint: OpenAI-compatible base URL (default %(default)s)"
+    )
+    ev.add_argument(
+        "--api-key-env",
+        default=None,
+        help="endpoint: environment variable holding the key (never written out)",
+    )
+    ev.add_argument(
+        "--max-tokens", type=int, default=None, help="endpoint: completion token limit (default 192)"
+    )
+    ev.add_argument(
+        "--local-policy",
+        default="scripted",
+        choices=["scripted", "scripted-no-inbox"],
+        help="local: the in-process policy (scripted team policy, with or without reading the inbox)",
+    )
+    ev.add_argument("--case-stride", type=int, default=1, help="evaluate every k-th case (smoke runs only)")
+    ev.add_argument("--validation-data", metavar="DIR", help="also score DIR/validation.jsonl (gates G1-G4)")
+    ev.add_argument("--force", action="store_true", help="overwrite an existing evaluation in --output-dir")
+    ev.set_defaults(func=_eval)
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    from rftlab.envs.arena.cases import FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256
+
+    try:
+        cases = frozen_cases()
+    except RuntimeError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
+    if args.check:
+        path = Path(args.check)
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8"))
+            payload = json.dumps(listed, separators=(",", ":"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--check {path}: cannot read a JSON manifest ({exc})") from exc
+        import hashlib
+
+        digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        if digest != FROZEN_MANIFEST_SHA256:
+            print(
+                f"rftlab: refused: {path} hashes to {digest}, not the frozen {FROZEN_MANIFEST_SHA256}",
+                file=sys.stderr,
+            )
+            return 1
+    if args.json:
+        out = {"manifest_sha256": manifest_sha256(cases), "cases": [[c.seed, c.size, c.style] for c in cases]}
+        print(json.dumps(out, indent=2))
+    else:
+        print(manifest_sha256(cases))
+    return 0
+
+
+def _provider(args: argparse.Namespace):
+    from rftlab.training import arena_sft_eval as ev
+
+    if args.provider == "oracle":
+        return ev.OracleProvider()
+    if args.provider == "local":
+        return ev.ScriptedProvider(use_inbox=args.local_policy == "scripted")
+    if not args.model:
+        raise UsageError("--provider endpoint needs --model")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be >= 1")
+    return ev.EndpointProvider(
+        model=args.model,
+        base_url=args.base_url or ev.DEFAULT_BASE_URL,
+        api_key_env=args.api_key_env or ev.DEFAULT_API_KEY_ENV,
+        max_tokens=args.max_tokens or ev.OPENAI_MAX_TOKENS,
+    )
+
+
+def _read_rows(path: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena_eval import format_summary, summarize_eval
+    from rftlab.envs.arena.cases import FROZEN_CASE_COUNT
+    from rftlab.training.arena_sft_eval import EndpointError, run_frozen_eval, run_validation
+
+    if args.case_stride < 1:
+        raise UsageError("--case-stride must be >= 1")
+    out = Path(args.output_dir)
+    if (out / "summary.json").exists() and not args.force:
+        raise UsageError(f"{out} already holds an evaluation; pass --force to overwrite it")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--output-dir {out} exists and is not a directory")
+    validation_rows = None
+    if args.validation_data:
+        path = Path(args.validation_data) / "validation.jsonl"
+        if not path.is_file():
+            raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
+        validation_rows = _read_rows(path)
+    provider = _provider(args)
+    try:
+        records = run_frozen_eval(provider, range(0, FROZEN_CASE_COUNT, args.case_stride))
+        validation = run_validation(provider, validation_rows) if validation_rows is not None else None
+    except EndpointError as exc:
+        print(f"rftlab: error: endpoint failed: {exc}", file=sys.stderr)
+        return 1
+    summary = summarize_eval(records, provider.describe(), validation)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_text(out / "rows.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    if validation is not None:
+        _write_text(
+            out / "validation.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in validation)
+        )
+    _write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(format_summary(summary))
+    print(f"wrote {out / 'rows.jsonl'} and {out / 'summary.json'}")
+    return 0
