@@ -38,6 +38,7 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(func=_audit)
     register_eval_subcommands(commands)
+    register_gate_subcommands(commands)
 
 
 def _build_sft(args: argparse.Namespace) -> int:
@@ -230,3 +231,57 @@ def _eval(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     print(f"wrote {out / 'rows.jsonl'} and {out / 'summary.json'}")
     return 0
+
+
+def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
+    gates = commands.add_parser(
+        "gates", help="Stage-1 SFT promotion gates from a base and a candidate evaluation"
+    )
+    gates.add_argument("--base", required=True, help="base model evaluation directory (or its summary.json)")
+    gates.add_argument(
+        "--candidate", required=True, help="candidate evaluation directory (or its summary.json)"
+    )
+    gates.add_argument("--spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
+    gates.add_argument("--output", help="write the evaluation as JSON here")
+    gates.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    gates.set_defaults(func=_gates)
+
+
+def _gates(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena_gates import (
+        DEFAULT_GATE_SPEC as spec_default,
+    )
+    from rftlab.analysis.arena_gates import (
+        SummaryError,
+        evaluate_arena_gates,
+        gate_rows,
+        gate_table,
+        load_summary,
+        verdicts,
+    )
+
+    spec = Path(args.spec) if args.spec else spec_default
+    if not spec.is_file():
+        raise UsageError(f"gate spec {spec} does not exist")
+    try:
+        base, candidate = load_summary(args.base), load_summary(args.candidate)
+        evaluation, labels, claim_gates = evaluate_arena_gates(base, candidate, spec)
+    except SummaryError as exc:
+        raise UsageError(str(exc)) from exc
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"gate spec {spec} or a summary is malformed: {exc}") from exc
+    verdict = verdicts(evaluation, labels, claim_gates)
+    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation, labels), "verdicts": verdict}
+    if args.output:
+        _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True, default=str))
+    else:
+        print(gate_table(evaluation, labels))
+        print(f"\ngate spec {spec} sha256 {evaluation.spec_sha256}")
+        claims = ", ".join(claim_gates) or "none"
+        print(f"{out['n_failed']} of {out['n_checks']} checks failed")
+        print(f"promotion (every gate except {claims}): {'PASS' if verdict['promotion'] else 'FAIL'}")
+        supported = "supported" if verdict["communication_claim"] else "not supported"
+        print(f"communication claim ({claims}): {supported}")
+    return 0 if verdict["promotion"] else 1
