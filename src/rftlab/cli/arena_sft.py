@@ -39,6 +39,7 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     audit.set_defaults(func=_audit)
     register_eval_subcommands(commands)
     register_gate_subcommands(commands)
+    register_handoff_subcommand(commands)
 
 
 def _build_sft(args: argparse.Namespace) -> int:
@@ -285,3 +286,39 @@ def _gates(args: argparse.Namespace) -> int:
         supported = "supported" if verdict["communication_claim"] else "not supported"
         print(f"communication claim ({claims}): {supported}")
     return 0 if verdict["promotion"] else 1
+
+
+def register_handoff_subcommand(commands: argparse._SubParsersAction) -> None:
+    handoff = commands.add_parser(
+        "handoff", help="write the GPU handoff document from the built data and recipe"
+    )
+    handoff.add_argument(
+        "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
+    )
+    handoff.add_argument("--out", help="output Markdown file (default DATA/GPU_HANDOFF.md; '-' prints it)")
+    handoff.add_argument("--gate-spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
+    handoff.add_argument("--oracle-eval", help="an oracle evaluation directory whose summary is quoted")
+    handoff.set_defaults(func=_handoff)
+
+
+def _handoff(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena_gates import DEFAULT_GATE_SPEC as spec_default
+    from rftlab.analysis.arena_gates import SummaryError, load_summary
+    from rftlab.training.arena_sft_handoff import HandoffError, render_handoff
+
+    spec = Path(args.gate_spec) if args.gate_spec else spec_default
+    if not spec.is_file():
+        raise UsageError(f"gate spec {spec} does not exist")
+    try:
+        oracle = load_summary(args.oracle_eval) if args.oracle_eval else None
+        text = render_handoff(args.data, gate_spec=spec, oracle_summary=oracle)
+    except (HandoffError, SummaryError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.out == "-":
+        print(text, end="")
+        return 0
+    out = Path(args.out) if args.out else Path(args.data) / "GPU_HANDOFF.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_text(out, text)
+    print(f"wrote {out}")
+    return 0
