@@ -47,6 +47,7 @@ def condition_block(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     reward = mean_ci([r["environment_reward"] for r in rows])
     regret = mean_ci([r["regret"] for r in rows])
     low, high = wilson_interval(optimal, n)
+    low, high = max(0.0, low), min(1.0, high)  # float rounding can leave -1e-17 at k = 0
     return {
         "cases": n,
         "strict_action_rate": statistics.fmean(r["strict_action_rate"] for r in rows),
