@@ -18,8 +18,8 @@ from rftlab.cli import main
 from rftlab.envs.arena.cases import frozen_cases
 from rftlab.envs.arena.protocol import action_prompt, broadcast_prompt, encode_broadcast, oracle_broadcast
 from rftlab.envs.arena.rules import step
-from rftlab.envs.arena.scripted import deterministic_policy, local_policy_action
 from rftlab.envs.arena.world import generate_state, team_agent_ids
+from rftlab.policies.arena import deterministic_policy, local_policy_action
 from rftlab.training.arena_sft import SftConfig, build_rows
 from rftlab.training.arena_sft_eval import (
     EndpointError,

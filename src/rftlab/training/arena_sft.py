@@ -37,7 +37,6 @@ from rftlab.envs.arena.protocol import (
     parse_broadcast,
 )
 from rftlab.envs.arena.rules import SCAN, TRANSFER, WAIT, Action, step
-from rftlab.envs.arena.scripted import deterministic_policy, local_policy_action
 from rftlab.envs.arena.world import (
     ARENA_VERSION,
     BLUE,
@@ -50,6 +49,7 @@ from rftlab.envs.arena.world import (
     sha256_hex,
     team_agent_ids,
 )
+from rftlab.policies.arena import deterministic_policy, local_policy_action
 
 DATASET_VERSION = "rftlab-arena-sft-v2"
 UPSTREAM_DATASET_VERSION = "arena-sft-v2"

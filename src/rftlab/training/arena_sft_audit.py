@@ -30,8 +30,8 @@ from rftlab.envs.arena.protocol import (
     parse_broadcast,
 )
 from rftlab.envs.arena.rules import ACTION_KINDS, Action
-from rftlab.envs.arena.scripted import deterministic_policy, local_policy_action
 from rftlab.envs.arena.world import BLUE, RED, GameState, generate_mechanics_state, generate_state
+from rftlab.policies.arena import deterministic_policy, local_policy_action
 
 from .arena_sft import (
     ANSWER_LEAK_MARKERS,

@@ -50,7 +50,6 @@ from rftlab.envs.arena.rules import (
     redundant_agents,
     step,
 )
-from rftlab.envs.arena.scripted import STYLE_BONUS, deterministic_policy
 from rftlab.envs.arena.world import (
     ARENA_VERSION,
     BLUE,
@@ -63,6 +62,7 @@ from rftlab.envs.arena.world import (
     generate_state,
     team_agent_ids,
 )
+from rftlab.policies.arena import STYLE_BONUS, deterministic_policy
 
 EVAL_VERSION = "rftlab-arena-eval-v2"
 CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled")
