@@ -59,8 +59,15 @@ from rftlab.training.arena_sft import (
     write_dataset,
 )
 from rftlab.training.arena_sft_audit import audit_dataset
-from rftlab.training.arena_sft_eval import OracleProvider, ScriptedProvider, run_frozen_eval, run_validation
+from rftlab.training.arena_sft_eval import (
+    EndpointProvider,
+    OracleProvider,
+    ScriptedProvider,
+    run_frozen_eval,
+    run_validation,
+)
 from rftlab.training.arena_sft_handoff import STAGE1_RECIPE, render_handoff
+from rftlab.training.arena_sft_server import ArenaPolicyServer
 
 work = Path(WORK_DIR)
 if work.exists():
@@ -177,6 +184,10 @@ print("\n".join(tamper_audit.failures[:6]))
 # - **scripted** reads only its prompt: its own local-priority action, the reference-style broadcast of that
 #   action, and in the ACT phase it skips a target a lower-numbered teammate declared;
 # - **scripted, inbox ignored** is the same policy without reading messages, a "base" that cannot use them.
+#
+# The scripted policy is evaluated twice: in process (`local` provider) and through the local
+# OpenAI-compatible policy server over HTTP (`endpoint` provider, temperature 0, thinking off), exactly as a
+# served model would be. The two runs must agree case by case.
 
 # %%
 cases_run = list(range(0, FROZEN_CASE_COUNT, CASE_STRIDE))
@@ -199,6 +210,16 @@ for label, provider in providers.items():
     out.mkdir(parents=True)
     (out / "rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     (out / "summary.json").write_text(json.dumps(summaries[label], indent=2, sort_keys=True) + "\n")
+    if label == "scripted":
+        local_records = records
+
+with ArenaPolicyServer() as server:  # bound to 127.0.0.1; no key needed locally
+    started = time.perf_counter()
+    served_records = run_frozen_eval(EndpointProvider("scripted-balanced", server.base_url), cases_run)
+    served_seconds = time.perf_counter() - started
+    served_requests = len(server.requests)
+strip_model = [{k: v for k, v in r.items() if k != "model"} for r in served_records]
+served_agrees = strip_model == [{k: v for k, v in r.items() if k != "model"} for r in local_records]
 
 table = []
 for label, s in summaries.items():
@@ -233,7 +254,8 @@ display(
         + ", ".join(f"{k} {s['message_strict_rate']:.3f}" for k, s in summaries.items())
         + ". Evaluation time per policy (cases and validation split): "
         + ", ".join(f"{k} {v:.1f} s" for k, v in eval_seconds.items())
-        + "."
+        + f". Through the policy server: {served_requests} HTTP chat completions in {served_seconds:.1f} s; the "
+        f"records {'equal' if served_agrees else 'DIFFER from'} the in-process run in every case."
     )
 )
 
