@@ -127,3 +127,12 @@ def test_local_tinker_sft_run_trains_and_gives_a_verdict(rows, tmp_path, monkeyp
     assert result.problems == ()
     assert set(result.schema_valid) == {"ACT", "BROADCAST"}
     assert result.passed == all(v >= 0.99 for v in result.schema_valid.values())
+
+
+def test_sft_smoke_cli_rejects_bad_input(tmp_path, capsys):
+    from rftlab.cli import main
+
+    assert main(["arena", "sft-smoke", "--data", str(tmp_path)]) == 2
+    assert "overfit_256.jsonl does not exist" in capsys.readouterr().err
+    (tmp_path / "overfit_256.jsonl").write_text("")
+    assert main(["arena", "sft-smoke", "--data", str(tmp_path), "--steps", "0"]) == 2

@@ -40,6 +40,7 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     register_eval_subcommands(commands)
     register_gate_subcommands(commands)
     register_handoff_subcommand(commands)
+    register_sft_subcommand(commands)
 
 
 def _build_sft(args: argparse.Namespace) -> int:
@@ -322,3 +323,87 @@ def _handoff(args: argparse.Namespace) -> int:
     _write_text(out, text)
     print(f"wrote {out}")
     return 0
+
+
+def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
+    smoke = commands.add_parser(
+        "sft-smoke",
+        help="overfit smoke test: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
+        "strict-JSON scoring of the same rows (tinker with TINKER_API_KEY, else the local backend)",
+    )
+    smoke.add_argument(
+        "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
+    )
+    smoke.add_argument("--rows", type=int, default=256, help="use the first N overfit rows (default 256)")
+    smoke.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's 96)")
+    smoke.add_argument(
+        "--batch-size", type=int, default=None, help="rows per step (default: the recipe's 16)"
+    )
+    smoke.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default: the recipe's 1e-4)"
+    )
+    smoke.add_argument("--max-tokens", type=int, default=224, help="greedy completion limit")
+    smoke.add_argument(
+        "--base-model",
+        default=None,
+        help="base model (default: the recipe's model on tinker; a tiny long-context Qwen3 built under "
+        "--work-dir on the local backend)",
+    )
+    smoke.add_argument(
+        "--work-dir", default="runs/arena_sft_smoke", help="local model and checkpoint storage"
+    )
+    smoke.add_argument("--output", help="write the verdict as JSON here")
+    smoke.set_defaults(func=_sft_smoke)
+
+
+def _sft_smoke(args: argparse.Namespace) -> int:
+    import os
+
+    from rftlab.training.arena_sft_handoff import STAGE1_RECIPE
+    from rftlab.training.arena_sft_tinker import (
+        LOCAL_LONG_CONTEXT,
+        SftError,
+        local_long_context_model,
+        overfit_smoke_test,
+        service_client,
+    )
+
+    path = Path(args.data) / "overfit_256.jsonl"
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
+    for name in ("rows", "steps", "batch_size", "max_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    rows = _read_rows(path)[: args.rows]
+    work = Path(args.work_dir)
+    on_tinker = bool(os.environ.get("TINKER_API_KEY"))
+    if on_tinker:
+        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), None
+    else:
+        model = args.base_model or local_long_context_model(work / "tiny-qwen3-4k")
+        client = service_client(storage_dir=work / "checkpoints", model_dirs=[model])
+        max_length = LOCAL_LONG_CONTEXT
+    try:
+        result = overfit_smoke_test(
+            client,
+            rows,
+            model,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            base_lr=args.lr,
+            max_tokens=args.max_tokens,
+            max_length=max_length,
+        )
+    except SftError as exc:
+        raise UsageError(str(exc)) from exc
+    out = {
+        "backend": "tinker" if on_tinker else "local",
+        "base_model": model,
+        "rows": len(rows),
+        **result.to_dict(),
+    }
+    if args.output:
+        _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0 if result.passed else 1
