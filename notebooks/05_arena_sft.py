@@ -36,6 +36,8 @@ MECHANICS_PER_KIND = 8 if QUICK else 32
 SILENCE_EXAMPLES = 16 if QUICK else 512
 CASE_STRIDE = 5 if QUICK else 1
 WORK_DIR = "runs/arena_sft_quick" if QUICK else "runs/arena_sft"  # runs/ is not committed
+# Overfit smoke on the local tinker-compatible backend (a tiny random-init Qwen3, CPU): rows, steps, peak lr.
+SMOKE_ROWS, SMOKE_STEPS, SMOKE_LR = (2, 3, 1e-2) if QUICK else (4, 12, 1e-2)
 
 # %%
 # (imports follow the parameters cell, which must come first)
@@ -191,9 +193,7 @@ print("\n".join(tamper_audit.failures[:6]))
 
 # %%
 cases_run = list(range(0, FROZEN_CASE_COUNT, CASE_STRIDE))
-validation_rows = [
-    json.loads(line) for line in (work / "data" / "validation.jsonl").read_text().splitlines()
-]
+validation_rows = [json.loads(line) for line in (work / "data" / "validation.jsonl").read_text().splitlines()]
 providers = {
     "oracle": OracleProvider(),
     "scripted": ScriptedProvider(),
@@ -265,8 +265,12 @@ conditions = ["generated", "dropped", "reference", "shuffled"]
 width = 0.27
 for j, (label, s) in enumerate(summaries.items()):
     means = [s["conditions"][c]["mean_oracle_regret"] for c in conditions]
-    lows = [m - s["conditions"][c]["mean_oracle_regret_95"][0] for m, c in zip(means, conditions, strict=True)]
-    highs = [s["conditions"][c]["mean_oracle_regret_95"][1] - m for m, c in zip(means, conditions, strict=True)]
+    lows = [
+        m - s["conditions"][c]["mean_oracle_regret_95"][0] for m, c in zip(means, conditions, strict=True)
+    ]
+    highs = [
+        s["conditions"][c]["mean_oracle_regret_95"][1] - m for m, c in zip(means, conditions, strict=True)
+    ]
     ax.bar(np.arange(4) + (j - 1) * width, means, width, yerr=[lows, highs], capsize=3, label=label)
 ax.set_xticks(np.arange(4), conditions)
 ax.set_ylabel("mean oracle regret (95% CI)")
@@ -337,7 +341,9 @@ display(Markdown(pd.DataFrame(slices).to_markdown(index=False, floatfmt=".3f")))
 # %%
 gate_results = {}
 for candidate in ("scripted", "oracle"):
-    evaluation, labels, claims = evaluate_arena_gates(summaries["scripted, inbox ignored"], summaries[candidate])
+    evaluation, labels, claims = evaluate_arena_gates(
+        summaries["scripted, inbox ignored"], summaries[candidate]
+    )
     gate_results[candidate] = (evaluation, verdicts(evaluation, labels, claims))
     display(Markdown(f"**Candidate: {candidate}** (base: scripted, inbox ignored)"))
     display(Markdown(gate_table(evaluation, labels)))
@@ -374,8 +380,59 @@ display(
 )
 
 # %% [markdown]
+# ## 7. The SFT path on the local tinker-compatible backend
+#
+# `rftlab.training.arena_sft_tinker` renders rows with the Qwen3-Instruct chat template, puts loss weight on
+# the reply and its end-of-turn token only, trains LoRA with `cross_entropy` and the recipe's AdamW
+# schedule, then samples greedily and scores the trained rows (the seed's overfit smoke test). With
+# `TINKER_API_KEY` set it runs on Tinker; here it runs on the in-process backend with a tiny random-init
+# Qwen3 (context widened to 4,096 byte tokens so a whole arena prompt fits). That model is a plumbing check
+# only: a few CPU steps cannot teach it strict JSON, so the verdict below is expected to be a stop.
+
+# %%
+from rftlab.training.arena_sft_tinker import (  # noqa: E402
+    LOCAL_LONG_CONTEXT,
+    get_arena_renderer,
+    local_long_context_model,
+    overfit_smoke_test,
+    service_client,
+    template_and_mask_problems,
+)
+from rftlab.training.local_tinker import byte_tokenizer  # noqa: E402
+
+overfit = [json.loads(line) for line in (work / "data" / "overfit_256.jsonl").read_text().splitlines()]
+mask_problems = template_and_mask_problems(
+    overfit, get_arena_renderer(byte_tokenizer()), byte_tokenizer(), LOCAL_LONG_CONTEXT
+)
+pick = [r for r in overfit if r["metadata"]["phase"] == "ACT"][: SMOKE_ROWS // 2]
+pick += [r for r in overfit if r["metadata"]["phase"] == "BROADCAST"][: SMOKE_ROWS - len(pick)]
+tiny = local_long_context_model(work / "tiny-qwen3-4k")
+started = time.perf_counter()
+smoke = overfit_smoke_test(
+    service_client(storage_dir=work / "checkpoints", model_dirs=[tiny]),
+    pick,
+    tiny,
+    steps=SMOKE_STEPS,
+    batch_size=min(4, len(pick)),
+    base_lr=SMOKE_LR,
+    max_tokens=32,
+    max_length=LOCAL_LONG_CONTEXT,
+)
+smoke_seconds = time.perf_counter() - started
+display(
+    Markdown(
+        f"Loss-mask and template checks on all {len(overfit)} overfit rows: "
+        f"{'no defect' if not mask_problems else f'{len(mask_problems)} defects'}. "
+        f"Local run on {len(pick)} rows, {SMOKE_STEPS} steps: loss per weighted token "
+        f"{smoke.losses[0]:.3f} → {smoke.losses[-1]:.3f} in {smoke_seconds:.0f} s; strict schema validity "
+        + ", ".join(f"{k} {v:.2f}" for k, v in smoke.schema_valid.items() if v is not None)
+        + f" (threshold {smoke.threshold}). Verdict: {smoke.diagnosis}."
+    )
+)
+
+# %% [markdown]
 # ## What this does not show
 #
-# No model was trained or served: the Tinker SFT path and the 256-row overfit smoke test are not run in
-# this notebook, so every number about a *model* (base or SFT) is still to come from the GPU machine. The
+# No language model was trained for real or served: the LoRA run and the full 256-row overfit test belong
+# on the GPU machine (or Tinker), so every number about a *model* (base or SFT) is still to come. The
 # scripted policies only exercise the gates; their verdicts say nothing about a language model.
