@@ -280,3 +280,13 @@ def test_validation_scorer_never_raises_on_model_output(validation_rows, text):
         scored = score_validation_reply(row, text)
         assert set(scored) >= {"schema_valid", "legal", "supported", "exact", "ordered_exact"}
         assert not scored["legal"] or scored["schema_valid"]
+
+
+def test_eval_cli_refuses_a_changed_manifest(tmp_path, monkeypatch, capsys):
+    import rftlab.envs.arena.cases as cases
+
+    monkeypatch.setattr(cases, "FROZEN_MANIFEST_SHA256", "0" * 64)
+    assert main(["arena", "eval", "--provider", "oracle", "--output-dir", str(tmp_path / "o")]) == 1
+    assert main(["arena", "manifest"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("refused") == 2 and not (tmp_path / "o").exists()

@@ -229,3 +229,11 @@ def test_gates_cli(tmp_path, capsys):
     assert main(["arena", "gates", "--base", str(tmp_path / "b"), "--candidate", str(tmp_path / "c")]) == 2
     assert "is not JSON" in capsys.readouterr().err
     assert main(["arena", "gates", "--base", str(tmp_path / "nope"), "--candidate", str(tmp_path / "c")]) == 2
+
+
+def test_a_summary_off_the_frozen_manifest_is_not_compared():
+    base, candidate = _summaries()
+    for summary in (base, candidate):
+        summary["manifest_sha256"] = "f" * 64
+    check = _verdict(base, candidate, "regret_difference_ci_high")
+    assert not check.passed and "is not the frozen manifest" in check.evidence["paired_comparison"]

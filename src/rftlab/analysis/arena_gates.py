@@ -74,6 +74,11 @@ def gate_metrics(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
                 False,
                 f"{key} differs: base {base.get(key)!r}, candidate {candidate.get(key)!r}",
             )
+    if comparable and candidate.get("manifest_sha256") != FROZEN_MANIFEST_SHA256:
+        comparable, why = (
+            False,
+            f"manifest_sha256 {candidate.get('manifest_sha256')!r} is not the frozen manifest",
+        )
     base_cases = {_case_key(c): c for c in base["per_case"]}
     cand_cases = {_case_key(c): c for c in candidate["per_case"]}
     if comparable and (

@@ -215,6 +215,13 @@ def _eval(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
         validation_rows = _read_rows(path)
+    from rftlab.envs.arena.cases import frozen_cases
+
+    try:
+        frozen_cases()
+    except RuntimeError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
     provider = _provider(args)
     try:
         records = run_frozen_eval(provider, range(0, FROZEN_CASE_COUNT, args.case_stride))
