@@ -24,7 +24,8 @@
 # oracle and for two scripted policies that answer through the same prompts and strict parsers, measures
 # what the messages change, and evaluates the promotion gates. No language model is trained or served here:
 # the scripted policies stand in for "base" and "candidate" so that every gate is exercised on real
-# summaries. All computation lives in `rftlab.training.arena_sft*` and `rftlab.analysis.arena_*`.
+# summaries, and a tiny random-init model only checks the SFT plumbing (section 7). All computation lives
+# in `rftlab.training.arena_sft*` and `rftlab.analysis.arena_*`.
 
 # %% tags=["parameters"]
 import os
