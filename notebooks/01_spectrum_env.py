@@ -36,6 +36,7 @@
 
 # %% tags=["parameters"]
 import os
+from dataclasses import astuple
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 SEED = 0  # band row ids are f"bl{SEED}_{i}", the same bands as `rftlab spectrum baselines --seed 0`
@@ -65,7 +66,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.summaries import rft_reference_runs
+from rftlab.analysis.display import markdown_table, pm, r3
+from rftlab.analysis.summaries import mean_se, rft_reference_runs
 from rftlab.envs.spectrum.rft import NUM_SCANS
 from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
 from rftlab.rewards.spectrum import early_late
@@ -85,32 +87,6 @@ RFT_DESCRIPTIONS = {
     "oracle": "the true channel centres (reads hidden ground truth)",
 }
 ARM_STYLE = {"echo": "-", "scrambled": "--"}
-
-
-def mean_se(values):
-    """Mean and standard error over bands (the replication unit)."""
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return values.mean(), se
-
-
-def r3(x):
-    """``x`` rounded to 3 decimals for display, without a negative zero."""
-    return round(float(x), 3) + 0.0
-
-
-def pm(mean, se, signed=True):
-    """``mean ± s.e.`` as text (3 decimals)."""
-    return f"{r3(mean):+.3f} ± {r3(se):.3f}" if signed else f"{r3(mean):.3f} ± {r3(se):.3f}"
-
-
-def table(df, floatfmt=".3f"):
-    """A DataFrame as a Markdown table: numbers to 3 decimals (no negative zero), "–" where undefined."""
-    numeric = df.select_dtypes("number").columns
-    df = df.copy()
-    df[numeric] = df[numeric].round(3) + 0.0
-    df = df.astype(object).where(df.notna(), None)  # tabulate prints None as missingval
-    return Markdown(df.to_markdown(index=False, floatfmt=floatfmt, missingval="–"))
 
 
 # %% [markdown]
@@ -173,7 +149,7 @@ def arm_table(arm):
 for arm in ARMS:
     label = "real running list" if arm == "echo" else "scrambled running list (the control)"
     display(Markdown(f"**Memory arm `{arm}`: {label}, {N_BANDS} bands.**"))
-    display(table(arm_table(arm)))
+    display(Markdown(markdown_table(arm_table(arm))))
 
 # %% [markdown]
 # ### What scrambling changes
@@ -192,11 +168,11 @@ for name in RFT_POLICIES:
     diff_rows.append(
         {
             "policy": name,
-            "Δ mean_occ (scrambled − echo) ± s.e.": pm(*d_occ),
-            "Δ memory_gain (scrambled − echo) ± s.e.": pm(*d_gain),
+            "Δ mean_occ (scrambled − echo) ± s.e.": pm(d_occ.mean, d_occ.se),
+            "Δ memory_gain (scrambled − echo) ± s.e.": pm(d_gain.mean, d_gain.se),
         }
     )
-display(table(pd.DataFrame(diff_rows)))
+display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
 
 # %% [markdown]
 # ## 2. Scan by scan: the late-versus-early rise is `memory_gain`
@@ -333,10 +309,10 @@ plt.show()
 avail_rows = []
 for name in AVAIL_POLICIES:
     sub = episodes[(episodes["arm"] == "echo") & (episodes["policy"] == name)]
-    occ_m, occ_se = mean_se(sub["mean_occ"])
-    av_m, av_se = mean_se(sub["mean_avail"])
-    g_m, g_se = mean_se(sub["memory_gain"])
-    ag_m, ag_se = mean_se(sub["avail_gain"])
+    occ_m, occ_se, _ = astuple(mean_se(sub["mean_occ"]))
+    av_m, av_se, _ = astuple(mean_se(sub["mean_avail"]))
+    g_m, g_se, _ = astuple(mean_se(sub["memory_gain"]))
+    ag_m, ag_se, _ = astuple(mean_se(sub["avail_gain"]))
     avail_rows.append(
         {
             "policy": name,
@@ -346,7 +322,7 @@ for name in AVAIL_POLICIES:
             "avail_gain ± s.e.": pm(ag_m, ag_se),
         }
     )
-display(table(pd.DataFrame(avail_rows)))
+display(Markdown(markdown_table(pd.DataFrame(avail_rows))))
 
 
 # %%
@@ -406,7 +382,7 @@ def bench_row(name, res):
 
 
 display(Markdown(f"**Bench reference policies, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()])))
+display(Markdown(markdown_table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()]))))
 
 # %% [markdown]
 # The same bench, answered by the RFT policies through the training-to-bench bridge (`RFTPolicyOnBench`,
@@ -423,7 +399,7 @@ bridge = {
     for name in BRIDGE_POLICIES
 }
 display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()])))
+display(Markdown(markdown_table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()]))))
 
 # %% [markdown]
 # ## Conclusions
@@ -494,7 +470,7 @@ display(
                 f"{echo_mean('accumulate', 'mean_avail'):.3f} available-IoU, against 0, "
                 f"{echo_mean('memoryless', 'mean_occ'):.3f} and {echo_mean('accumulate', 'mean_occ'):.3f} "
                 f"occupied-IoU; the late − early change of `accumulate`'s available-IoU is "
-                f"{pm(*acc_avail_gain)}. Only precise centres move it (`accumulate_denoised`: "
+                f"{pm(acc_avail_gain.mean, acc_avail_gain.se)}. Only precise centres move it (`accumulate_denoised`: "
                 f"{echo_mean('accumulate_denoised', 'mean_avail'):.3f}).",
                 f"- **The official bench says the same.** Over {runs_text}, `accumulate` scores available-IoU "
                 f"{b_av['accumulate']:.3f}, {versus(b_av['accumulate'], b_av['memoryless'])} `memoryless` "

@@ -47,6 +47,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
+from rftlab.analysis.comparisons import neighbour_comparisons, optimal_rate_table
+from rftlab.analysis.display import interval
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases
@@ -73,7 +75,6 @@ from rftlab.policies.arena import (
     STYLES,
     deterministic_policy,
     evaluate_baselines,
-    summarize_baselines,
 )
 
 OWNER_COLOURS = {BLUE: "tab:blue", RED: "tab:red", NEUTRAL: "lightgrey"}
@@ -84,11 +85,6 @@ POLICY_LABELS = {
     "random": "random legal",
     "wait": "all WAIT",
 }
-
-
-def wilson(k, n, z=Z):
-    """Wilson score interval for k successes in n (spec §10.3)."""
-    return wilson_interval(int(k), int(n), z)
 
 
 def mean_ci(x, z=Z):
@@ -215,29 +211,43 @@ display(
 
 
 # %%
-def baseline_rows(frame):
-    summary = summarize_baselines([o for o in outcomes if (o.policy, o.case_index, o.repeat) in frame.index])
-    rows = []
-    for policy, row in summary.items():
-        part = frame.xs(policy, level="policy")
-        k, n = int(part["optimal"].sum()), len(part)
-        low, high = wilson(k, n)
-        rows.append(
-            {
-                "policy": POLICY_LABELS[policy],
-                "n": n,
-                "mean reward": row["mean_reward"],
-                "mean regret": row["mean_regret"],
-                "optimal": f"{k}/{n}",
-                "optimal rate": row["optimal_rate"],
-                "Wilson 95%": f"[{low:.3f}, {high:.3f}]",
-            }
+case_of = {c.index: c for c in cases}
+slices = [("size", size) for size in sorted(case_info["size"].unique())] + [
+    ("style", style) for style in STYLES if style in set(case_info["style"])
+]
+rate_rows = optimal_rate_table(
+    outcomes,
+    slices=[("all", lambda o: True)]
+    + [
+        (
+            f"{column} {value}",
+            lambda o, column=column, value=value: getattr(case_of[o.case_index], column) == value,
         )
-    return rows
+        for column, value in slices
+    ],
+)
+rate = {r.policy: r for r in rate_rows if r.slice == "all"}  # conclusions read these, by policy key
 
 
-indexed = scores.set_index(["policy", "case_index", "repeat"])
-overall = pd.DataFrame(baseline_rows(indexed))
+def rate_table(rows, with_slice=False):
+    return pd.DataFrame(
+        [
+            {
+                **({"slice": r.slice} if with_slice else {}),
+                "policy": POLICY_LABELS[r.policy],
+                "n": r.n,
+                "mean reward": r.mean_reward,
+                "mean regret": r.mean_regret,
+                "optimal": f"{r.optimal}/{r.n}",
+                "optimal rate": r.optimal_rate,
+                "Wilson 95%": interval(r.wilson_low, r.wilson_high),
+            }
+            for r in rows
+        ]
+    )
+
+
+overall = rate_table([r for r in rate_rows if r.slice == "all"])
 display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]
@@ -245,17 +255,7 @@ display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 # RED's style (SFT data use balanced RED only, so aggressive and defensive are unseen opponents).
 
 # %%
-slices = [("size", size) for size in sorted(case_info["size"].unique())] + [
-    ("style", style) for style in STYLES if style in set(case_info["style"])
-]
-breakdown = pd.concat(
-    [
-        pd.DataFrame(baseline_rows(indexed[indexed[column] == value])).assign(slice=f"{column} {value}")
-        for column, value in slices
-    ],
-    ignore_index=True,
-)
-breakdown = breakdown[["slice", *overall.columns]]
+breakdown = rate_table([r for r in rate_rows if r.slice != "all"], with_slice=True)
 display(Markdown(breakdown.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]
@@ -309,23 +309,22 @@ plt.show()
 
 # %%
 regret_wide = per_case.pivot(index="case_index", columns="policy", values="regret")
-pair_rows = []
-for left, right in zip(plot_policies[:-1], plot_policies[1:], strict=True):
-    diff = (regret_wide[left] - regret_wide[right]).to_numpy()
-    mean, low, high = mean_ci(diff)
-    pair_rows.append(
+comparisons = neighbour_comparisons({p: regret_wide[p].tolist() for p in plot_policies}, plot_policies)
+pairs = pd.DataFrame(
+    [
         {
-            "left − right": f"{left} − {right}",
-            "mean regret difference": mean,
-            "95% mean_ci": f"[{low:+.3f}, {high:+.3f}]",
-            "half-width": f"{(high - low) / 2:.3f}",
-            "left better": int((diff < 0).sum()),
-            "ties": int((diff == 0).sum()),
-            "right better": int((diff > 0).sum()),
-            "CI excludes 0": "yes" if high < 0 or low > 0 else "no",
+            "left − right": f"{c.left} − {c.right}",
+            "mean regret difference": c.mean,
+            "95% mean_ci": interval(c.low, c.high, signed=True),
+            "half-width": f"{c.half_width:.3f}",
+            "left better": c.left_lower,
+            "ties": c.ties,
+            "right better": c.right_lower,
+            "CI excludes 0": "yes" if c.excludes_zero else "no",
         }
-    )
-pairs = pd.DataFrame(pair_rows)
+        for c in comparisons.values()
+    ]
+)
 display(Markdown(pairs.to_markdown(index=False, floatfmt="+.3f")))
 
 # %% [markdown]
@@ -553,53 +552,54 @@ display(Markdown(parse_table.to_markdown(index=False)))
 # ## 5. What the numbers show
 
 # %%
-summary = overall.set_index("policy")
-row = {policy: summary.loc[POLICY_LABELS[policy]] for policy in BASELINE_POLICIES}
 heuristic_hits = int(
     scores.loc[scores["policy"].isin(["sequential", "independent", "wait"]), "optimal"].sum()
 )
-resolved = pairs.loc[pairs["CI excludes 0"] == "yes", "left − right"].tolist()
-unresolved = pairs.loc[pairs["CI excludes 0"] == "no", "left − right"].tolist()
-seq_ind = pairs.set_index("left − right").loc["sequential − independent"]
-slice_regret = breakdown.pivot(index="slice", columns="policy", values="mean regret")
+resolved = [f"{c.left} − {c.right}" for c in comparisons.values() if c.excludes_zero]
+unresolved = [f"{c.left} − {c.right}" for c in comparisons.values() if not c.excludes_zero]
+seq_ind = comparisons["sequential", "independent"]
+slice_regret = {(r.slice, r.policy): r.mean_regret for r in rate_rows if r.slice != "all"}
+slice_names = list(dict.fromkeys(r.slice for r in rate_rows if r.slice != "all"))
 random_not_worse = [
-    f"{name} (random {slice_regret.loc[name, POLICY_LABELS['random']]:.3f} vs {policy} "
-    f"{slice_regret.loc[name, POLICY_LABELS[policy]]:.3f})"
-    for name in slice_regret.index
+    f"{name} (random {slice_regret[name, 'random']:.3f} vs {policy} {slice_regret[name, policy]:.3f})"
+    for name in sorted(slice_names)
     for policy in ("sequential", "independent")
-    if slice_regret.loc[name, POLICY_LABELS["random"]] <= slice_regret.loc[name, POLICY_LABELS[policy]]
+    if slice_regret[name, "random"] <= slice_regret[name, policy]
 ]
 oracle_by_style = hardness.groupby("style")["oracle reward"].mean()
 expected_chance_hits = hardness["chance rate"].sum()
-style_slices = [name for name in slice_regret.index if name.startswith("style ")]
-lowest_regret_style = (
-    slice_regret.loc[style_slices].drop(columns=POLICY_LABELS["oracle"]).idxmin().str.removeprefix("style ")
-)
+style_slices = sorted(name for name in slice_names if name.startswith("style "))
+lowest_regret_style = {
+    policy: min(style_slices, key=lambda name, policy=policy: slice_regret[name, policy]).removeprefix(
+        "style "
+    )
+    for policy in plot_policies[1:]
+}
 display(
     Markdown(
         "\n".join(
             [
-                f"- **Oracle.** On {int(row['oracle']['n'])} cases the canonical optimum is optimal "
-                f"{row['oracle']['optimal']} with mean reward {row['oracle']['mean reward']:.3f} (Wilson 95% "
-                f"{row['oracle']['Wilson 95%']}). Spec §10.4 lists the values the oracle provider must reproduce "
+                f"- **Oracle.** On {rate['oracle'].n} cases the canonical optimum is optimal "
+                f"{rate['oracle'].optimal}/{rate['oracle'].n} with mean reward {rate['oracle'].mean_reward:.3f} (Wilson 95% "
+                f"{interval(rate['oracle'].wilson_low, rate['oracle'].wilson_high)}). Spec §10.4 lists the values the oracle provider must reproduce "
                 "on the full 60 cases before any model run.",
                 f"- **Optimal rate.** Sequential, independent and "
                 f"all-WAIT reach the optimum on {heuristic_hits} case-policy pairs in total, and random legal on "
-                f"{row['random']['optimal']} draws. A rate of 0 of {int(row['sequential']['n'])} cases still has "
-                f"a Wilson upper bound of {wilson(0, int(row['sequential']['n']))[1]:.3f}.",
-                f"- **Regret.** Mean regret is {row['sequential']['mean regret']:.3f} "
-                f"(sequential), {row['independent']['mean regret']:.3f} (independent), "
-                f"{row['random']['mean regret']:.3f} (random legal) and {row['wait']['mean regret']:.3f} (all WAIT). "
+                f"{rate['random'].optimal}/{rate['random'].n} draws. A rate of 0 of {rate['sequential'].n} cases still has "
+                f"a Wilson upper bound of {wilson_interval(0, rate['sequential'].n, Z)[1]:.3f}.",
+                f"- **Regret.** Mean regret is {rate['sequential'].mean_regret:.3f} "
+                f"(sequential), {rate['independent'].mean_regret:.3f} (independent), "
+                f"{rate['random'].mean_regret:.3f} (random legal) and {rate['wait'].mean_regret:.3f} (all WAIT). "
                 f"The paired 95% interval excludes 0 for {', '.join(resolved) if resolved else 'no pair'}"
                 f"{'; it does not for ' + ', '.join(unresolved) if unresolved else ''}.",
-                f"- **Sequential vs independent.** They tie exactly on {seq_ind['ties']} of "
-                f"{len(regret_wide)} cases; the mean paired difference is {seq_ind['mean regret difference']:+.3f} "
-                f"(95% {seq_ind['95% mean_ci']}).",
+                f"- **Sequential vs independent.** They tie exactly on {seq_ind.ties} of "
+                f"{seq_ind.n} cases; the mean paired difference is {seq_ind.mean:+.3f} "
+                f"(95% {interval(seq_ind.low, seq_ind.high, signed=True)}).",
                 "- **Slices where random legal has no higher mean regret than a heuristic:** "
                 + ("; ".join(random_not_worse) if random_not_worse else "none")
                 + ". Each slice has a third of the cases, so its intervals (chart above) are wide.",
-                f"- **Headroom.** The best heuristic (sequential) leaves {row['sequential']['mean regret']:.3f} "
-                f"regret per case, {row['sequential']['mean regret'] / row['oracle']['mean reward']:.2f}× the "
+                f"- **Headroom.** The best heuristic (sequential) leaves {rate['sequential'].mean_regret:.3f} "
+                f"regret per case, {rate['sequential'].mean_regret / rate['oracle'].mean_reward:.2f}× the "
                 "oracle's mean reward.",
                 f"- **Chance.** {int((hardness['optimal_count'] == 1).sum())} of {len(hardness)} cases have a unique "
                 f"optimum. A uniformly random joint action would be optimal on {expected_chance_hits:.2f} of "
@@ -608,13 +608,10 @@ display(
                 f"against {oracle_by_style.idxmin()} RED and {oracle_by_style.max():.3f} against "
                 f"{oracle_by_style.idxmax()} RED. "
                 + (
-                    f"Every non-oracle policy has its lowest mean regret against {lowest_regret_style.iloc[0]} RED."
-                    if lowest_regret_style.nunique() == 1
+                    f"Every non-oracle policy has its lowest mean regret against {next(iter(lowest_regret_style.values()))} RED."
+                    if len(set(lowest_regret_style.values())) == 1
                     else "The style with the lowest mean regret, per non-oracle policy: "
-                    + ", ".join(
-                        f"{policy} → {lowest_regret_style[POLICY_LABELS[policy]]}"
-                        for policy in plot_policies[1:]
-                    )
+                    + ", ".join(f"{policy} → {lowest_regret_style[policy]}" for policy in plot_policies[1:])
                     + "."
                 ),
             ]

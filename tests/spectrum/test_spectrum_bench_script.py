@@ -14,4 +14,4 @@ def test_bench_spectrum_quick(capsys):
     spec.loader.exec_module(mod)
     assert mod.main(["--quick"]) == 0
     out = capsys.readouterr().out
-    assert "numpy raster" in out and "plain-Python intervals" in out and "scan-steps" in out
+    assert "literal B.7 reference" in out and "bitset" in out and "scan-steps" in out

@@ -9,7 +9,6 @@ import pytest
 
 from rftlab.cli import main as cli_main
 from rftlab.envs.spectrum.bench import SpectrumBenchEnv
-from rftlab.envs.spectrum.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
 from rftlab.envs.spectrum.rft import MEMORY_CHANNELS, SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.envs.spectrum.systems import (
     IclContext,
@@ -24,6 +23,7 @@ from rftlab.policies.spectrum import (
     RFTPolicyOnBench,
     _BenchAsRFTObservation,
 )
+from rftlab.rollout.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
 from rftlab.rollout.episode import episode
 from rftlab.rollout.spectrum_eval import bench_records, evaluate_bench90
 

@@ -31,11 +31,8 @@ from rftlab.envs.spectrum.rft import (
 from rftlab.rewards.spectrum import (
     AvailableScorer,
     OccupiedBitset,
-    OccupiedIntervals,
-    OccupiedRaster,
     available_iou,
-    occupied_iou_intervals,
-    occupied_iou_raster,
+    occupied_iou,
     occupied_iou_reference,
     parse_score_lines,
 )
@@ -210,26 +207,23 @@ RASTER_VECTORS = [
 
 @pytest.mark.parametrize(("gt", "rep", "want"), RASTER_VECTORS)
 def test_raster_vectors_b14(gt, rep, want):
-    for fn in (occupied_iou_reference, occupied_iou_raster, occupied_iou_intervals):
+    for fn in (occupied_iou_reference, occupied_iou):
         assert fn(gt, rep, 180.0) == pytest.approx(want, abs=1e-12)
     centres = [c for c, _ in rep]
     assert OccupiedBitset(gt, 180.0).score(centres) == pytest.approx(want, abs=1e-12)
-    assert OccupiedIntervals(gt, 180.0).score(centres) == pytest.approx(want, abs=1e-12)
-    assert OccupiedRaster(gt, 180.0).score(centres) == pytest.approx(want, abs=1e-12)
 
 
-def test_scorers_agree_with_literal_raster_on_random_reports():
+def test_the_scorer_equals_the_literal_raster_on_random_reports():
     rng = random.Random(20261129)
     for _ in range(1500):
         gt = random_layout(rng.getrandbits(48)).regions()
         k = rng.randint(0, 16)
         rep = [round(rng.uniform(-12, 192), rng.choice([0, 1, 2])) for _ in range(k)]
         want = occupied_iou_reference(gt, [(c, 8.0) for c in rep], 180.0)
-        raster = OccupiedRaster(gt, 180.0)
-        assert raster.score(rep) == want
         assert OccupiedBitset(gt, 180.0).score(rep) == want
-        assert OccupiedIntervals(gt, 180.0).score(rep) == want
-        assert raster.score_batch([[], rep, rep[:1]])[1] == want
+        widths = [rng.choice([8.0, 3.5, 15.0]) for _ in rep]  # the bench's per-region widths
+        regions = list(zip(rep, widths, strict=True))
+        assert OccupiedBitset(gt, 180.0).score_regions(regions) == occupied_iou_reference(gt, regions, 180.0)
         assert (
             AvailableScorer(gt, 180.0).score(rep) == available_iou(gt, [(c, 8.0) for c in rep], 180.0).score
         )
@@ -243,25 +237,15 @@ def test_scorers_at_the_band_edges_and_for_huge_centres():
     for c in edge:
         want = occupied_iou_reference(gt, [(c, 8.0)], 180.0)
         assert OccupiedBitset(gt, 180.0).score([c]) == want, c
-        assert OccupiedRaster(gt, 180.0).score([c]) == want, c
-        assert OccupiedIntervals(gt, 180.0).score([c]) == want, c
     far = occupied_iou_reference(gt, [(1000.0, 8.0), (-1000.0, 8.0), (50.0, 8.0)], 180.0)
     huge = [1e308, -1e308, 50.0]
     assert OccupiedBitset(gt, 180.0).score(huge) == far
-    assert OccupiedRaster(gt, 180.0).score(huge) == far
-    assert OccupiedRaster(gt, 180.0).score_batch([huge])[0] == far
-    assert OccupiedIntervals(gt, 180.0).score(huge) == far
+    # non-finite centres or widths paint nothing (the env drops them before scoring; the scorer is safe)
+    assert OccupiedBitset(gt, 180.0).score_regions([(float("nan"), 8.0), (50.0, float("inf"))]) == 0.0
     env = SpectrumRFTEnv(SpectrumRFTConfig())
     env.reset("huge")
     _, reward, _, info = step4(env, [1e308, -1e308])
     assert reward == 0.0 and info.scored and info.actions[-1].out_of_band == 2
-
-
-def test_raster_batch_matches_singles():
-    gt = random_layout(5).regions()
-    raster = OccupiedRaster(gt, 180.0)
-    reports = [[], [10.0], [10.0, 10.0, 500.0, -3.0], list(random_layout(6).centers)]
-    assert list(raster.score_batch(reports)) == [raster.score(r) for r in reports]
 
 
 # ------------------------------------------------------------------------------ band seeding
@@ -614,20 +598,6 @@ def test_transcript_score_lines_match_env_records():
     assert m["mean_avail"] == pytest.approx(sum(avail) / 12, abs=1e-12)
 
 
-def test_scorer_choice_does_not_change_episodes():
-    from rftlab.policies.spectrum import RFTAccumulate
-
-    results = []
-    for scorer in ("bitset", "raster", "intervals"):
-        env = make_env(scorer=scorer)
-        obs = env.reset("scorer_check")
-        pol = RFTAccumulate()
-        while not obs.done:
-            obs, *_ = step4(env, pol.act(obs))
-        results.append(([r["occ"] for r in env.records], env.transcript))
-    assert results[0] == results[1] == results[2]
-
-
 def test_render_off_keeps_scores_and_metrics():
     from rftlab.policies.spectrum import RFTEchoFollower
 
@@ -662,7 +632,7 @@ def test_displayed_echo_value_equals_round():
     assert all(float(f"{x:.1f}") == round(x, 1) for x in xs)
 
 
-# ----------------------------------------------------------------------------- hot-path equivalence
+# ------------------------------------------------------------------------------- echo and scorers
 
 
 def test_echo_memo_keeps_negative_zero_apart():
@@ -689,3 +659,39 @@ def test_scorers_take_iterators_and_any_width():
             want = occupied_iou_reference(gt, [(c, bw) for c in rep], 180.0)
             bits = OccupiedBitset(gt, 180.0)
             assert bits.score(iter(rep), bw) == want and bits.score(rep, bw) == want
+
+
+# ------------------------------------------------------------------- implementation vs experiment settings
+
+
+def test_render_is_an_implementation_setting_not_in_the_hash_or_the_rows():
+    """Two configs that produce the same episodes hash the same; an experiment field changes the hash."""
+    from dataclasses import asdict, replace
+
+    from rftlab.policies.spectrum import RFTAccumulate
+    from rftlab.rollout.dataset import dataset_rows
+    from rftlab.rollout.episode import episode
+
+    on = SpectrumRFTConfig(memory="echo", render=True)
+    off = replace(on, render=False)
+    assert on != off and on.sha256() == off.sha256()
+    assert on.sha256() != replace(on, memory="scrambled").sha256()
+    assert on.sha256() != replace(on, show_scores=True).sha256()
+    # the hash is SHA-256 of the canonical JSON of every field except render (computed independently)
+    fields = {k: v for k, v in asdict(on).items() if k != "render"}
+    canon = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    assert on.sha256() == hashlib.sha256(canon).hexdigest()
+    # ... and the two configs really do produce the same episode
+    trajs = [episode(SpectrumRFTEnv(c), RFTAccumulate(), "impl_check", epoch=2) for c in (on, off)]
+    assert trajs[0].metrics == trajs[1].metrics and trajs[0].rewards == trajs[1].rewards
+    # dataset rows record the experiment fields only; a row's config rebuilds an equal-hash config
+    for cfg in (on, off):
+        row = next(dataset_rows(1, memory="echo", config=cfg))
+        recorded = row["input_metadata"]["dataset_info"]["environment_context"]["config"]
+        assert "render" not in recorded and "scorer" not in recorded
+        assert SpectrumRFTConfig.from_dict(recorded).sha256() == on.sha256()
+    # a row written before the scorer option was removed still loads (the key is ignored)
+    legacy = {**on.to_dict(), "scorer": "raster"}
+    assert SpectrumRFTConfig.from_dict(legacy) == on
+    with pytest.raises(ValueError, match="unknown"):
+        SpectrumRFTConfig.from_dict({**on.to_dict(), "nonsense": 1})

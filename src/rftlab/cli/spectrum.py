@@ -135,7 +135,7 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
 
 
 def _cmd_dataset(args: argparse.Namespace) -> int:
-    from rftlab.envs.spectrum.dataset import dataset_jsonl, dataset_rows
+    from rftlab.rollout.dataset import dataset_jsonl, dataset_rows
 
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")

@@ -4,9 +4,12 @@ Two scores share one interval core:
 
 - **available-IoU** (CLBench's metric): IoU of the complement of the ground-truth channels with the
   complement of the reported transmitters, on exact float intervals, rounded to 4 dp.
-- **occupied-IoU** (the RFT reward signal): IoU of the occupied spectrum on a 0.5 MHz raster. Two
-  implementations give identical results: ``OccupiedRaster`` (vectorised numpy, GT mask cached) and
-  ``occupied_iou_intervals`` (plain Python over integer bin ranges).
+- **occupied-IoU** (the RFT reward signal): IoU of the occupied spectrum on a 0.5 MHz raster: one fast
+  scorer, ``OccupiedBitset`` (the raster as a Python int, GT mask cached; ``occupied_iou`` for one call),
+  and ``occupied_iou_reference``, the literal bin-by-bin transcription of B.7 it is tested against.
+
+Cached: ``run_table`` (``functools.lru_cache``: 64 rasters × widths, each a cache of 16,384 centres) holds
+the bit runs of recent regions. Nothing else here keeps state.
 
 Channels and reports are given as ``(center, bandwidth)`` pairs throughout.
 """
@@ -16,11 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 from typing import Any
-
-import numpy as np
 
 Interval = tuple[float, float]
 Region = tuple[float, float]  # (center, bandwidth)
@@ -228,241 +229,95 @@ class AvailableScorer:
 # -------------------------------------------------------------------------------- occupied-IoU
 
 
-def raster_bins(band: float, res: float = RASTER_RES) -> int:
-    return int(band / res) + 1
-
-
 def region_bin_range(
     center: float, bandwidth: float, band: float, res: float = RASTER_RES
 ) -> tuple[int, int]:
     """Inclusive bin range ``(start, end)`` painted by a region (B.7); ``end < start`` means nothing.
 
     ``lo = max(0, c − bw/2)``, ``hi = min(B, c + bw/2)``, bins ``int(lo/res) … min(int(hi/res), nb−1)``
-    (``int`` truncates toward zero, as upstream)."""
-    nb = int(band / res) + 1
-    center = _clamp_far_centre(center, bandwidth / 2.0, band, res)
-    lo = max(0.0, center - bandwidth / 2.0)
-    hi = min(band, center + bandwidth / 2.0)
-    return int(lo / res), min(int(hi / res), nb - 1)
+    with ``nb = int(B/res) + 1`` (``int`` truncates toward zero, as upstream). This is the one place the
+    B.7 bin arithmetic is written (``occupied_iou_reference`` transcribes it literally, as the oracle).
 
-
-def _clamp_far_centre(center: float, half: float, band: float, res: float) -> float:
-    """Pull a centre far outside the band back to just outside it, so bin indices stay finite integers.
-
-    A region whose low edge is at least ``band + res`` above, or whose high edge is at least ``res`` below
-    zero, paints no bin (B.7 arithmetic); every centre beyond these limits therefore scores exactly like the
-    limit itself, and a model's ``1e308`` cannot overflow ``int()``."""
+    A centre far outside the band is first pulled back to just outside it, so bin indices stay finite
+    integers: a region whose low edge is at least ``band + res`` above, or whose high edge is at least
+    ``res`` below zero, paints no bin, so every centre beyond these limits scores exactly like the limit
+    itself, and a model's ``1e308`` cannot overflow ``int()``. A non-finite centre or bandwidth paints
+    nothing."""
+    half = bandwidth / 2.0
+    if center - center != 0.0 or half - half != 0.0:  # NaN or ±inf
+        return 0, -1
     margin = half + res + 1.0
-    return -margin if center < -margin else (band + margin if center > band + margin else center)
+    if center < -margin:
+        center = -margin
+    elif center > band + margin:
+        center = band + margin
+    lo = center - half
+    hi = center + half
+    start = int((lo if lo > 0.0 else 0.0) / res)
+    end = int((hi if hi < band else band) / res)
+    last = int(band / res)
+    return start, (end if end < last else last)
 
 
-def _merged_bin_ranges(regions: Iterable[Region], band: float, res: float) -> list[tuple[int, int]]:
-    ranges = []
-    for c, bw in regions:
-        s, e = region_bin_range(c, bw, band, res)
-        if e >= s:
-            ranges.append((s, e))
-    ranges.sort()
-    merged: list[list[int]] = []
-    for s, e in ranges:
-        if merged and s <= merged[-1][1] + 1:
-            if e > merged[-1][1]:
-                merged[-1][1] = e
-        else:
-            merged.append([s, e])
-    return [(s, e) for s, e in merged]
+def bit_run(center: float, bandwidth: float, band: float, res: float = RASTER_RES) -> int:
+    """The bins a region paints as a Python-int bit run (bit ``k`` = bin ``k``)."""
+    start, end = region_bin_range(center, bandwidth, band, res)
+    return ((1 << (end - start + 1)) - 1) << start if end >= start else 0
 
 
-def occupied_iou_intervals(
-    gt_channels: Iterable[Region], reported: Iterable[Region], band: float, res: float = RASTER_RES
-) -> float:
-    """Occupied-IoU on the raster, computed in plain Python over merged integer bin ranges (no array)."""
-    a = _merged_bin_ranges(gt_channels, band, res)
-    b = _merged_bin_ranges(reported, band, res)
-    na = sum(e - s + 1 for s, e in a)
-    nb_ = sum(e - s + 1 for s, e in b)
-    inter = 0
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi >= lo:
-            inter += hi - lo + 1
-        if a[i][1] <= b[j][1]:
-            i += 1
-        else:
-            j += 1
-    union = na + nb_ - inter
-    return inter / union if union else 0.0
+@lru_cache(maxsize=64)
+def run_table(bandwidth: float, band: float, res: float = RASTER_RES):
+    """``center -> bit_run(center, bandwidth, band, res)`` for one raster and width, itself cached
+    (``lru_cache``, 16,384 centres): reports resubmit the same centres scan after scan and GRPO candidates
+    share bands, and a run depends only on (centre, width, band, resolution), never on the ground truth."""
 
+    @lru_cache(maxsize=16384)
+    def run(center: float) -> int:
+        return bit_run(center, bandwidth, band, res)
 
-class OccupiedIntervals:
-    """Plain-Python occupied-IoU (no array): merged integer bin ranges, GT side cached per band."""
-
-    def __init__(self, gt_channels: Iterable[Region], band: float, res: float = RASTER_RES):
-        self.band = float(band)
-        self.res = float(res)
-        self.gt_ranges = _merged_bin_ranges(gt_channels, self.band, self.res)
-        self.gt_count = sum(e - s + 1 for s, e in self.gt_ranges)
-
-    def score(self, centers: Iterable[float], bandwidth: float = 8.0) -> float:
-        b = _merged_bin_ranges([(c, bandwidth) for c in centers], self.band, self.res)
-        a = self.gt_ranges
-        inter = 0
-        i = j = 0
-        while i < len(a) and j < len(b):
-            lo = a[i][0] if a[i][0] > b[j][0] else b[j][0]
-            hi = a[i][1] if a[i][1] < b[j][1] else b[j][1]
-            if hi >= lo:
-                inter += hi - lo + 1
-            if a[i][1] <= b[j][1]:
-                i += 1
-            else:
-                j += 1
-        union = self.gt_count + sum(e - s + 1 for s, e in b) - inter
-        return inter / union if union else 0.0
-
-
-class OccupiedRaster:
-    """Vectorised occupied-IoU against a fixed ground truth (mask built once per band)."""
-
-    def __init__(self, gt_channels: Iterable[Region], band: float, res: float = RASTER_RES):
-        self.band = float(band)
-        self.res = float(res)
-        self.nb = int(self.band / self.res) + 1
-        gt = list(gt_channels)
-        self.gt_mask = self.mask([c for c, _ in gt], [bw for _, bw in gt])
-        self.gt_count = int(self.gt_mask.sum())
-
-    def mask(self, centers: Sequence[float] | np.ndarray, bandwidths: float | Sequence[float] | np.ndarray):
-        c = np.asarray(centers, dtype=np.float64)
-        nb = self.nb
-        out = np.zeros(nb, dtype=bool)
-        if c.size == 0:
-            return out
-        half = np.asarray(bandwidths, dtype=np.float64) / 2.0
-        margin = half + self.res + 1.0  # as _clamp_far_centre: keeps bin indices finite, same bins
-        c = np.clip(c, -margin, self.band + margin)
-        lo = np.maximum(0.0, c - half)
-        hi = np.minimum(self.band, c + half)
-        start = (lo / self.res).astype(np.int64)
-        end = np.minimum((hi / self.res).astype(np.int64), nb - 1)
-        ok = end >= start
-        if not ok.all():
-            start, end = start[ok], end[ok]
-        diff = np.bincount(start, minlength=nb + 1) - np.bincount(end + 1, minlength=nb + 1)
-        return np.cumsum(diff[:nb]) > 0
-
-    def score(
-        self, centers: Sequence[float] | np.ndarray, bandwidths: float | Sequence[float] | np.ndarray = 8.0
-    ):
-        """Occupied-IoU of the report ``centers`` (fixed or per-region ``bandwidths``)."""
-        rep = self.mask(centers, bandwidths)
-        inter = int(np.count_nonzero(rep & self.gt_mask))
-        union = self.gt_count + int(np.count_nonzero(rep)) - inter
-        return inter / union if union else 0.0
-
-    def score_batch(self, reports: Sequence[Sequence[float]], bandwidth: float = 8.0) -> np.ndarray:
-        """Occupied-IoU of many fixed-width reports in one 2-D pass (e.g. a GRPO group × its scans)."""
-        n = len(reports)
-        out = np.zeros(n, dtype=np.float64)
-        if n == 0:
-            return out
-        lengths = np.fromiter((len(r) for r in reports), dtype=np.int64, count=n)
-        total = int(lengths.sum())
-        nb = self.nb
-        diff = np.zeros(n * (nb + 1), dtype=np.int64)
-        if total:
-            c = np.fromiter((x for r in reports for x in r), dtype=np.float64, count=total)
-            offset = np.repeat(np.arange(n, dtype=np.int64) * (nb + 1), lengths)
-            margin = bandwidth / 2.0 + self.res + 1.0  # as _clamp_far_centre
-            c = np.clip(c, -margin, self.band + margin)
-            lo = np.maximum(0.0, c - bandwidth / 2.0)
-            hi = np.minimum(self.band, c + bandwidth / 2.0)
-            start = (lo / self.res).astype(np.int64)
-            end = np.minimum((hi / self.res).astype(np.int64), nb - 1)
-            ok = end >= start
-            size = n * (nb + 1)
-            diff += np.bincount(offset[ok] + start[ok], minlength=size)
-            diff -= np.bincount(offset[ok] + end[ok] + 1, minlength=size)
-        masks = np.cumsum(diff.reshape(n, nb + 1)[:, :nb], axis=1) > 0
-        inter = np.count_nonzero(masks & self.gt_mask, axis=1)
-        union = self.gt_count + np.count_nonzero(masks, axis=1) - inter
-        np.divide(inter, union, out=out, where=union > 0)
-        return out
-
-
-# Bit runs depend only on the raster (band, res), the bandwidth and the centre — never on the ground
-# truth — so all bitset scorers of one raster share one memo: a new band starts with a warm memo.
-_RUN_MEMOS: dict[tuple[float, float, float], dict[float, int]] = {}
-_RUN_MEMO_MAX = 8192
+    return run
 
 
 class OccupiedBitset:
-    """The same raster held as one Python integer (bit ``k`` = bin ``k``): a report's mask is the OR of
-    precomputable bit runs and the IoU is two ``int.bit_count`` calls. Fastest for single small reports."""
+    """Occupied-IoU against a fixed ground truth (B.7), the raster held as one Python integer (bit ``k`` =
+    bin ``k``): a report's mask is the OR of the regions' bit runs and the IoU is two ``int.bit_count``
+    calls. Equal to ``occupied_iou_reference`` (tested)."""
 
     def __init__(self, gt_channels: Iterable[Region], band: float, res: float = RASTER_RES):
         self.band = float(band)
         self.res = float(res)
-        self.nb = int(self.band / self.res) + 1
-        self._runs8 = self._memo(8.0)  # the RFT width, looked up once
-        self.gt_mask = self.mask(list(gt_channels))
+        self._run8 = run_table(8.0, self.band, self.res)  # the RFT width, looked up once
+        self.gt_mask = self.mask(gt_channels)
         self.gt_count = self.gt_mask.bit_count()
 
-    def _memo(self, bandwidth: float) -> dict[float, int]:
-        return _RUN_MEMOS.setdefault((self.band, self.res, bandwidth), {})
-
     def mask(self, regions: Iterable[Region]) -> int:
-        band, res, last = self.band, self.res, self.nb - 1
+        """The raster of ``(center, bandwidth)`` regions."""
+        band, res = self.band, self.res
         m = 0
         for c, bw in regions:
-            half = bw / 2.0
-            c = _clamp_far_centre(c, half, band, res)
-            lo = c - half
-            hi = c + half
-            s = int((lo if lo > 0.0 else 0.0) / res)
-            e = int((hi if hi < band else band) / res)
-            if e > last:
-                e = last
-            if e >= s:
-                m |= ((1 << (e - s + 1)) - 1) << s
+            m |= bit_run(c, bw, band, res)
         return m
 
-    def run(self, center: float, bandwidth: float) -> int:
-        """Bit run painted by one region (memoised: reports resubmit the same centres scan after scan)."""
-        memo = self._runs8 if bandwidth == 8.0 else self._memo(bandwidth)
-        m = memo.get(center)
-        if m is None:
-            m = self.mask([(center, bandwidth)])
-            if len(memo) > _RUN_MEMO_MAX:
-                memo.clear()
-            memo[center] = m
-        return m
-
-    def score(self, centers: Iterable[float], bandwidth: float = 8.0) -> float:
-        memo = self._runs8 if bandwidth == 8.0 else self._memo(bandwidth)
-        if type(centers) is not list:
-            centers = list(centers)  # may be iterated twice (a one-shot iterator would not be)
-        try:
-            # all runs memoised (the usual case): OR them in one C-level reduce
-            rep = reduce(or_, map(memo.__getitem__, centers), 0)
-        except KeyError:
-            rep = 0
-            for c in centers:
-                rep |= self.run(c, bandwidth)
+    def _iou(self, rep: int) -> float:
         inter = (rep & self.gt_mask).bit_count()
         union = self.gt_count + rep.bit_count() - inter
         return inter / union if union else 0.0
 
+    def score(self, centers: Iterable[float], bandwidth: float = 8.0) -> float:
+        """Occupied-IoU of a report of ``centers``, every region ``bandwidth`` wide (the RFT report)."""
+        run = self._run8 if bandwidth == 8.0 else run_table(bandwidth, self.band, self.res)
+        return self._iou(reduce(or_, map(run, centers), 0))
 
-def occupied_iou_raster(
+    def score_regions(self, regions: Iterable[Region]) -> float:
+        """Occupied-IoU of a report of ``(center, bandwidth)`` regions (the bench's transmitters)."""
+        return self._iou(self.mask(regions))
+
+
+def occupied_iou(
     gt_channels: Iterable[Region], reported: Iterable[Region], band: float, res: float = RASTER_RES
 ) -> float:
-    """Occupied-IoU on the raster (numpy)."""
-    rep = list(reported)
-    scorer = OccupiedRaster(gt_channels, band, res)
-    return scorer.score([c for c, _ in rep], [bw for _, bw in rep])
+    """Occupied-IoU of ``reported`` against ``gt_channels`` (one call; ``OccupiedBitset`` caches the GT)."""
+    return OccupiedBitset(gt_channels, band, res).score_regions(reported)
 
 
 def occupied_iou_reference(
@@ -545,25 +400,8 @@ def leaderboard_normalized_reward(
 # ------------------------------------------------------------------------- RFT reward and metrics
 
 
-# Formatting a float costs several dict lookups and scores recur (a carried report scores the same scan
-# after scan, GRPO candidates share a band), so ``score_line`` memoises each value's 4-dp string.
-_FMT4: dict[float, str] = {}
-_FMT4_MAX = 8192
-
-
 def score_line(occ: float, avail: float) -> str:
     """The per-scan score line the upstream reward parses (B.7)."""
-    if type(occ) is float and type(avail) is float:  # the memo holds floats only
-        memo = _FMT4
-        try:
-            return f"SCAN_OCC: {memo[occ]} SCAN_AVAIL: {memo[avail]}"
-        except KeyError:
-            pass
-        if len(memo) > _FMT4_MAX:
-            memo.clear()
-        for x in (occ, avail):
-            if x:  # never memoise ±0.0: they are equal keys but print as "0.0000" and "-0.0000"
-                memo[x] = f"{x:.4f}"
     return f"SCAN_OCC: {occ:.4f} SCAN_AVAIL: {avail:.4f}"
 
 

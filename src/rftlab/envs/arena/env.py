@@ -87,8 +87,9 @@ class ArenaEnv:
         return self.state.turn >= self.horizon and not self.terminated
 
     def step(self, joint_actions: Mapping[str, Any]) -> StepResult[ArenaObservation, ArenaStepInfo]:
-        """Resolve one turn; illegal or malformed actions become WAIT and are penalised (never raised).
-        ``reward`` is BLUE's team reward; ``info.team_rewards`` has both."""
+        """Resolve one turn; illegal or malformed actions (whatever a model sent) become WAIT and are
+        penalised, never raised. ``reward`` is BLUE's team reward; ``info.team_rewards`` has both. A mapping
+        that names an agent the state does not have is the caller's bug: ``ValueError`` naming it."""
         if self.terminated or self.truncated:
             raise RuntimeError("the episode is over; call reset() first")
         if not isinstance(joint_actions, Mapping):

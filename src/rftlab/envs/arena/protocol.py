@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rftlab.envs.model_json import duplicate_keys
+
 from .rules import ACTION_KINDS, TRANSFER, WAIT, WAIT_ACTION, Action, legal_actions
 from .world import (
     COMPROMISED,
@@ -139,11 +141,14 @@ EMPTY_BROADCAST = Broadcast()
 
 @dataclass(frozen=True)
 class ParseResult:
-    """A strict parse: ``valid`` with the parsed ``value``, or invalid with exactly one error code."""
+    """A strict parse: ``valid`` with the parsed ``value``, or invalid with exactly one error code.
+    ``notes`` records what was accepted only as an upstream quirk (spec §13 #6): ``duplicate_key:<key>``
+    for each object key the reply repeated (the last value wins, as in Python's ``json``)."""
 
     valid: bool
     value: Any = None
     errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def error(self) -> str | None:
@@ -227,16 +232,20 @@ def _strict_object(raw: Any) -> ParseResult:
         return _fail("invalid_json")
     try:
         value = json.loads(raw)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # RecursionError: nesting too deep to decode
         return _fail("invalid_json")
     if not isinstance(value, dict):
         return _fail("not_object")
-    return ParseResult(True, value)
+    # duplicate keys: last-wins is a kept upstream quirk (§13 #6), recorded rather than silent
+    notes = tuple(f"duplicate_key:{k}" for k in duplicate_keys(raw))
+    return ParseResult(True, value, (), notes)
 
 
 def intent_from_json(value: Any) -> Action | None:
     """A well-formed intent object as an ``Action`` (type upper-cased), or ``None`` when malformed."""
     if not isinstance(value, dict) or not set(value) <= INTENT_KEYS or not isinstance(value.get("type"), str):
+        return None
+    if not value["type"].isascii():  # "ſcan".upper() == "SCAN", "waıt".upper() == "WAIT": not kinds
         return None
     kind = value["type"].upper()
     if kind not in ACTION_KINDS:
@@ -256,7 +265,10 @@ def intent_from_json(value: Any) -> Action | None:
 
 
 def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
-    """Strictly parse a BROADCAST reply against the sender's knowledge and legal actions (§8.4)."""
+    """Strictly parse a BROADCAST reply against the sender's knowledge and legal actions (§8.4). Never
+    raises: an ``agent_id`` that is not an agent of ``state`` (``"blue-9"``, ``None``, ``0``) is a sender
+    with no knowledge and no legal actions, so any fact fails ``unsupported_fact`` and any non-null intent
+    ``illegal_intent``."""
     parsed = _strict_object(raw)
     if not parsed.valid:
         return parsed
@@ -266,7 +278,8 @@ def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
     raw_facts = value["facts"]
     if not isinstance(raw_facts, list) or len(raw_facts) > MAX_FACTS:
         return _fail("facts_schema")
-    known = state.knowledge[agent_id]
+    sender_known = isinstance(agent_id, str) and agent_id in state.agents
+    known = state.knowledge[agent_id] if sender_known else {}
     facts: list[Observation] = []
     seen: set[str] = set()
     for item in raw_facts:
@@ -303,12 +316,12 @@ def parse_broadcast(raw: Any, state: GameState, agent_id: str) -> ParseResult:
     intent = None
     if value["intent"] is not None:
         intent = intent_from_json(value["intent"])
-        if intent is None or intent not in legal_actions(state, agent_id):
+        if intent is None or not sender_known or intent not in legal_actions(state, agent_id):
             return _fail("illegal_intent")
     request = value["request_resource"]
     if type(request) is not int or request not in (0, 1):
         return _fail("request_schema")
-    return ParseResult(True, Broadcast(tuple(facts), intent, request))
+    return ParseResult(True, Broadcast(tuple(facts), intent, request), (), parsed.notes)
 
 
 def parse_action(raw: Any, displayed: Sequence[Action]) -> ParseResult:
@@ -326,7 +339,7 @@ def parse_action(raw: Any, displayed: Sequence[Action]) -> ParseResult:
     significant = digits.lstrip("0") or "0"  # leading zeros are accepted, as upstream ("A01" is A1)
     if len(significant) > 9 or not 0 <= int(significant) < len(displayed):
         return _fail("action_id_range")
-    return ParseResult(True, displayed[int(significant)])
+    return ParseResult(True, displayed[int(significant)], (), parsed.notes)
 
 
 def broadcast_or_empty(result: ParseResult) -> Broadcast:

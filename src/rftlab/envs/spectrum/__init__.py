@@ -6,13 +6,15 @@
 - ``render``: prompt formats (brief, instance block, feedback) with project wording by default and an
   explicit upstream-text mode.
 - ``bench``: BSM-official as an env (``SpectrumBenchEnv``), ``ScanReport``.
-- ``rft``: BSM-RFT, the memory-training variant (``SpectrumRFTEnv``): per-row bands with epoch salt,
-  memory channels (none / echo / scrambled / notepad), ICL-off windowing, action handling.
+- BSM-RFT, the memory-training variant, split by job: ``layout`` (band seeds with epoch salt, random
+  layouts, the band's scans), ``actions`` (reading a model call and ``center_freqs``), ``config``
+  (``SpectrumRFTConfig``), ``observation`` (tool schemas, observations, the echo, ICL-off windowing) and
+  ``rft`` (``SpectrumRFTEnv``, the episode; it re-exports the names above).
 - ``systems``: the CLBench ``icl`` and ``icl_notepad`` context regimes for text policies.
-- ``dataset``: eval-protocol rows for RFT training.
 
 Scores and metrics live in ``rftlab.rewards.spectrum``; reference policies in ``rftlab.policies.spectrum``;
-the bench90 evaluation in ``rftlab.rollout.spectrum_eval``; summaries in ``rftlab.analysis.summaries``.
+the bench90 evaluation in ``rftlab.rollout.spectrum_eval``; eval-protocol dataset rows in
+``rftlab.rollout.dataset``; summaries in ``rftlab.analysis.summaries``.
 """
 
 from rftlab.envs.spectrum.bench import (

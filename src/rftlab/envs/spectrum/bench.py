@@ -35,7 +35,7 @@ from rftlab.envs.spectrum.render import (
     resolve_text,
     timestamp_utc,
 )
-from rftlab.rewards.spectrum import OccupiedRaster, available_iou, task_metrics
+from rftlab.rewards.spectrum import OccupiedBitset, available_iou, task_metrics
 from rftlab.types import StepResult
 
 BAND = official.BAND_WIDTH
@@ -164,7 +164,7 @@ class SpectrumBenchEnv:
         self.run_index = run_index
         self.stated_horizon = official.STATED_HORIZON
         self._gt = official.ground_truth_channels()
-        self._occ = OccupiedRaster(self._gt, BAND)
+        self._occ = OccupiedBitset(self._gt, BAND)
         self._brief = self.text.brief.render()
         self.reset()
 
@@ -263,7 +263,7 @@ class SpectrumBenchEnv:
         result = available_iou(self._gt, regions, BAND)
         score = 0.0 if timed_out else result.score
         reward = round(score, 4)
-        occ = self._occ.score([c for c, _ in regions], [bw for _, bw in regions]) if regions else 0.0
+        occ = self._occ.score_regions(regions) if regions else 0.0
         outcome = {
             "instance_id": q.instance_id,
             "instance_index": q.instance_index,

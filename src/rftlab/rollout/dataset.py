@@ -120,7 +120,9 @@ def dataset_rows(
     config: SpectrumRFTConfig | None = None,
 ) -> Iterator[dict[str, Any]]:
     """``n`` eval-protocol rows (``messages`` + ``input_metadata``). The env configuration of the arm is
-    recorded in ``dataset_info.environment_context`` so a rollout processor can rebuild the env."""
+    recorded in ``dataset_info.environment_context`` so a rollout processor can rebuild the env
+    (``SpectrumRFTConfig.from_dict``); only the experiment fields are recorded (``experiment_dict``:
+    implementation settings such as ``render`` are the processor's choice)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     sys_prompt = system_prompt(prompt, memory, think=think, fewshot=fewshot)
@@ -128,7 +130,7 @@ def dataset_rows(
     if cfg.memory != memory:
         raise ValueError(f"config.memory {cfg.memory!r} does not match memory {memory!r}")
     pre = prefix if prefix is not None else default_prefix(prompt, memory)
-    env_context = {"env": "spectrum_rft", "prompt": prompt, "memory": memory, "config": cfg.to_dict()}
+    env_context = {"env": "spectrum_rft", "prompt": prompt, "memory": memory, "config": cfg.experiment_dict()}
     for i in range(n):
         yield {
             "messages": [{"role": "system", "content": sys_prompt}],

@@ -1,0 +1,43 @@
+"""Display helpers shared by the notebooks: numbers as text and DataFrames as Markdown tables.
+
+Pure formatting (no IPython): notebooks wrap the returned text in ``IPython.display.Markdown``.
+
+    pm(0.1234, 0.0456)        # '+0.123 ± 0.046'
+    markdown_table(df)        # numbers to 3 decimals, no negative zero, "–" where undefined
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MISSING = "–"
+
+
+def r3(x: float) -> float:
+    """``x`` rounded to 3 decimals for display, without a negative zero."""
+    return round(float(x), 3) + 0.0
+
+
+def pm(mean: float, se: float | None, signed: bool = True) -> str:
+    """``mean ± s.e.`` as text (3 decimals; a sign on the mean when ``signed``); ``–`` for an undefined
+    standard error."""
+    se_text = MISSING if se is None or (isinstance(se, float) and math.isnan(se)) else f"{r3(se):.3f}"
+    return f"{r3(mean):+.3f} ± {se_text}" if signed else f"{r3(mean):.3f} ± {se_text}"
+
+
+def interval(low: float, high: float, signed: bool = False, digits: int = 3) -> str:
+    """``[low, high]`` as text."""
+    fmt = f"{'+' if signed else ''}.{digits}f"
+    return f"[{low:{fmt}}, {high:{fmt}}]"
+
+
+def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:
+    """A DataFrame as a Markdown table: with ``round3`` numbers are rounded to 3 decimals (no negative
+    zero); undefined cells (NaN/None) print as ``–``."""
+    df = df.copy()
+    if round3:
+        numeric = df.select_dtypes("number").columns
+        df[numeric] = df[numeric].round(3) + 0.0
+    df = df.astype(object).where(df.notna(), None)  # tabulate prints None as missingval
+    return df.to_markdown(index=False, floatfmt=floatfmt, missingval=MISSING)

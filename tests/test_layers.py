@@ -1,0 +1,186 @@
+"""Layers: a module imports only its own layer and the layers below it (``../shared/DESIGN.md``).
+
+Order, lowest first: types, rewards, envs, policies, runs, rollout, training, launch, analysis, reports,
+cli. Every ``import`` / ``from ... import`` in every module counts — at module level, inside functions,
+under ``if TYPE_CHECKING``, relative or absolute. ``rftlab/__init__.py`` runs before any submodule, so it
+may import nothing from the package; a package's own ``__init__``/``__main__`` belong to its layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LAYERS: tuple[str, ...] = (
+    "types",
+    "rewards",
+    "envs",
+    "policies",
+    "runs",
+    "rollout",
+    "training",
+    "launch",
+    "analysis",
+    "reports",
+    "cli",
+)
+RANK = {name: k for k, name in enumerate(LAYERS)}
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# (importing file relative to the source root, imported module) pairs allowed to point upward. Each entry
+# needs a reason; an entry that no longer matches anything fails the test below.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("rftlab/envs/arena/baselines.py", "rftlab.policies.arena"): (
+        "compatibility shim for tests/analysis/test_stats_intervals.py (another branch's file), which still "
+        "imports rftlab.envs.arena.baselines; drop the shim and this entry once it imports rftlab.policies.arena"
+    ),
+}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str, package: str = "rftlab") -> str | None:
+    """The layer of a module of ``package`` (``None`` for the package root itself)."""
+    parts = module.split(".")
+    if parts[0] != package or len(parts) == 1:
+        return None
+    return parts[1] if parts[1] in RANK else None
+
+
+def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import in ``path``, relative imports resolved against its package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    this = module_name(path, root)
+    is_package = path.name == "__init__.py"
+    package = this if is_package else this.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                if node.level > 1:
+                    base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base)
+                module = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                module = node.module or ""
+            out.append((node.lineno, module))
+            # ``from rftlab import analysis`` imports the subpackage ``rftlab.analysis``
+            out.extend((node.lineno, f"{module}.{alias.name}") for alias in node.names if alias.name != "*")
+    return out
+
+
+def check_layers(root: Path, package: str = "rftlab", allowed=None) -> list[str]:
+    """Every upward import under ``root/package`` as ``"file:line imports module (layer a -> layer b)"``."""
+    allowed = ALLOWED if allowed is None else allowed
+    problems: list[str] = []
+    for path in sorted((root / package).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        this = module_name(path, root)
+        mine = layer_of(this, package)
+        for line, module in imported_modules(path, root):
+            if module != package and not module.startswith(package + "."):
+                continue  # outside the package
+            target = layer_of(module, package)
+            if mine is None:  # the package root runs before everything: it may import nothing from it
+                if module != package:
+                    problems.append(f"{rel}:{line} imports {module} (the package root imports nothing)")
+                continue
+            if (
+                target is None
+            ):  # the root itself or one of its attributes (``from rftlab import __version__``)
+                continue
+            if RANK[target] > RANK[mine] and (rel, module) not in allowed:
+                problems.append(f"{rel}:{line} imports {module} (layer {mine} -> {target}, upward)")
+    return problems
+
+
+def test_no_module_imports_upward():
+    problems = check_layers(SRC)
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_every_allowed_exception_is_still_needed():
+    for (rel, module), reason in ALLOWED.items():
+        assert reason
+        path = SRC / rel
+        assert path.exists(), f"ALLOWED entry for a missing file: {rel}"
+        assert any(m == module for _, m in imported_modules(path, SRC)), (
+            f"stale ALLOWED entry: {rel} -> {module}"
+        )
+
+
+def test_every_package_is_a_known_layer():
+    tops = {p.name for p in (SRC / "rftlab").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    tops |= {p.stem for p in (SRC / "rftlab").glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert tops <= set(LAYERS), f"modules outside the layer list: {sorted(tops - set(LAYERS))}"
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("rel", "code", "want"),
+    [
+        # absolute, at module level
+        (
+            "rftlab/envs/x.py",
+            "import rftlab.analysis.trends\n",
+            "rftlab/envs/x.py:1 imports rftlab.analysis.trends",
+        ),
+        # inside a function, relative (two levels up from rftlab/envs/spectrum/)
+        (
+            "rftlab/envs/spectrum/y.py",
+            "def f():\n    from ...rollout.episode import episode\n    return episode\n",
+            "rftlab/envs/spectrum/y.py:2 imports rftlab.rollout.episode (layer envs -> rollout, upward)",
+        ),
+        # ``from rftlab import cli``: the subpackage itself
+        ("rftlab/policies/z.py", "from rftlab import cli\n", "rftlab/policies/z.py:1 imports rftlab.cli"),
+        # under TYPE_CHECKING still counts
+        (
+            "rftlab/rewards/w.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rftlab.envs import spectrum\n",
+            "rftlab/rewards/w.py:3 imports rftlab.envs",
+        ),
+        # the package root may not import its layers
+        ("rftlab/__init__.py", "from . import envs\n", "rftlab/__init__.py:1 imports rftlab.envs"),
+    ],
+)
+def test_a_planted_upward_import_is_named(tmp_path, rel, code, want):
+    files = {f"rftlab/{layer}/__init__.py": "" for layer in LAYERS if layer != "types"}
+    files.update({"rftlab/__init__.py": "", "rftlab/types.py": "", "rftlab/envs/spectrum/__init__.py": ""})
+    files[rel] = code
+    problems = check_layers(_tree(tmp_path, files), allowed={})
+    assert any(p.startswith(want) for p in problems), problems
+    # the same tree without the planted file is clean
+    files[rel] = ""
+    assert check_layers(_tree(tmp_path, files), allowed={}) == []
+
+
+def test_downward_and_same_layer_imports_pass(tmp_path):
+    files = {f"rftlab/{layer}/__init__.py": "" for layer in LAYERS if layer != "types"}
+    files.update(
+        {
+            "rftlab/__init__.py": '__version__ = "0"\n',
+            "rftlab/types.py": "import json\n",
+            "rftlab/envs/a.py": "from rftlab.types import StepResult\nfrom rftlab.rewards import b\nfrom . import c\n",
+            "rftlab/envs/c.py": "",
+            "rftlab/cli/d.py": "def f():\n    from rftlab.analysis import summaries\n    import rftlab.envs.a\n",
+            "rftlab/launch/e.py": "from rftlab.runs import hashing\n",  # launch sits above runs
+        }
+    )
+    assert check_layers(_tree(tmp_path, files), allowed={}) == []
