@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prompt.add_argument("--permutation", type=int, default=None, help="default: seed + agent index")
     prompt.set_defaults(func=_prompt)
 
+    from rftlab.cli.arena_sft import register_subcommands  # Stage-1 SFT pipeline sub-commands
+
+    register_subcommands(commands)
+
 
 def _baselines(args: argparse.Namespace) -> int:
     from rftlab.policies.arena import BASELINE_POLICIES, evaluate_baselines, summarize_baselines

@@ -1,0 +1,479 @@
+"""Frozen 60-case arena evaluation under message interventions (spec §10.2, §10.4) and the validation scorer (§11).
+
+A *provider* turns chat messages into reply text. ``OracleProvider`` returns the reference target (it
+validates the harness), ``ScriptedProvider`` is an in-process policy that reads only the prompt (the
+scripted local-priority team policy rendered as protocol replies) and ``EndpointProvider`` calls any
+OpenAI-compatible ``/chat/completions`` URL greedily with thinking disabled.
+
+``evaluate_case`` runs one case: four broadcasts, then the ACT phase under the generated (3 action-order
+permutations), dropped, reference and shuffled conditions; every raw response is kept in the record.
+``score_validation_reply`` is the per-row validation scorer with the strict type rules of §8.4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from rftlab.envs.arena.cases import FROZEN_MANIFEST_SHA256, FrozenCase, frozen_cases
+from rftlab.envs.arena.oracle import OPTIMAL_REGRET_TOLERANCE, solve_joint_action
+from rftlab.envs.arena.protocol import (
+    ACT_PHASE,
+    BROADCAST_PHASE,
+    EMPTY_BROADCAST,
+    PROMPT_VERSION,
+    Broadcast,
+    action_or_wait,
+    action_prompt,
+    broadcast_or_empty,
+    broadcast_prompt,
+    encode_action,
+    encode_broadcast,
+    inbox_for,
+    oracle_broadcast,
+    parse_action,
+    parse_broadcast,
+)
+from rftlab.envs.arena.rules import (
+    CAPTURE,
+    FORTIFY,
+    PROBE,
+    RECOVER,
+    SCAN,
+    TRANSFER,
+    WAIT,
+    redundant_agents,
+    step,
+)
+from rftlab.envs.arena.world import (
+    ARENA_VERSION,
+    BLUE,
+    COMPROMISED,
+    EXPOSED,
+    GENERATOR_VERSION,
+    RED,
+    SECURE,
+    compact_json,
+    generate_state,
+    team_agent_ids,
+)
+from rftlab.policies.arena import STYLE_BONUS, deterministic_policy
+
+EVAL_VERSION = "rftlab-arena-eval-v2"
+CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled")
+PERMUTATIONS = 3
+OPENAI_MAX_TOKENS = 192
+DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+DEFAULT_API_KEY_ENV = "RFTLAB_ARENA_API_KEY"
+ENDPOINT_TIMEOUT_S = 180.0
+
+
+class Provider(Protocol):
+    """Reply text for one prompt. ``target`` is the reference reply; only the oracle may look at it."""
+
+    name: str
+
+    def complete(self, messages: list[dict[str, str]], target: str) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class OracleProvider:
+    """Returns the reference target: every condition must score strict 1.0 and regret 0 (§10.4)."""
+
+    name = "oracle"
+
+    def complete(self, messages: list[dict[str, str]], target: str) -> str:
+        return target
+
+    def describe(self) -> dict[str, Any]:
+        return {"provider": "oracle", "model": "oracle"}
+
+
+# ---------------------------------------------------------------- prompt-only scripted policy
+
+
+def _priority(entry: Mapping[str, Any], observation: Mapping[str, Any], style: str) -> tuple[int, str, str]:
+    """The local-priority key (§6) of one displayed action, computed from the prompt alone."""
+    known = {n["node"]: n for n in observation["known_nodes"]}
+    me = observation["self"]
+    kind, target = entry["type"], entry.get("target")
+    obs = known.get(target) if kind != TRANSFER else None
+    value = obs["value"] if obs else 0
+    critical = int(bool(obs["critical"])) if obs else 0
+    exposed = bool(obs) and obs["status"] == EXPOSED
+    if kind == RECOVER:
+        score = 12 + value + 3 * critical
+    elif kind == CAPTURE:
+        score = 9 + value + 2 * critical if exposed else 1
+    elif kind == FORTIFY:
+        score = 7 + value + 3 * critical
+    elif kind == PROBE:
+        score = 1 if exposed else 8 + value + 2 * critical
+    elif kind == TRANSFER:
+        mates = {t["id"]: t for t in observation["adjacent_teammates"]}
+        receiver = mates.get(target, {"resource": 4})
+        score = 3 + 8 * int(receiver["resource"] == 0) + 2 * int(me["resource"] > 1)
+    elif kind == SCAN:
+        score = 2
+    else:
+        score = 0
+    score += STYLE_BONUS[style].get(kind, 0)
+    return (score, kind, target if target is not None else me["position"])
+
+
+def _ranked(user: Mapping[str, Any], style: str) -> list[dict[str, Any]]:
+    return sorted(user["legal_actions"], key=lambda e: _priority(e, user["observation"], style), reverse=True)
+
+
+def _action_json(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "id"}
+
+
+def scripted_broadcast_reply(user: Mapping[str, Any], style: str = "balanced") -> str:
+    """The reference broadcast of the agent's local-priority action (§8.5), from the prompt alone."""
+    observation = user["observation"]
+    team = observation["self"]["team"]
+    best = _action_json(_ranked(user, style)[0])
+    target = best.get("target")
+
+    def useful(o: Mapping[str, Any]) -> bool:
+        return o["node"] == target or o["owner"] != team or o["status"] != SECURE or bool(o["critical"])
+
+    ranked = sorted(
+        observation["known_nodes"],
+        key=lambda o: (
+            o["node"] == target,
+            o["status"] in (COMPROMISED, EXPOSED) or bool(o["critical"]),
+            o["observed_turn"],
+            o["node"],
+        ),
+        reverse=True,
+    )
+    facts = [o for o in ranked if useful(o)][:3]
+    is_wait = best["type"] == WAIT
+    reply = {
+        "facts": facts,
+        "intent": None if is_wait else best,
+        "request_resource": 1 if observation["self"]["resource"] == 0 and is_wait else 0,
+    }
+    return compact_json(reply)
+
+
+def scripted_action_reply(user: Mapping[str, Any], style: str = "balanced", use_inbox: bool = True) -> str:
+    """The best local-priority action whose (kind, target) no lower-id teammate declared as its intent."""
+    me = user["observation"]["self"]["id"]
+    claimed = set()
+    if use_inbox:
+        for message in user.get("inbox") or []:
+            intent = (message.get("broadcast") or {}).get("intent")
+            if message.get("sender", "") < me and isinstance(intent, dict) and intent.get("type") != WAIT:
+                claimed.add((intent.get("type"), intent.get("target")))
+    for entry in _ranked(user, style):
+        if entry["type"] == WAIT or (entry["type"], entry.get("target")) not in claimed:
+            return compact_json({"action_id": entry["id"]})
+    return compact_json({"action_id": "A0"})  # unreachable: WAIT is always displayed
+
+
+class ScriptedProvider:
+    """In-process local policy: the scripted local-priority team policy, reading only the prompt JSON."""
+
+    name = "local"
+
+    def __init__(self, style: str = "balanced", use_inbox: bool = True):
+        if style not in STYLE_BONUS:
+            raise ValueError(f"unknown style {style!r}")
+        self.style, self.use_inbox = style, use_inbox
+
+    def complete(self, messages: list[dict[str, str]], target: str) -> str:
+        user = json.loads(messages[-1]["content"])
+        if user.get("phase") == BROADCAST_PHASE:
+            return scripted_broadcast_reply(user, self.style)
+        return scripted_action_reply(user, self.style, self.use_inbox)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "provider": "local",
+            "model": f"scripted-{self.style}" + ("" if self.use_inbox else "-no-inbox"),
+            "decoding": "deterministic",
+        }
+
+
+# ---------------------------------------------------------------- OpenAI-compatible endpoint
+
+
+class EndpointError(RuntimeError):
+    """The endpoint failed (HTTP error, unreachable, or a body that is not a chat completion)."""
+
+
+class EndpointProvider:
+    """POST ``<base_url>/chat/completions`` with temperature 0 and thinking disabled (§10.4 ``openai``)."""
+
+    name = "endpoint"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key_env: str = DEFAULT_API_KEY_ENV,
+        max_tokens: int = OPENAI_MAX_TOKENS,
+        timeout: float = ENDPOINT_TIMEOUT_S,
+        seed: int | None = None,
+    ):
+        self.model, self.base_url = model, base_url.rstrip("/")
+        self.api_key_env, self.max_tokens, self.timeout, self.seed = api_key_env, max_tokens, timeout, seed
+
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env) or "local"
+
+    def complete(self, messages: list[dict[str, str]], target: str) -> str:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "stream": False,
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._key()}"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise EndpointError(f"{self.base_url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise EndpointError(f"{self.base_url}: unreachable ({exc})") from None
+        except ValueError:
+            raise EndpointError(f"{self.base_url}: the reply is not JSON") from None
+        try:
+            content = payload["choices"][0]["message"].get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise EndpointError(f"{self.base_url}: the reply has no choices[0].message") from None
+        return content if isinstance(content, str) else ""  # not stripped (JSON whitespace is tolerated)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "provider": "endpoint",
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "enable_thinking": False,
+        }
+
+
+# ---------------------------------------------------------------- one case
+
+
+def _reference_broadcasts(state, solution) -> dict[str, Broadcast]:
+    return {a: oracle_broadcast(state, a, solution.canonical_assignment[a]) for a in team_agent_ids(BLUE)}
+
+
+def shuffled_broadcasts(case_index: int, style: str, cases: Sequence[FrozenCase]) -> dict[str, Broadcast]:
+    """Reference broadcasts of case ``(i+1) mod n``, solved against RED playing *this* case's style (§10.2)."""
+    other = cases[(case_index + 1) % len(cases)]
+    state = generate_state(other.seed, other.size)
+    solution = solve_joint_action(state, BLUE, deterministic_policy(state, RED, style))
+    return _reference_broadcasts(state, solution)
+
+
+def evaluate_case(
+    provider: Provider, case: FrozenCase, all_cases: Sequence[FrozenCase] | None = None
+) -> dict[str, Any]:
+    """One frozen case under the four message conditions; the record of §10.2 (raw responses kept)."""
+    all_cases = all_cases if all_cases is not None else frozen_cases()
+    state = generate_state(case.seed, case.size)
+    red = deterministic_policy(state, RED, case.style)
+    solution = solve_joint_action(state, BLUE, red)
+    blue = team_agent_ids(BLUE)
+    reference_broadcasts = _reference_broadcasts(state, solution)
+
+    messages_record = []
+    generated: dict[str, Broadcast] = {}
+    for i, agent_id in enumerate(blue):
+        prompt, _ = broadcast_prompt(state, agent_id, case.seed + i)
+        raw = provider.complete(prompt, encode_broadcast(reference_broadcasts[agent_id]))
+        parsed = parse_broadcast(raw, state, agent_id)
+        generated[agent_id] = broadcast_or_empty(parsed)
+        messages_record.append(
+            {"agent_id": agent_id, "valid": parsed.valid, "errors": list(parsed.errors), "raw_response": raw}
+        )
+
+    delivered = {
+        "generated": generated,
+        "dropped": dict.fromkeys(blue, EMPTY_BROADCAST),
+        "reference": reference_broadcasts,
+        "shuffled": shuffled_broadcasts(case.index, case.style, all_cases),
+    }
+    rows = []
+    for condition in CONDITIONS:
+        for k in range(PERMUTATIONS if condition == "generated" else 1):
+            rows.append(_act(provider, state, case, red, solution, condition, k, delivered[condition]))
+
+    consistent = True
+    for i in range(len(blue)):
+        actions = [row["actions"][i] for row in rows if row["condition"] == "generated"]
+        if (
+            not all(a["valid"] for a in actions)
+            or len({json.dumps(a["selected_action"]) for a in actions}) != 1
+        ):
+            consistent = False
+    return {
+        "eval_version": EVAL_VERSION,
+        "arena_version": ARENA_VERSION,
+        "generator_version": GENERATOR_VERSION,
+        "prompt_version": PROMPT_VERSION,
+        "manifest_sha256": FROZEN_MANIFEST_SHA256,
+        "model": provider.describe().get("model"),
+        "case_index": case.index,
+        "seed": case.seed,
+        "size": case.size,
+        "opponent_style": case.style,
+        "oracle_reward": solution.reward,
+        "solver_joint_actions_explored": solution.explored,
+        "solver_optimal_count": solution.optimal_count,
+        "message_strict_rate": sum(m["valid"] for m in messages_record) / len(blue),
+        "action_order_consistent": consistent,
+        "messages": messages_record,
+        "conditions": rows,
+    }
+
+
+def _act(provider, state, case, red, solution, condition, k, broadcasts) -> dict[str, Any]:
+    blue = team_agent_ids(BLUE)
+    actions_record, selected = [], {}
+    for i, agent_id in enumerate(blue):
+        inbox = inbox_for(agent_id, {a: b for a, b in broadcasts.items() if a != agent_id})
+        prompt, displayed = action_prompt(state, agent_id, inbox, case.seed + i + k)
+        raw = provider.complete(prompt, encode_action(solution.canonical_assignment[agent_id], displayed))
+        parsed = parse_action(raw, displayed)
+        selected[agent_id] = action_or_wait(parsed)
+        actions_record.append(
+            {
+                "agent_id": agent_id,
+                "valid": parsed.valid,
+                "errors": list(parsed.errors),
+                "selected_action": selected[agent_id].to_dict(),
+                "raw_response": raw,
+            }
+        )
+    joint = {**red, **selected}
+    result = step(state, joint, check=False)
+    reward = result.rewards[BLUE]
+    regret = solution.reward - reward
+    strict_team = all(a["valid"] for a in actions_record)
+    return {
+        "condition": condition,
+        "permutation": k,
+        "strict_action_rate": sum(a["valid"] for a in actions_record) / len(blue),
+        "strict_team_protocol": strict_team,
+        "environment_reward": reward,
+        "oracle_reward": solution.reward,
+        "regret": regret,
+        "optimal_outcome": strict_team and regret <= OPTIMAL_REGRET_TOLERANCE,
+        "duplicate_targets": list(result.duplicate_targets.get(BLUE, ())),
+        "redundant_agents": list(redundant_agents(state, joint, BLUE)),
+        "invalid_environment_actions": [a for a in result.invalid_agents if a.startswith("blue-")],
+        "actions": actions_record,
+    }
+
+
+def run_frozen_eval(
+    provider: Provider,
+    case_indices: Sequence[int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate the frozen cases (all 60 by default, or the given indices) in case order."""
+    cases = frozen_cases()
+    chosen = [cases[i] for i in (case_indices if case_indices is not None else range(len(cases)))]
+    records = []
+    for n, case in enumerate(chosen, start=1):
+        records.append(evaluate_case(provider, case, cases))
+        if progress is not None:
+            progress(n, len(chosen))
+    return records
+
+
+# ---------------------------------------------------------------- validation scorer (§11)
+
+
+def _canon(value: Any) -> str:
+    return compact_json(value)
+
+
+def score_validation_reply(row: Mapping[str, Any], text: Any) -> dict[str, Any]:
+    """Per-row booleans of §11 with the strict type rules of §8.4 (``2.0`` is not ``2``, ``1`` is not ``true``)."""
+    phase = row["metadata"]["phase"]
+    user = json.loads(row["messages"][1]["content"])
+    target = json.loads(row["messages"][2]["content"])
+    predicted = None
+    if isinstance(text, str):
+        try:
+            value = json.loads(text.strip())
+        except (ValueError, RecursionError):
+            value = None
+        predicted = value if isinstance(value, dict) else None
+    out = {"phase": phase, "parsed": predicted is not None, "unsupported_fact_response": False}
+    if phase == ACT_PHASE:
+        schema = (
+            predicted is not None
+            and set(predicted) == {"action_id"}
+            and isinstance(predicted["action_id"], str)
+        )
+        legal = schema and predicted["action_id"] in {e["id"] for e in user["legal_actions"]}
+        exact = predicted is not None and _canon(predicted) == _canon(target)
+        out.update(schema_valid=schema, legal=legal, supported=legal, exact=exact, ordered_exact=exact)
+        return out
+    schema = predicted is not None and set(predicted) == {"facts", "intent", "request_resource"}
+    known = {_canon(n) for n in user["observation"]["known_nodes"]}
+    facts_ok = False
+    if schema:
+        facts = predicted["facts"]
+        if isinstance(facts, list) and len(facts) <= 3 and all(isinstance(f, dict) for f in facts):
+            canon = [_canon(f) for f in facts]
+            facts_ok = len(set(canon)) == len(canon) and all(c in known for c in canon)
+        out["unsupported_fact_response"] = not facts_ok
+    intents = {_canon(_action_json(e)) for e in user["legal_actions"]}
+    intent_ok = schema and (predicted["intent"] is None or _canon(predicted["intent"]) in intents)
+    request = predicted.get("request_resource") if schema else None
+    request_ok = type(request) is int and request in (0, 1)
+    supported = bool(schema and facts_ok and intent_ok and request_ok)
+    exact = False
+    if schema and isinstance(predicted["facts"], list):
+        exact = (
+            Counter(_canon(f) for f in predicted["facts"]) == Counter(_canon(f) for f in target["facts"])
+            and _canon(predicted["intent"]) == _canon(target["intent"])
+            and request_ok
+            and request == target["request_resource"]
+        )
+    out.update(
+        schema_valid=schema,
+        legal=supported,
+        supported=supported,
+        exact=exact,
+        ordered_exact=predicted is not None and _canon(predicted) == _canon(target),
+    )
+    return out
+
+
+def run_validation(provider: Provider, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Generate one reply per row (prompt = system + user) and score it; raw replies are kept."""
+    records = []
+    for row in rows:
+        raw = provider.complete([dict(m) for m in row["messages"][:2]], row["messages"][2]["content"])
+        scored = score_validation_reply(row, raw)
+        records.append({"id": row["id"], "raw_response": raw, **scored})
+    return records
