@@ -1,0 +1,1 @@
+"""Training loops and their plug-ins (advantage estimators, the GS1/GRPO client loop)."""
