@@ -35,3 +35,21 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"reference data folder {SHARED} is absent (it sits beside the clone in CI)")
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _no_real_tinker_clients(monkeypatch, request):
+    """Constructing a real tinker client in an offline test fails at once (with a key and no network a
+    real ``create_lora_training_client`` blocks for ~300 s): inject a fake or the local backend."""
+    if request.node.get_closest_marker("live"):
+        return
+    try:
+        import tinker
+    except ImportError:  # the tinker extra is not installed
+        return
+
+    def _refuse(*args, **kwargs):
+        raise RuntimeError("real tinker client in an offline test; inject a fake or the local backend")
+
+    monkeypatch.setattr(tinker, "ServiceClient", _refuse)
+    monkeypatch.setattr(tinker, "RestClient", _refuse)
