@@ -125,6 +125,16 @@ class FakeTrainingClient:
             )
         )
 
+    def forward(self, data, loss_fn):
+        self.calls.append(("forward", loss_fn, list(data)))
+        outs = [{"logprobs": d.loss_fn_inputs["logprobs"]} for d in data]  # trainer == sampler: ratio 1
+        loss = -sum(float(d.loss_fn_inputs["advantages"].to_numpy().sum()) for d in data)
+        return Done(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type=loss_fn, loss_fn_outputs=outs, metrics={"loss:sum": loss}
+            )
+        )
+
     def optim_step(self, adam_params):
         self.calls.append(("optim_step", adam_params))
         self.version += 1
@@ -185,3 +195,83 @@ def test_fake_training_client_rejects_extra_keys():
     )
     with pytest.raises(AssertionError):
         trainer.forward_backward([datum], loss_fn="importance_sampling")
+
+
+class TinyTorchTrainingClient(FakeTrainingClient):
+    """A fake training client with a real tiny causal LM in float64 (embedding -> tanh(cumsum) ->
+    linear): ``forward``/``forward_backward`` compute the SDK's ``importance_sampling`` loss for real and
+    expose the gradient of the last ``forward_backward`` (``get_last_gradients``) and the weights
+    (``get_lora_state``). Sampling stays scripted (``FakeSamplingClient``)."""
+
+    VOCAB, DIM = 300, 8
+
+    def __init__(self, service, base_model, rank, seed, step0: int = 0):
+        import torch
+
+        super().__init__(service, base_model, rank, seed, step0)
+        gen = torch.Generator().manual_seed(int(seed or 0))
+        self.params = {
+            "emb": torch.randn(self.VOCAB, self.DIM, generator=gen, dtype=torch.float64).requires_grad_(),
+            "out": (
+                0.3 * torch.randn(self.DIM, self.VOCAB, generator=gen, dtype=torch.float64)
+            ).requires_grad_(),
+        }
+        self.last_grads = None
+
+    def _logprobs(self, datum):
+        import torch
+
+        toks = torch.tensor(datum.model_input.to_ints())
+        h = torch.cumsum(self.params["emb"][toks], dim=0)
+        h = torch.tanh(h / torch.arange(1, len(toks) + 1, dtype=torch.float64)[:, None])
+        logp = torch.log_softmax(h @ self.params["out"], dim=-1)
+        target = torch.as_tensor(datum.loss_fn_inputs["target_tokens"].to_numpy())
+        return logp.gather(1, target[:, None]).squeeze(1)
+
+    def _loss(self, data):
+        import torch
+
+        total, outs = torch.zeros((), dtype=torch.float64), []
+        for d in data:
+            lp = self._logprobs(d)
+            slp = torch.as_tensor(d.loss_fn_inputs["logprobs"].to_numpy(), dtype=torch.float64)
+            adv = torch.as_tensor(d.loss_fn_inputs["advantages"].to_numpy(), dtype=torch.float64)
+            total = total - (torch.exp(lp - slp) * adv).sum()
+            outs.append({"logprobs": types.TensorData.from_numpy(lp.detach().numpy().astype(np.float32))})
+        return total, outs
+
+    def forward(self, data, loss_fn):
+        import torch
+
+        with torch.no_grad():
+            loss, outs = self._loss(data)
+        return Done(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type=loss_fn, loss_fn_outputs=outs, metrics={"loss:sum": float(loss)}
+            )
+        )
+
+    def forward_backward(self, data, loss_fn, loss_fn_config=None):
+        super().forward_backward(data, loss_fn)  # the server-side validation and the call log
+        for p in self.params.values():
+            p.grad = None
+        loss, outs = self._loss(data)
+        loss.backward()
+        self.last_grads = {k: p.grad.detach().clone() for k, p in self.params.items()}
+        return Done(
+            types.ForwardBackwardOutput(
+                loss_fn_output_type=loss_fn, loss_fn_outputs=outs, metrics={"loss:sum": float(loss)}
+            )
+        )
+
+    def get_last_gradients(self):
+        return self.last_grads
+
+    def get_lora_state(self):
+        return {k: p.detach().clone() for k, p in self.params.items()}
+
+
+class TinyTorchServiceClient(FakeServiceClient):
+    def create_lora_training_client(self, base_model, rank=32, seed=None):
+        self.calls.append(("create_lora_training_client", base_model, rank, seed))
+        return Done(TinyTorchTrainingClient(self, base_model, rank, seed))

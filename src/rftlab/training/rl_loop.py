@@ -377,20 +377,20 @@ def _seed(config: GS1ArmConfig, step: int, k: int, salt: int = 0) -> int:
     return (config.seed * 1_000_003 + step * 10_007 + k * 101 + salt) % (2**31 - 1)
 
 
-def rl_step(
-    config: GS1ArmConfig,
-    step: int,
-    training_client: Any,
-    renderer: Any,
-    task: MathTask,
-    estimator: AdvantageEstimator,
-    clock: Callable[[], float] = time.perf_counter,
-) -> StepResult:
-    """One step of the loop (the module docstring's 1-7); the caller logs and checkpoints."""
-    t0 = clock()
-    sampler = resolve(training_client.save_weights_and_get_sampling_client())
-    indices = step_prompt_indices(config, step, len(task.train))
-    problems = [task.train[i] for i in indices]
+@dataclass
+class SampledBatch:
+    """One step's graded rollouts: ``records`` (logged per rollout) and, aligned with them, ``seqs``
+    (prompt ``ModelInput``, response tokens, sampler logprobs) for building datums."""
+
+    records: list[dict[str, Any]]
+    seqs: list[tuple[Any, list[int], list[float]]]
+
+
+def sample_batch(
+    config: GS1ArmConfig, step: int, sampler: Any, renderer: Any, task: MathTask
+) -> SampledBatch:
+    """Steps 2-4: the step's prompts, their logprobs (φ), ``group_size`` samples each, graded."""
+    problems = [task.train[i] for i in step_prompt_indices(config, step, len(task.train))]
     prompts = [task.prompt(renderer, p) for p in problems]
     lp_futures = [sampler.compute_logprobs(p) for p in prompts]
     sample_futures = [
@@ -402,25 +402,20 @@ def rl_step(
         for k, p in enumerate(prompts)
     ]
     heldout = config.heldout_group_size > 0 and step in config.heldout_steps
-    heldout_futures = (
-        [
-            sampler.sample(
-                prompt=p,
-                num_samples=config.heldout_group_size,
-                sampling_params=sampling_params(config, renderer, _seed(config, step, k, salt=7)),
-            )
-            for k, p in enumerate(prompts)
-        ]
+    heldout_futures = [
+        sampler.sample(
+            prompt=p,
+            num_samples=config.heldout_group_size,
+            sampling_params=sampling_params(config, renderer, _seed(config, step, k, salt=7)),
+        )
+        for k, p in enumerate(prompts)
         if heldout
-        else []
-    )
+    ]
     records: list[dict[str, Any]] = []
     seqs: list[tuple[Any, list[int], list[float]]] = []
-    for k, (problem, prompt, lp_f, s_f) in enumerate(
-        zip(problems, prompts, lp_futures, sample_futures, strict=True)
-    ):
-        phi = prompt_features(prompt.length, lp_f.result())
-        response = s_f.result()
+    for k, (problem, prompt) in enumerate(zip(problems, prompts, strict=True)):
+        phi = prompt_features(prompt.length, lp_futures[k].result())
+        response = sample_futures[k].result()
         if len(response.sequences) != config.group_size:
             raise RuntimeError(
                 f"backend returned {len(response.sequences)} samples for num_samples={config.group_size}"
@@ -432,9 +427,8 @@ def rl_step(
                 np.mean([grade(response_text(renderer, s.tokens), problem.answer) for s in held])
             )
         for g, seq in enumerate(response.sequences):
-            tokens = list(seq.tokens)
-            lps = seq.logprobs
-            if lps is None:
+            tokens = [int(t) for t in seq.tokens]
+            if seq.logprobs is None:
                 raise RuntimeError(
                     "the sampler returned no logprobs; the importance_sampling loss needs them"
                 )
@@ -453,35 +447,62 @@ def rl_step(
                     "heldout_mean_reward": held_mean,
                 }
             )
-            seqs.append((prompt, tokens, list(lps)))
-    t_sampled = clock()
+            seqs.append((prompt, tokens, [float(x) for x in seq.logprobs]))
+    return SampledBatch(records, seqs)
 
-    ids = [r["prompt_id"] for r in records]
-    rewards = np.array([r["reward"] for r in records], dtype=np.float64)
-    phi_arr = np.array([r["phi"] for r in records], dtype=np.float64)
-    est = estimator(ids, rewards, phi_arr)
-    estimator.observe(ids, rewards, phi_arr)
-    for n, rec in enumerate(records):
+
+def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOutput:
+    """Step 5: the estimator's advantages, written into the records; the estimator then observes."""
+    ids = [r["prompt_id"] for r in batch.records]
+    rewards = np.array([r["reward"] for r in batch.records], dtype=np.float64)
+    phi = np.array([r["phi"] for r in batch.records], dtype=np.float64).reshape(-1, 2)
+    est = estimator(ids, rewards, phi)
+    estimator.observe(ids, rewards, phi)
+    for n, rec in enumerate(batch.records):
         rec["advantage"] = float(est.advantages[n])
         rec["baseline"] = float(est.baselines[n])
         if est.effective_neighbors is not None:
             rec["effective_neighbors"] = float(est.effective_neighbors[n])
             rec["kernel_fallback"] = bool(est.fallback[n])
+    return est
 
+
+def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list[Any], int, int]:
+    """Step 6: ``(datums, n skipped as an all-zero-advantage group, n skipped as empty responses)``.
+    Marks ``in_batch`` on the records that became datums."""
+    ids = [r["prompt_id"] for r in batch.records]
     datums, skipped_zero, skipped_empty = [], 0, 0
     for pid in dict.fromkeys(ids):  # groups in prompt order, like the cookbook
         members = [n for n, x in enumerate(ids) if x == pid]
-        if all(est.advantages[n] == 0.0 for n in members):
+        if all(float(advantages[n]) == 0.0 for n in members):
             skipped_zero += len(members)
             continue
         for n in members:
-            prompt, tokens, lps = seqs[n]
+            prompt, tokens, lps = batch.seqs[n]
             if not tokens:
                 skipped_empty += 1
                 continue
-            datums.append(make_datum(prompt, tokens, lps, float(est.advantages[n])))
-            records[n]["in_batch"] = True
+            datums.append(make_datum(prompt, tokens, lps, float(advantages[n])))
+            batch.records[n]["in_batch"] = True
+    return datums, skipped_zero, skipped_empty
 
+
+def rl_step(
+    config: GS1ArmConfig,
+    step: int,
+    training_client: Any,
+    renderer: Any,
+    task: MathTask,
+    estimator: AdvantageEstimator,
+    clock: Callable[[], float] = time.perf_counter,
+) -> StepResult:
+    """One step of the loop (the module docstring's 1-7); the caller logs and checkpoints."""
+    t0 = clock()
+    sampler = resolve(training_client.save_weights_and_get_sampling_client())
+    batch = sample_batch(config, step, sampler, renderer, task)
+    t_sampled = clock()
+    est = estimate(batch, estimator)
+    datums, skipped_zero, skipped_empty = batch_datums(batch, est.advantages)
     loss_sum, optim_metrics = None, {}
     if datums:
         fb = training_client.forward_backward(datums, loss_fn=config.loss_fn)
@@ -491,8 +512,7 @@ def rl_step(
         loss_sum = float(fb_out.metrics.get("loss:sum", float("nan")))
         optim_metrics = dict(getattr(op_out, "metrics", None) or {})
     t_trained = clock()
-
-    metrics = step_metrics(config, step, records, len(datums), skipped_zero, skipped_empty)
+    metrics = step_metrics(config, step, batch.records, len(datums), skipped_zero, skipped_empty)
     metrics.update(
         {
             "loss_sum": loss_sum,
@@ -501,7 +521,7 @@ def rl_step(
             **{f"optim_{k}": v for k, v in optim_metrics.items() if isinstance(v, int | float)},
         }
     )
-    return StepResult(metrics, records, datums)
+    return StepResult(metrics, batch.records, datums)
 
 
 def step_metrics(
