@@ -1,0 +1,204 @@
+"""The local backend's model: a tiny Qwen3-architecture causal LM (or any local Hugging Face model
+directory) with ``peft`` LoRA adapters, and an offline byte-level tokenizer carrying the Qwen chat
+special tokens so the tinker-cookbook renderers work without the Hub (platforms.md §3.10).
+
+Built-in base models are deterministic functions of their name: the same name always yields the
+same base weights, so every arm of a study starts from the same base. A ``base_model`` that is a
+directory is loaded with ``transformers`` (model and tokenizer from that directory).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+
+# Qwen chat special tokens (the order fixes their ids after the 256 byte symbols).
+SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+)
+
+TINY_MODEL = "rftlab/tiny-qwen3"
+"""The default built-in base model: 2 layers, hidden size 64 (about 0.1 M parameters)."""
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Dimensions and init seed of a built-in base model (a ``Qwen3Config`` with these fields)."""
+
+    hidden_size: int = 64
+    intermediate_size: int = 192
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    max_position_embeddings: int = 1024
+    init_seed: int = 1234
+
+
+BUILTIN_MODELS: dict[str, TinyModelSpec] = {
+    TINY_MODEL: TinyModelSpec(),
+    "rftlab/tiny-qwen3-wide": TinyModelSpec(hidden_size=128, intermediate_size=384, num_hidden_layers=3),
+}
+
+LORA_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
+LORA_MLP = ("gate_proj", "up_proj", "down_proj")
+LORA_UNEMBED = ("lm_head",)
+LORA_ALPHA = 32
+"""LoRA alpha (scaling alpha/rank): tinker's LoRA uses alpha 32."""
+
+
+def byte_tokenizer() -> Any:
+    """A byte-level tokenizer (256 byte symbols, no merges) plus the Qwen chat special tokens.
+
+    Every string round-trips (``decode(encode(s)) == s``); ``<|im_end|>`` is the EOS token and
+    ``<|endoftext|>`` the pad token, as in Qwen.
+    """
+    return _cached_byte_tokenizer()
+
+
+@cache
+def _cached_byte_tokenizer() -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {symbol: i for i, symbol in enumerate(alphabet)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=1024,
+    )
+
+
+def register_builtin_tokenizers() -> None:
+    """Register the byte tokenizer under every built-in model name with
+    ``tinker_cookbook.tokenizer_utils``, so ``get_tokenizer(name)`` works offline."""
+    from tinker_cookbook.tokenizer_utils import register_tokenizer
+
+    for name in BUILTIN_MODELS:
+        register_tokenizer(name, byte_tokenizer)
+
+
+def tiny_config(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int) -> Any:
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=False,
+        pad_token_id=pad_token_id,
+        eos_token_id=eos_token_id,
+        bos_token_id=None,
+    )
+
+
+def build_tiny_model(name: str = TINY_MODEL, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """The built-in base model ``name`` (deterministic weights from its init seed) and its tokenizer."""
+    from transformers import Qwen3ForCausalLM
+
+    if name not in BUILTIN_MODELS:
+        raise ValueError(f"unknown built-in model {name!r}; known: {sorted(BUILTIN_MODELS)}")
+    spec = BUILTIN_MODELS[name]
+    tokenizer = byte_tokenizer()
+    config = tiny_config(spec, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    config._attn_implementation = "sdpa"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.init_seed)
+        model = Qwen3ForCausalLM(config)
+    return model.to(dtype).eval(), tokenizer
+
+
+def load_base_model(base_model: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """A built-in model by name, or a local Hugging Face model directory (model and tokenizer)."""
+    if base_model in BUILTIN_MODELS:
+        return build_tiny_model(base_model, dtype)
+    if os.path.isdir(base_model):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not os.path.isfile(os.path.join(base_model, "config.json")):
+            raise ValueError(f"{base_model} is not a Hugging Face model directory (no config.json)")
+        model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(base_model)
+        return model.eval(), tokenizer
+    raise ValueError(
+        f"base model {base_model!r} is neither a built-in local model ({', '.join(sorted(BUILTIN_MODELS))}) "
+        "nor a local Hugging Face model directory"
+    )
+
+
+def lora_targets(model: Any, train_mlp: bool, train_attn: bool, train_unembed: bool) -> list[str]:
+    """The module-name suffixes to wrap with LoRA that exist in ``model``."""
+    wanted: list[str] = []
+    if train_attn:
+        wanted += LORA_ATTN
+    if train_mlp:
+        wanted += LORA_MLP
+    if train_unembed:
+        wanted += LORA_UNEMBED
+    present = {
+        name.rsplit(".", 1)[-1] for name, mod in model.named_modules() if isinstance(mod, torch.nn.Linear)
+    }
+    targets = [t for t in wanted if t in present]
+    if not targets:
+        raise ValueError("no LoRA target module found (expected Qwen/Llama-style projection names)")
+    return targets
+
+
+def attach_lora(
+    model: Any,
+    rank: int,
+    seed: int,
+    train_mlp: bool = True,
+    train_attn: bool = True,
+    train_unembed: bool = True,
+) -> Any:
+    """Wrap ``model`` with fresh LoRA adapters of ``rank`` (``A`` from ``seed``, ``B`` zero), base frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    if rank < 1:
+        raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=LORA_ALPHA,
+        lora_dropout=0.0,
+        target_modules=lora_targets(model, train_mlp, train_attn, train_unembed),
+        bias="none",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(model, config)
+    peft_model.eval()
+    return peft_model
+
+
+def lora_parameters(peft_model: Any) -> dict[str, torch.nn.Parameter]:
+    """The trainable (LoRA) parameters by a short stable name (peft's prefix removed)."""
+    prefix = "base_model.model."
+    return {
+        (name[len(prefix) :] if name.startswith(prefix) else name): p
+        for name, p in peft_model.named_parameters()
+        if p.requires_grad
+    }
