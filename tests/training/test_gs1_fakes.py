@@ -200,8 +200,8 @@ def test_fake_training_client_rejects_extra_keys():
 class TinyTorchTrainingClient(FakeTrainingClient):
     """A fake training client with a real tiny causal LM in float64 (embedding -> tanh(cumsum) ->
     linear): ``forward``/``forward_backward`` compute the SDK's ``importance_sampling`` loss for real and
-    expose the gradient of the last ``forward_backward`` (``get_last_gradients``) and the weights
-    (``get_lora_state``). Sampling stays scripted (``FakeSamplingClient``)."""
+    expose the gradient of the last ``forward_backward`` (``last_gradients``) and the weights
+    (``lora_state``). Sampling stays scripted (``FakeSamplingClient``)."""
 
     VOCAB, DIM = 300, 8
 
@@ -260,14 +260,14 @@ class TinyTorchTrainingClient(FakeTrainingClient):
         self.last_grads = {k: p.grad.detach().clone() for k, p in self.params.items()}
         return Done(
             types.ForwardBackwardOutput(
-                loss_fn_output_type=loss_fn, loss_fn_outputs=outs, metrics={"loss:sum": float(loss)}
+                loss_fn_output_type=loss_fn, loss_fn_outputs=outs, metrics={"loss:sum": float(loss.detach())}
             )
         )
 
-    def get_last_gradients(self):
+    def last_gradients(self):
         return self.last_grads
 
-    def get_lora_state(self):
+    def lora_state(self):
         return {k: p.detach().clone() for k, p in self.params.items()}
 
 

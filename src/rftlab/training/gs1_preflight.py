@@ -13,11 +13,11 @@ plan's offline part):
 (c) ``loss_and_gradient`` — ``forward_backward`` of the loop's datums vs the cookbook's on two fresh
     clients of the same seed: loss and LoRA gradient within the spec's baseline tolerances (atol, rtol,
     min cosine); and the loss against a reference computed in float64 from ``forward``'s per-token
-    logprobs, within the reference tolerances. Needs a backend exposing ``get_last_gradients()``;
+    logprobs, within the reference tolerances. Needs a backend exposing ``last_gradients()``;
 (d) ``one_step_<arm>`` — per arm, one ``forward_backward`` + ``optim_step`` on a sampled example carrying
     that arm's computed advantage: both succeed and the loss is finite;
 (e) ``restoration`` — both arms' clients (same rank and seed) start from the same LoRA initialisation:
-    identical ``forward`` logprobs on the fixed batch (and identical ``get_lora_state()`` when the backend
+    identical ``forward`` logprobs on the fixed batch (and identical ``lora_state()`` when the backend
     exposes weights), and the arms' optimizer settings equal the spec's restoration group.
 
 A check is ``passed``, ``failed`` or ``not_run`` (with the reason); the preflight is *resolved* only when
@@ -286,16 +286,16 @@ def check_loss_and_gradient(
 ) -> PreflightCheck:
     """(c) on two fresh clients from ``make_client()`` (same base, rank and seed)."""
     c1, c2 = make_client(), make_client()
-    if not (callable(getattr(c1, "get_last_gradients", None))):
+    if not (callable(getattr(c1, "last_gradients", None))):
         return PreflightCheck(
             "loss_and_gradient",
             "not_run",
-            "not run: the backend does not expose gradients (get_last_gradients)",
+            "not run: the backend does not expose gradients (last_gradients)",
         )
     out1 = c1.forward_backward(list(ours), loss_fn="importance_sampling").result()
-    g1 = _flat_gradients(c1.get_last_gradients())
+    g1 = _flat_gradients(c1.last_gradients())
     out2 = c2.forward_backward([strip_mask(d) for d in cookbook], loss_fn="importance_sampling").result()
-    g2 = _flat_gradients(c2.get_last_gradients())
+    g2 = _flat_gradients(c2.last_gradients())
     l1, l2 = float(out1.metrics["loss:sum"]), float(out2.metrics["loss:sum"])
     tl, tg = tolerances["baseline_loss"], tolerances["baseline_gradient"]
     loss_ok = math.isfinite(l1) and math.isclose(l1, l2, rel_tol=tl["rtol"], abs_tol=tl["atol"])
@@ -402,8 +402,8 @@ def check_restoration(
         problems.append(f"forward logprobs differ between the arms' initial clients (max {max_lp:.3g})")
     values: dict[str, Any] = {"forward_logprob_max_abs_diff": max_lp, "n_datums": len(datums)}
     weights = "weights not exposed by the backend"
-    if all(callable(getattr(c, "get_lora_state", None)) for c in clients):
-        states = [c.get_lora_state() for c in clients]
+    if all(callable(getattr(c, "lora_state", None)) for c in clients):
+        states = [c.lora_state() for c in clients]
         flat = [_flat_gradients(s) for s in states]
         max_w = max(float(np.max(np.abs(flat[0] - f))) for f in flat[1:]) if len(flat) > 1 else 0.0
         values["lora_state_max_abs_diff"] = max_w
