@@ -111,3 +111,63 @@ def test_preflight_resolution_needs_every_check_passed():
 @pytest.mark.parametrize("bad", [{"status": "failed", "checks": []}, {}])
 def test_failed_or_empty_preflight_is_unresolved(bad):
     assert not preflight_resolved(bad)
+
+
+def _local_grpo_batch():
+    from tinker_cookbook import renderers
+
+    from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient, byte_tokenizer
+
+    service = LocalServiceClient()
+    renderer = renderers.get_renderer("qwen3_5_disable_thinking", byte_tokenizer())
+    cfg = GS1ArmConfig(
+        arm="grpo_gs8",
+        estimator="group_mean",
+        group_size=4,
+        groups_per_batch=4,
+        max_tokens=16,
+        n_train=40,
+        n_eval=4,
+        eval_max_tokens=16,
+        base_model=TINY_MODEL,
+    )
+    batch = fixed_batch(cfg, service, renderer, toy_task())
+    for i, rec in enumerate(batch.records):  # the untrained tiny model never answers: give rewards variance
+        rec["reward"] = float(i % 3 == 0)
+    return service, cfg, batch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shift", [False, True])
+def test_loss_and_gradient_on_the_local_backend_against_an_independent_autograd(shift):
+    from tinker import types
+
+    from rftlab.training.gs1_preflight import DEFAULT_TOLERANCES, check_loss_and_gradient
+    from rftlab.training.rl_loop import GroupMeanEstimator, SampledBatch, batch_datums, estimate, resolve
+
+    service, cfg, batch = _local_grpo_batch()
+    tmp = SampledBatch([dict(r) for r in batch.records], batch.seqs)
+    ours, _, _ = batch_datums(tmp, estimate(tmp, GroupMeanEstimator()).advantages)
+    if shift:  # advantages one position early: a layout bug the check must catch
+        ours = [
+            types.Datum(
+                model_input=d.model_input,
+                loss_fn_inputs={
+                    **d.loss_fn_inputs,
+                    "advantages": types.TensorData.from_numpy(
+                        np.roll(d.loss_fn_inputs["advantages"].to_numpy(), -1)
+                    ),
+                },
+            )
+            for d in ours
+        ]
+    cook, _, _ = cookbook_grpo_datums(batch)
+
+    def make():
+        return resolve(service.create_lora_training_client(base_model=cfg.base_model, rank=32, seed=0))
+
+    check = check_loss_and_gradient(make, ours, cook, DEFAULT_TOLERANCES)
+    assert check.status == ("failed" if shift else "passed"), check.detail
+    if not shift:
+        assert check.values["reference_gradient"]["cosine"] >= 0.99999
+        assert check.values["gradient"]["max_abs_diff"] == 0.0

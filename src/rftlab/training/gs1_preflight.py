@@ -46,6 +46,7 @@ from rftlab.training.rl_loop import (
     SampledBatch,
     batch_datums,
     estimate,
+    make_datum,
     make_estimator,
     resolve,
     sample_batch,
@@ -212,6 +213,8 @@ def check_treatment_disabled(batch: SampledBatch) -> PreflightCheck:
     ours, _, _ = batch_datums(fresh, est.advantages)
     theirs, cook_adv, _ = cookbook_grpo_datums(batch)
     problems = []
+    if not ours:
+        problems.append("the fixed batch has no non-zero advantage (constant rewards in every group)")
     adv_equal = bool(np.array_equal(est.advantages.astype(np.float32), cook_adv))
     if not adv_equal:
         problems.append(f"advantages differ (max {np.max(np.abs(est.advantages - cook_adv)):.3g})")
@@ -281,10 +284,47 @@ def reference_is_loss(data: Sequence[Any], trainer_logprobs: Sequence[np.ndarray
     return total
 
 
+def reference_loss_and_gradients(model: Any, data: Sequence[Any]) -> tuple[float, dict[str, Any]]:
+    """An independent reference for a backend exposing its torch model: our own forward pass
+    (``model(input_ids).logits``, ``log_softmax`` in float64), the ``importance_sampling`` loss written
+    out, and autograd; gradients of the trainable parameters by name (peft's prefix removed)."""
+    import torch
+
+    params = {
+        (n[len("base_model.model.") :] if n.startswith("base_model.model.") else n): p
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
+    for p in params.values():
+        p.grad = None
+    total = torch.zeros((), dtype=torch.float64)
+    for d in data:
+        ids = torch.tensor([d.model_input.to_ints()])
+        logits = model(input_ids=ids).logits[0].double()
+        target = torch.as_tensor(d.loss_fn_inputs["target_tokens"].to_numpy()).long()
+        lp = torch.log_softmax(logits, dim=-1).gather(1, target[:, None]).squeeze(1)
+        slp = torch.as_tensor(d.loss_fn_inputs["logprobs"].to_numpy(), dtype=torch.float64)
+        adv = torch.as_tensor(d.loss_fn_inputs["advantages"].to_numpy(), dtype=torch.float64)
+        total = total - (torch.exp(lp - slp) * adv).sum()
+    total.backward()
+    grads = {
+        n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)) for n, p in params.items()
+    }
+    for p in params.values():
+        p.grad = None
+    return float(total.detach()), grads
+
+
 def check_loss_and_gradient(
     make_client, ours: Sequence[Any], cookbook: Sequence[Any], tolerances: Mapping[str, Mapping[str, float]]
 ) -> PreflightCheck:
     """(c) on two fresh clients from ``make_client()`` (same base, rank and seed)."""
+    if not ours:
+        return PreflightCheck(
+            "loss_and_gradient",
+            "failed",
+            "the fixed batch has no non-zero advantage (constant rewards in every group): nothing to compare",
+        )
     c1, c2 = make_client(), make_client()
     if not (callable(getattr(c1, "last_gradients", None))):
         return PreflightCheck(
@@ -313,14 +353,36 @@ def check_loss_and_gradient(
         "loss_reference_float64": ref,
         "gradient": grad,
         "gradient_size": int(g1.size),
-        "reference_gradient": "not run: needs an independent autograd of the backend's model",
     }
     passed = loss_ok and grad_ok and ref_ok
+    ref_detail = "reference gradient not run: the backend does not expose its model"
+    c3 = make_client()
+    if getattr(c3, "model", None) is not None and hasattr(c3.model, "named_parameters"):
+        rg = tolerances["reference_gradient"]
+        ref_loss2, ref_grads = reference_loss_and_gradients(c3.model, list(ours))
+        names = sorted(c1.last_gradients())
+        if sorted(ref_grads) != names:
+            passed = False
+            ref_detail = "reference gradient: parameter names differ from the backend's"
+        else:
+            rgrad = compare_arrays(g1, _flat_gradients(ref_grads), rg["atol"], rg["rtol"])
+            rloss_ok = math.isclose(l1, ref_loss2, rel_tol=tr["rtol"], abs_tol=tr["atol"])
+            rgrad_ok = rgrad["allclose"] and rgrad["cosine"] >= rg["min_cosine"]
+            values["reference_autograd_loss"] = ref_loss2
+            values["reference_gradient"] = rgrad
+            passed = passed and rloss_ok and rgrad_ok
+            ref_detail = (
+                f"independent forward+autograd: loss {ref_loss2:.9g} ({'ok' if rloss_ok else 'OUT of tolerance'}), "
+                f"gradient cosine {rgrad['cosine']:.8f}, max |diff| {rgrad['max_abs_diff']:.3g} "
+                f"({'within' if rgrad_ok else 'OUTSIDE'} the reference tolerances)"
+            )
+    else:
+        values["reference_gradient"] = ref_detail
     detail = (
         f"loss loop {l1:.9g} vs cookbook {l2:.9g} ({'ok' if loss_ok else 'OUT of tolerance'}); gradient "
         f"({g1.size} values) cosine {grad['cosine']:.8f}, max |diff| {grad['max_abs_diff']}, "
         f"{'within' if grad_ok else 'OUTSIDE'} atol/rtol/min_cosine; loss vs float64 reference from forward "
-        f"logprobs {ref:.9g} ({'ok' if ref_ok else 'OUT of tolerance'})"
+        f"logprobs {ref:.9g} ({'ok' if ref_ok else 'OUT of tolerance'}); {ref_detail}"
     )
     return PreflightCheck("loss_and_gradient", "passed" if passed else "failed", detail, values)
 
@@ -471,10 +533,9 @@ def run_preflight(
         check = _timed(check_one_step, cfg, service_client, renderer, task)
         check.id = f"one_step_{cfg.arm}"
         checks.append(check)
-    if batch is not None:
-        tmp = SampledBatch([dict(r) for r in batch.records], batch.seqs)
-        ours, _, _ = batch_datums(tmp, estimate(tmp, GroupMeanEstimator()).advantages)
-        checks.append(_timed(check_restoration, list(arms.values()), service_client, ours, spec))
+    if batch is not None:  # every rollout (advantage 1): the forward logprobs do not depend on it
+        fixed = [make_datum(p, t, lp, 1.0) for p, t, lp in batch.seqs if t]
+        checks.append(_timed(check_restoration, list(arms.values()), service_client, fixed, spec))
     for c in checks:
         c.backend = c.backend or backend
     return PreflightReport(checks, backend, spec_sha256)
