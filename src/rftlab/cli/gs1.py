@@ -211,11 +211,14 @@ def run_study(
     """Preflight → pilot gate → arms → decision (see the module docstring); returns a summary."""
     from rftlab.runs.store import RunStore
     from rftlab.training.gs1_preflight import preflight_resolved
-    from rftlab.training.rl_loop import run_arm
+    from rftlab.training.rl_loop import check_model_served, run_arm, service_capabilities
 
     spec, sha = load_spec(spec_path)
     store = RunStore(root)
     summary: dict[str, Any] = {"backend": backend.name, "spec_sha256": sha}
+    capabilities = service_capabilities(backend.service_client)
+    for cfg in backend.arms.values():
+        check_model_served(capabilities, cfg.base_model)  # a clear error before anything is paid for
     pre, pre_path = study_preflight(backend, spec, sha, store)
     summary["preflight"] = {"status": pre["status"], "path": str(pre_path)}
     if not preflight_resolved(pre):
@@ -315,9 +318,15 @@ def advantages_command(args: argparse.Namespace) -> int:
 
 def preflight_command(args: argparse.Namespace) -> int:
     from rftlab.runs.store import RunStore
+    from rftlab.training.rl_loop import ModelNotServedError, check_model_served, service_capabilities
 
     spec, sha = load_spec(args.spec)
     backend = get_backend(args.backend, spec, args.root, args.quick)
+    try:
+        for cfg in backend.arms.values():
+            check_model_served(service_capabilities(backend.service_client), cfg.base_model)
+    except ModelNotServedError as exc:
+        raise UsageError(str(exc)) from None
     pre, path = study_preflight(backend, spec, sha, RunStore(args.root))
     if args.out:
         _write_json(Path(args.out), pre)
@@ -341,7 +350,12 @@ def run_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
-    summary = run_study(backend, args.spec, args.root, arms, args.despite_failed_gate, progress=progress)
+    from rftlab.training.rl_loop import ModelNotServedError, ResumeError
+
+    try:
+        summary = run_study(backend, args.spec, args.root, arms, args.despite_failed_gate, progress=progress)
+    except (ModelNotServedError, ResumeError) as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:

@@ -8,7 +8,8 @@ either. Nothing here runs at import time, and tests inject fakes instead of call
   model with the cookbook renderer named explicitly (``qwen3_5``: the spec's ``Qwen/Qwen3.5-2B`` is not in
   the cookbook's ``model_info``), GSM8K from the Hugging Face Hub, the spec's sizes.
 * ``local`` — the in-process tinker-compatible backend (``rftlab.training.local_tinker``) on its tiny
-  Qwen3-architecture model, the local GSM8K-style task (``rftlab.envs.math``) and the spec's recipe at the
+  Qwen3-architecture model after its supervised warm start (a merged base-model directory, built once
+  and reused; both arms start fresh seed-0 LoRAs on it), the local GSM8K-style task (``rftlab.envs.math``) and the spec's recipe at the
   sizes in ``LOCAL_SIZES`` (steps, rollouts per step and eval items as in the spec; shorter responses).
   Checkpoints go to a folder beside the run store so a new process can resume.
 """
@@ -33,6 +34,7 @@ QUICK_SIZES: dict[str, Any] = {
     "max_tokens": 24,
     "eval_max_tokens": 24,
 }
+QUICK_WARM_START: dict[str, Any] = {"max_steps": 40, "eval_every": 20, "eval_problems": 32}
 
 
 class BackendUnavailable(RuntimeError):
@@ -46,6 +48,7 @@ class GS1Backend:
     renderer: Any
     task: MathTask
     arms: dict[str, GS1ArmConfig]
+    warm_start: dict[str, Any] | None = None  # local backend: the supervised warm start's record
 
 
 def default_backend() -> str:
@@ -99,6 +102,7 @@ def make_gs1_backend(
     """Build the backend ``name`` for the spec (see the module docstring)."""
     from tinker_cookbook import renderers
 
+    warm = None
     if name not in BACKENDS:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "tinker":
@@ -114,21 +118,34 @@ def make_gs1_backend(
         renderer = renderers.get_renderer(DEFAULT_RENDERER, get_tokenizer(spec["base_model"]))
         task = load_gsm8k_task()
     else:
-        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient, byte_tokenizer
+        from rftlab.training.local_tinker import LocalServiceClient, byte_tokenizer
+        from rftlab.training.local_tinker.warm_start import WarmStartConfig, prepare_base_model
 
+        ws_config = WarmStartConfig(renderer_name=LOCAL_RENDERER, **(QUICK_WARM_START if quick else {}))
+        ws_dir = local_storage_dir(root) / ("warm_start_quick" if quick else "warm_start")
+        ws = prepare_base_model(ws_dir, ws_config)
+        warm = {
+            "path": ws.path,
+            "steps": ws.steps,
+            "reached_target": ws.reached_target,
+            "final_reward": ws.final_reward,
+            "history": ws.history,
+            "seconds": ws.seconds,
+            "config": ws.config,
+        }
         sizes = {
-            "base_model": TINY_MODEL,
+            "base_model": ws.path,
             "renderer_name": LOCAL_RENDERER,
             "task": "local_math",
             **LOCAL_SIZES,
             **dict(overrides or {}),
         }
         arms = arms_from_spec(spec, **sizes)
-        service = LocalServiceClient(storage_dir=local_storage_dir(root))
+        service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=[ws.path])
         renderer = renderers.get_renderer(LOCAL_RENDERER, byte_tokenizer())
         task = None
     if quick:
         arms = quick_arms(arms)
     if task is None:
         task = local_task(max(cfg.n_train for cfg in arms.values()))
-    return GS1Backend(name, service, renderer, task, arms)
+    return GS1Backend(name, service, renderer, task, arms, warm)
