@@ -208,3 +208,28 @@ def test_feasibility_estimate_by_hand():
         arms, {k: {**v, "step_s_mean": 100.0} for k, v in timings.items()}, spec["budget"], "pilot"
     )
     assert slow["status"] != "ok" and "exceeds" in slow["problems"][0]
+
+
+def test_tinker_backend_without_a_key_is_a_one_line_error(tmp_path, capsys):
+    assert main(["gs1", "run", "--backend", "tinker", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "TINKER_API_KEY" in err and len(err.strip().splitlines()) == 1
+
+
+def test_quick_arms_keep_equal_rollout_budgets_and_group_sizes():
+    arms = quick_arms(arms_from_spec(json.loads(DEFAULT_SPEC.read_text())))
+    g, k = arms["grpo_gs8"], arms["gs1_kernel"]
+    assert g.group_size == 8 and k.group_size == 1
+    assert g.rollouts_per_step == k.rollouts_per_step == 16
+    assert g.steps == k.steps == 2
+
+
+def test_model_not_served_stops_the_study_before_anything_runs(tmp_path):
+    from rftlab.training.rl_loop import ModelNotServedError
+
+    spec = json.loads(DEFAULT_SPEC.read_text())
+    service = FakeServiceClient(models=(("Qwen/Qwen3.5-4B", True, True),))
+    with pytest.raises(ModelNotServedError, match="not served"):
+        run_study(_backend(service, spec), DEFAULT_SPEC, tmp_path / "runs")
+    assert service.calls == []
+    assert not (tmp_path / "runs").exists()
