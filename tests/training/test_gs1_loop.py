@@ -178,6 +178,7 @@ def test_resume_after_interruption_gives_the_same_run(arm, renderer, tmp_path):
     assert not first.run.finished and first.steps_run == 2
     service2 = FakeServiceClient()
     service2.states = service.states  # the saved states live on the service
+    (first.run.path / "rollouts" / "epoch-2.jsonl").write_text('{"half": "written"}\n')  # killed mid-step
     second = run_arm(cfg, service2, renderer, toy_task(), store, backend="local")
     assert second.origin == "resumed" and second.run.path == first.run.path and second.steps_run == 2
     assert service2.calls[0] == (

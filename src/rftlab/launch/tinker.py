@@ -34,7 +34,6 @@ QUICK_SIZES: dict[str, Any] = {
     "max_tokens": 24,
     "eval_max_tokens": 24,
 }
-QUICK_WARM_START: dict[str, Any] = {"max_steps": 40, "eval_every": 20, "eval_problems": 32}
 
 
 class BackendUnavailable(RuntimeError):
@@ -118,30 +117,35 @@ def make_gs1_backend(
         renderer = renderers.get_renderer(DEFAULT_RENDERER, get_tokenizer(spec["base_model"]))
         task = load_gsm8k_task()
     else:
-        from rftlab.training.local_tinker import LocalServiceClient, byte_tokenizer
-        from rftlab.training.local_tinker.warm_start import WarmStartConfig, prepare_base_model
+        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient, byte_tokenizer
 
-        ws_config = WarmStartConfig(renderer_name=LOCAL_RENDERER, **(QUICK_WARM_START if quick else {}))
-        ws_dir = local_storage_dir(root) / ("warm_start_quick" if quick else "warm_start")
-        ws = prepare_base_model(ws_dir, ws_config)
-        warm = {
-            "path": ws.path,
-            "steps": ws.steps,
-            "reached_target": ws.reached_target,
-            "final_reward": ws.final_reward,
-            "history": ws.history,
-            "seconds": ws.seconds,
-            "config": ws.config,
-        }
+        if quick:  # smoke size: no warm start (expect the preflight to stop on constant rewards)
+            base_model, model_dirs = TINY_MODEL, []
+        else:
+            from rftlab.training.local_tinker.warm_start import WarmStartConfig, prepare_base_model
+
+            ws = prepare_base_model(
+                local_storage_dir(root) / "warm_start", WarmStartConfig(renderer_name=LOCAL_RENDERER)
+            )
+            warm = {
+                "path": ws.path,
+                "steps": ws.steps,
+                "reached_target": ws.reached_target,
+                "final_reward": ws.final_reward,
+                "history": ws.history,
+                "seconds": ws.seconds,
+                "config": ws.config,
+            }
+            base_model, model_dirs = ws.path, [ws.path]
         sizes = {
-            "base_model": ws.path,
+            "base_model": base_model,
             "renderer_name": LOCAL_RENDERER,
             "task": "local_math",
             **LOCAL_SIZES,
             **dict(overrides or {}),
         }
         arms = arms_from_spec(spec, **sizes)
-        service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=[ws.path])
+        service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=model_dirs)
         renderer = renderers.get_renderer(LOCAL_RENDERER, byte_tokenizer())
         task = None
     if quick:

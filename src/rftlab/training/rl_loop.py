@@ -704,6 +704,9 @@ def run_arm(
             service_client.create_training_client_from_state_with_optimizer(last["state_path"])
         )
         start = int(last["step"]) + 1
+    leftover = run.path / "rollouts" / f"epoch-{start}.jsonl"
+    if leftover.exists():  # an interrupted step wrote its rollouts but not its metrics: it is redone
+        leftover.unlink()
     else:
         training_client = resolve(
             service_client.create_lora_training_client(
