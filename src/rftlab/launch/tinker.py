@@ -117,7 +117,7 @@ def make_gs1_backend(
         renderer = renderers.get_renderer(DEFAULT_RENDERER, get_tokenizer(spec["base_model"]))
         task = load_gsm8k_task()
     else:
-        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient, byte_tokenizer
+        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 
         if quick:  # smoke size: no warm start (expect the preflight to stop on constant rewards)
             base_model, model_dirs = TINY_MODEL, []
@@ -146,7 +146,11 @@ def make_gs1_backend(
         }
         arms = arms_from_spec(spec, **sizes)
         service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=model_dirs)
-        renderer = renderers.get_renderer(LOCAL_RENDERER, byte_tokenizer())
+        # the base model's own tokenizer (a built-in name is registered with the cookbook by the backend;
+        # a warm-started directory carries its tokenizer), exactly as on the tinker path
+        from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+        renderer = renderers.get_renderer(LOCAL_RENDERER, get_tokenizer(base_model))
         task = None
     if quick:
         arms = quick_arms(arms)
