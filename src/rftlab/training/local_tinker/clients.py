@@ -79,7 +79,12 @@ class _Host:
         self.key = key
         self.dtype = dtype
         self.tokenizer = tokenizer
-        self.model = attach_lora(base, key.rank, seed, key.train_mlp, key.train_attn, key.train_unembed)
+        if key.rank == 0:  # full-parameter training (local-only extension, see create_full_training_client)
+            self.model = base
+            for p in base.parameters():
+                p.requires_grad_(True)
+        else:
+            self.model = attach_lora(base, key.rank, seed, key.train_mlp, key.train_attn, key.train_unembed)
         self.params = lora_parameters(self.model)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self.vocab = int(self.model.get_output_embeddings().weight.shape[0])
@@ -478,8 +483,8 @@ class LocalTrainingClient:
         return types.GetInfoResponse(
             model_data=types.ModelData(arch="qwen3", model_name=self._host.key.base_model),
             model_id=self.model_id,
-            is_lora=True,
-            lora_rank=self._host.key.rank,
+            is_lora=self._host.key.rank > 0,
+            lora_rank=self._host.key.rank or None,
             model_name=self._host.key.base_model,
         )
 
@@ -571,6 +576,20 @@ class LocalServiceClient:
 
         return _client_future(_create)
 
+    def create_full_training_client(self, base_model: str, seed: int = 0) -> _ClientFuture:
+        """Local-only extension (the service trains LoRA only): a training client whose trainable
+        parameters are *all* the model's weights, with the same ``forward_backward``/``optim_step``
+        interface, losses and Adam. Used for the local task's supervised warm start, where LoRA on the
+        randomly initialised tiny base learns too slowly (see ``warm_start``)."""
+
+        def _create() -> LocalTrainingClient:
+            key = LoraKey(str(base_model), 0)
+            host = _Host(key, int(seed), self.dtype, self.num_threads)
+            self._note_model(key.base_model)
+            return LocalTrainingClient(self, host, f"local-full-{uuid.uuid4().hex[:12]}", int(seed))
+
+        return _client_future(_create)
+
     def create_training_client_from_state(
         self, path: str, user_metadata: dict[str, str] | None = None
     ) -> _ClientFuture:
@@ -585,14 +604,17 @@ class LocalServiceClient:
         def _create() -> LocalTrainingClient:
             ckpt = self._fetch(path)
             key = LoraKey(**ckpt["key"])
-            client = self.create_lora_training_client(
-                key.base_model,
-                key.rank,
-                ckpt.get("seed", 0),
-                key.train_mlp,
-                key.train_attn,
-                key.train_unembed,
-            ).result()
+            if key.rank == 0:
+                client = self.create_full_training_client(key.base_model, ckpt.get("seed", 0)).result()
+            else:
+                client = self.create_lora_training_client(
+                    key.base_model,
+                    key.rank,
+                    ckpt.get("seed", 0),
+                    key.train_mlp,
+                    key.train_attn,
+                    key.train_unembed,
+                ).result()
             client._load(path, with_optimizer=with_optimizer)
             return client
 

@@ -45,11 +45,14 @@ class TinyModelSpec:
     head_dim: int = 16
     max_position_embeddings: int = 1024
     init_seed: int = 1234
+    tokenizer: str = "bpe"
+    """``"bpe"`` (the task-trained byte-level BPE, see ``bpe_tokenizer``) or ``"bytes"``."""
 
 
 BUILTIN_MODELS: dict[str, TinyModelSpec] = {
     TINY_MODEL: TinyModelSpec(),
     "rftlab/tiny-qwen3-wide": TinyModelSpec(hidden_size=128, intermediate_size=384, num_hidden_layers=3),
+    "rftlab/tiny-qwen3-bytes": TinyModelSpec(tokenizer="bytes"),
 }
 
 LORA_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -87,13 +90,62 @@ def _cached_byte_tokenizer() -> Any:
     )
 
 
+BPE_VOCAB = 512
+BPE_CORPUS_SEED = 99
+BPE_CORPUS_SIZE = 3000
+
+
+def bpe_tokenizer() -> Any:
+    """A byte-level BPE (vocabulary <= 512, digits always single tokens) with the Qwen chat special
+    tokens, trained deterministically on a fixed corpus of the local math task (3000 train-stream
+    problems with the math_rl question suffix, their solution lines, and the chat-template words).
+
+    Any text still round-trips (all 256 byte symbols are in the vocabulary); the task's prompts are
+    about 3x shorter than with ``byte_tokenizer``, which makes sampling and training 3x cheaper."""
+    return _cached_bpe_tokenizer()
+
+
+@cache
+def _cached_bpe_tokenizer() -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from rftlab.envs.math import QUESTION_SUFFIX, train_problems
+
+    corpus: list[str] = []
+    for p in train_problems(BPE_CORPUS_SIZE, seed=BPE_CORPUS_SEED):
+        corpus += [p.question + QUESTION_SUFFIX, p.solution]
+    corpus += ["user\n", "assistant\n", "system\n", "\n\n"] * 50
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=BPE_VOCAB,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=1024
+    )
+
+
+TOKENIZERS = {"bpe": bpe_tokenizer, "bytes": byte_tokenizer}
+
+
 def register_builtin_tokenizers() -> None:
-    """Register the byte tokenizer under every built-in model name with
-    ``tinker_cookbook.tokenizer_utils``, so ``get_tokenizer(name)`` works offline."""
+    """Register each built-in model's tokenizer under its name with ``tinker_cookbook.tokenizer_utils``,
+    so ``get_tokenizer(name)`` (and the cookbook renderers) work offline."""
     from tinker_cookbook.tokenizer_utils import register_tokenizer
 
-    for name in BUILTIN_MODELS:
-        register_tokenizer(name, byte_tokenizer)
+    for name, spec in BUILTIN_MODELS.items():
+        register_tokenizer(name, TOKENIZERS[spec.tokenizer])
 
 
 def tiny_config(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int) -> Any:
@@ -122,7 +174,7 @@ def build_tiny_model(name: str = TINY_MODEL, dtype: torch.dtype = torch.float32)
     if name not in BUILTIN_MODELS:
         raise ValueError(f"unknown built-in model {name!r}; known: {sorted(BUILTIN_MODELS)}")
     spec = BUILTIN_MODELS[name]
-    tokenizer = byte_tokenizer()
+    tokenizer = TOKENIZERS[spec.tokenizer]()
     config = tiny_config(spec, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     config._attn_implementation = "sdpa"
     with torch.random.fork_rng(devices=[]):

@@ -1,0 +1,230 @@
+"""Local tinker backend benchmark: sampling throughput (KV cache, batched) against a naive baseline in the
+same run (no KV cache: the whole sequence re-run for every new token, same batch), forward_backward
+time per datum, one full RL step, greedy evaluation, and peak memory.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_local_tinker.py            # pieces (about 1 min)
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_local_tinker.py --full     # + the whole local study
+
+``--full`` runs a stand-in of the GS1 study on the local backend: the warm-started base (cached in
+``--base-dir``), then 2 arms x ``--steps`` steps x 64 rollouts (GRPO 8x8 with group-mean
+advantages; GS1 64x1 with a leave-one-out batch-mean baseline standing in for the kernel estimator)
+with ``importance_sampling`` + Adam, then greedy evaluation of the 1319 local test items per arm. The
+loop is this script's own (the study's loop lives in ``rftlab.training.rl_loop``); it measures the
+backend's share of the study's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from tinker import types
+
+from rftlab.envs.math import reward, test_problems, train_problems
+from rftlab.training.local_tinker import LocalServiceClient
+from rftlab.training.local_tinker.warm_start import (
+    WarmStartConfig,
+    build_prompt,
+    prepare_base_model,
+    renderer_for,
+    response_text,
+)
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@torch.no_grad()
+def naive_sample(model, prompts: list[list[int]], max_tokens: int, pad_id: int) -> int:
+    """Greedy decoding without a KV cache (left-padded batch, full forward per token); returns tokens made."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(p)
+        attn[i, width - len(p) :] = 1
+    for _ in range(max_tokens):
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False).logits[:, -1]
+        nxt = logits.argmax(-1, keepdim=True)
+        ids = torch.cat([ids, nxt], dim=1)
+        attn = torch.cat([attn, torch.ones_like(nxt)], dim=1)
+    return len(prompts) * max_tokens
+
+
+def make_datum(prompt: types.ModelInput, toks: list[int], lps: list[float], adv: float) -> types.Datum:
+    ob = prompt.length - 1
+    return types.Datum(
+        model_input=prompt.append(types.EncodedTextChunk(tokens=toks[:-1])),
+        loss_fn_inputs={
+            "target_tokens": torch.tensor([0] * ob + toks),
+            "logprobs": torch.tensor([0.0] * ob + lps),
+            "advantages": torch.tensor([0.0] * ob + [adv] * len(toks)),
+        },
+    )
+
+
+def rl_step(tc, renderer, problems, group_size: int, max_tokens: int, adam, seed: int) -> dict[str, float]:
+    t0 = time.perf_counter()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompts = [build_prompt(renderer, p) for p in problems]
+    params = types.SamplingParams(max_tokens=max_tokens, temperature=1.0, stop=renderer.get_stop_sequences())
+    lp_futs = [sampler.compute_logprobs(pr) for pr in prompts]
+    futs = [
+        sampler.sample(pr, group_size, params.model_copy(update={"seed": seed + i}))
+        for i, pr in enumerate(prompts)
+    ]
+    results = [f.result() for f in futs]
+    [f.result() for f in lp_futs]
+    t_sample = time.perf_counter() - t0
+    rewards = [
+        [reward(response_text(renderer, s.tokens), p.final) for s in r.sequences]
+        for r, p in zip(results, problems, strict=True)
+    ]
+    flat = [x for g in rewards for x in g]
+    data = []
+    for pr, r, g in zip(prompts, results, rewards, strict=True):
+        if group_size > 1:
+            base = [sum(g) / len(g)] * len(g)
+        else:  # leave-one-out batch mean (stand-in for the kernel baseline)
+            base = [(sum(flat) - x) / (len(flat) - 1) for x in g]
+        for s, x, b in zip(r.sequences, g, base, strict=True):
+            if len(s.tokens) >= 2 and abs(x - b) > 1e-9:
+                data.append(make_datum(pr, s.tokens, s.logprobs, x - b))
+    t1 = time.perf_counter()
+    if data:
+        fb = tc.forward_backward(data, "importance_sampling")
+        tc.optim_step(adam).result()
+        fb.result()
+    t_train = time.perf_counter() - t1
+    return {"reward": sum(flat) / len(flat), "sample_s": t_sample, "train_s": t_train, "datums": len(data)}
+
+
+def greedy_eval(tc, renderer, problems, max_tokens: int) -> float:
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    params = types.SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=renderer.get_stop_sequences())
+    futs = [sampler.sample(build_prompt(renderer, p), 1, params) for p in problems]
+    return statistics.mean(
+        reward(response_text(renderer, f.result().sequences[0].tokens), p.final)
+        for f, p in zip(futs, problems, strict=True)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--base-dir", default="runs/local_tinker/base", help="warm-started base model directory (cache)"
+    )
+    parser.add_argument("--max-tokens", type=int, default=20)
+    parser.add_argument("--full", action="store_true", help="also run the whole local study stand-in")
+    parser.add_argument("--steps", type=int, default=40)
+    args = parser.parse_args()
+    t_all = time.perf_counter()
+
+    t0 = time.perf_counter()
+    ws = prepare_base_model(args.base_dir, WarmStartConfig())
+    print(
+        f"warm start: {ws.steps} steps, sampled reward {ws.final_reward:.3f}, built in {ws.seconds:.1f} s "
+        f"(this run: {time.perf_counter() - t0:.1f} s incl. cache check)"
+    )
+    base = ws.path
+    sc = LocalServiceClient(model_dirs=[base])
+    renderer = renderer_for(base, WarmStartConfig().renderer_name)
+    tc = sc.create_lora_training_client(base, rank=32, seed=0).result()
+    problems = train_problems(64, seed=0)
+    prompts = [build_prompt(renderer, p) for p in problems]
+
+    # sampling: KV cache + batching vs the naive baseline (same 64 prompts, greedy, no stop)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    params = types.SamplingParams(max_tokens=args.max_tokens, temperature=0.0, stop=[])
+    t0 = time.perf_counter()
+    res = [f.result() for f in [sampler.sample(pr, 1, params) for pr in prompts]]
+    t_kv = time.perf_counter() - t0
+    n_tok = sum(len(r.sequences[0].tokens) for r in res)
+    host = tc._host
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    n_naive = naive_sample(tc.model, [pr.to_ints() for pr in prompts], args.max_tokens, host.pad_id)
+    t_naive = time.perf_counter() - t0
+    print(
+        f"sampling 64 x {args.max_tokens} tokens: KV-cache batched {n_tok / t_kv:,.0f} tok/s ({t_kv:.2f} s); "
+        f"naive no-cache {n_naive / t_naive:,.0f} tok/s ({t_naive:.2f} s); speedup x{t_naive / t_kv:.1f}"
+    )
+
+    # forward_backward per datum (64 importance-sampling datums of the task's size)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    p1 = types.SamplingParams(
+        max_tokens=args.max_tokens, temperature=1.0, stop=renderer.get_stop_sequences(), seed=1
+    )
+    res = [f.result() for f in [sampler.sample(pr, 1, p1) for pr in prompts]]
+    data = [
+        make_datum(pr, r.sequences[0].tokens, r.sequences[0].logprobs, 0.5 - (i % 2))
+        for i, (pr, r) in enumerate(zip(prompts, res, strict=True))
+        if len(r.sequences[0].tokens) >= 2
+    ]
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        tc.forward_backward(data, "importance_sampling").result()
+        times.append(time.perf_counter() - t0)
+    tokens = sum(d.model_input.length for d in data)
+    print(
+        f"forward_backward: {len(data)} datums ({tokens} tokens) best {min(times):.3f} s = "
+        f"{1000 * min(times) / len(data):.2f} ms/datum"
+    )
+    for p in tc.model.parameters():
+        p.grad = None
+
+    adam = types.AdamParams(learning_rate=4e-5, beta1=0.9, beta2=0.95, eps=1e-8)
+    steps = [
+        rl_step(tc, renderer, train_problems(64, seed=s + 1)[: 64 // g], g, args.max_tokens, adam, s)
+        for s, g in ((0, 8), (1, 1), (2, 8), (3, 1))
+    ]
+    step_s = statistics.mean(s["sample_s"] + s["train_s"] for s in steps)
+    print(
+        f"full RL step (sample 64 + prompt logprobs + forward_backward + optim_step): mean {step_s:.2f} s "
+        f"(sampling {statistics.mean(s['sample_s'] for s in steps):.2f} s, training {statistics.mean(s['train_s'] for s in steps):.2f} s)"
+    )
+    tests = test_problems()
+    t0 = time.perf_counter()
+    acc = greedy_eval(tc, renderer, tests[:256], args.max_tokens)
+    t_eval = (time.perf_counter() - t0) * len(tests) / 256
+    print(
+        f"greedy eval: 256 items in {t_eval * 256 / len(tests):.2f} s (accuracy {acc:.3f}) -> 1319 items ~{t_eval:.1f} s"
+    )
+    est = 2 * (args.steps * step_s + t_eval)
+    print(
+        f"estimated study (2 arms x {args.steps} steps + 2 evals, base cached): {est:.0f} s; peak RSS {peak_rss_mib():.0f} MiB"
+    )
+
+    if args.full:
+        t_study = time.perf_counter()
+        for arm, g in (("grpo_gs8", 8), ("gs1_kernel", 1)):
+            t_arm = time.perf_counter()
+            tc = sc.create_lora_training_client(base, rank=32, seed=0).result()
+            pool = train_problems(64 * args.steps, seed=0)
+            rewards = []
+            for s in range(args.steps):
+                batch = pool[s * 64 : s * 64 + 64 // g] if g > 1 else pool[s * 64 : (s + 1) * 64]
+                rewards.append(rl_step(tc, renderer, batch, g, args.max_tokens, adam, 1000 * s)["reward"])
+            t_train = time.perf_counter() - t_arm
+            t0 = time.perf_counter()
+            acc = greedy_eval(tc, renderer, tests, args.max_tokens)
+            print(
+                f"{arm}: train {t_train:.1f} s (reward first 2 steps {statistics.mean(rewards[:2]):.3f}, last 5 "
+                f"{statistics.mean(rewards[-5:]):.3f}); eval 1319 greedy {time.perf_counter() - t0:.1f} s, accuracy {acc:.3f}"
+            )
+        print(
+            f"full local study stand-in: {time.perf_counter() - t_study:.1f} s; peak RSS {peak_rss_mib():.0f} MiB"
+        )
+    print(f"total bench wall time {time.perf_counter() - t_all:.1f} s")
+
+
+if __name__ == "__main__":
+    Path("runs").mkdir(exist_ok=True)
+    main()
