@@ -223,3 +223,23 @@ def test_kernel_baseline_is_a_convex_combination_of_other_prompts_rewards(rows, 
             assert 0.0 <= row["effective_neighbors"] <= row["n_neighbors"] + 1e-9
         else:
             assert row["baseline"] == 0.0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_parse_batch_rows_never_crashes_on_arbitrary_json(obj):
+    try:
+        rows = parse_batch_rows(obj)
+    except ValueError:
+        return
+    out = advantages_for_rows(rows, "kernel_baseline")  # whatever parses must also compute
+    assert len(out) == len(rows)

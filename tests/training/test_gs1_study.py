@@ -233,3 +233,12 @@ def test_model_not_served_stops_the_study_before_anything_runs(tmp_path):
         run_study(_backend(service, spec), DEFAULT_SPEC, tmp_path / "runs")
     assert service.calls == []
     assert not (tmp_path / "runs").exists()
+
+
+def test_decide_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
+    t = _eval_file(tmp_path / "t.jsonl", [1, 0, 1])
+    b = _eval_file(tmp_path / "b.jsonl", [1, 0])  # item test-2 missing
+    assert main(["gs1", "decide", "--treatment", str(t), "--baseline", str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "not paired" in err and len(err.strip().splitlines()) == 1
+    assert main(["gs1", "decide", "--treatment", str(tmp_path / "nope.jsonl"), "--baseline", str(b)]) == 2
