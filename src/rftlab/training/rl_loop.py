@@ -25,11 +25,10 @@ test items into the run's ``eval.jsonl``. The loop never branches on the backend
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -745,12 +744,3 @@ def run_arm(
         run.set_provider(final_sampler_path=final_path, timings=timings)
         run.finish()
     return ArmRunResult(run, origin, steps_run, timings, final_path)
-
-
-def with_sizes(config: GS1ArmConfig, **sizes: Any) -> GS1ArmConfig:
-    """A copy of ``config`` with other sizes (steps, groups_per_batch, max_tokens, n_eval, ...)."""
-    return replace(config, **sizes)
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
