@@ -57,6 +57,12 @@ def test_prompt_order_is_the_seed_0_permutation_and_steps_take_consecutive_slice
     assert step_prompt_indices(cfg, 0, 40) == order[:12].tolist()
     assert step_prompt_indices(cfg, 1, 40) == order[12:24].tolist()
     assert step_prompt_indices(cfg, 3, 40) == [int(order[(36 + k) % 40]) for k in range(12)]  # wraps
+    # the first n_train prompts of the shuffled full split, which is datasets' shuffle(seed=0) order
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"i": list(range(100))}).shuffle(seed=0)
+    assert step_prompt_indices(cfg, 0, 100) == ds["i"][:12]
+    assert set(step_prompt_indices(cfg, 3, 100)) <= set(ds["i"][:40])
 
 
 def test_datum_layout_matches_the_cookbook_rl_loop():

@@ -225,16 +225,17 @@ def grade(response: str, answer: str) -> float:
         return 0.0
 
 
-def prompt_order(n_train: int, seed: int) -> np.ndarray:
-    """The fixed shuffled order of the first ``n_train`` train prompts."""
-    return np.random.default_rng(seed).permutation(n_train)
+def prompt_order(n_available: int, seed: int) -> np.ndarray:
+    """The fixed shuffled order of the train split: ``numpy.random.default_rng(seed).permutation``, the
+    same permutation as ``datasets.Dataset.shuffle(seed=seed)`` (the cookbook's GSM8K order)."""
+    return np.random.default_rng(seed).permutation(n_available)
 
 
 def step_prompt_indices(config: GS1ArmConfig, step: int, n_available: int) -> list[int]:
-    """Train-problem indices of ``step``: the next ``groups_per_batch`` of the seed-``seed`` order
-    (wrapping around when the order is exhausted)."""
+    """Train-problem indices of ``step``: the next ``groups_per_batch`` of the first ``n_train`` prompts
+    of the seed-``seed`` order (wrapping around when those are exhausted)."""
     n = min(config.n_train, n_available)
-    order = prompt_order(n, config.seed)
+    order = prompt_order(n_available, config.seed)[:n]
     start = step * config.groups_per_batch
     return [int(order[(start + k) % n]) for k in range(config.groups_per_batch)]
 
