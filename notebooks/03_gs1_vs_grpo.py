@@ -182,14 +182,14 @@ else:
 # %% [markdown]
 # ## 3. Feasibility
 #
-# Wall time of the full study estimated from the pilot's timings (setup, mean step, evaluation per item)
-# against the spec's budget.
+# Wall time of the full study estimated from the measured preflight and the pilot's timings (setup, mean
+# step, evaluation per item), against the spec's budget.
 
 # %%
 if pilot is not None:
     feas = pilot["feasibility"]
     phase_rows = [
-        {"phase": f"{arm}: {k[:-2]}", "seconds": v}
+        {"phase": f"{arm}: {k[:-2].replace('wall', 'measured')}", "seconds": v}
         for arm, ph in feas["phases"].items()
         for k, v in ph.items()
     ]

@@ -155,7 +155,9 @@ def gate_evaluator(spec: dict[str, Any], sha: str):
     return lambda metrics: evaluate_gate(checks, metrics, sha)
 
 
-def study_pilot(backend, spec: dict[str, Any], sha: str, store) -> dict[str, Any]:
+def study_pilot(
+    backend, spec: dict[str, Any], sha: str, store, preflight_s: float | None = None
+) -> dict[str, Any]:
     """The 2-step pilot, its gate at the pre-registered bandwidth (and the calibration), feasibility."""
     from rftlab.training.gs1_pilot import calibrate_bandwidth, feasibility, run_pilot
 
@@ -165,7 +167,7 @@ def study_pilot(backend, spec: dict[str, Any], sha: str, store) -> dict[str, Any
     calib = calibrate_bandwidth(pilot.metrics_by_bandwidth, gate_evaluator(spec, sha))
     gate = calib.evaluations[calib.chosen_bandwidth]
     source = ", ".join(f"{k}:{r.run.run_id}" for k, r in pilot.runs.items())
-    feas = feasibility(backend.arms, pilot.timings, spec.get("budget", {}), source)
+    feas = feasibility(backend.arms, pilot.timings, spec.get("budget", {}), source, preflight_s=preflight_s)
     return {
         "gate": gate.to_dict(),
         "gate_passed": gate.passed,
@@ -235,7 +237,7 @@ def run_study(
         pilot_key,
         backend.name,
         "gate.json",
-        lambda: study_pilot(backend, spec, sha, store),
+        lambda: study_pilot(backend, spec, sha, store, pre.get("wall_seconds")),
     )
     summary["gate"] = {"passed": gate["gate_passed"], "bandwidth": gate["chosen_bandwidth"]}
     summary["pilot"] = gate
