@@ -197,9 +197,12 @@ def _check_passed(evaluation: Any, metric: str) -> bool:
 
 
 def run_timings(run: Run) -> dict[str, float]:
-    """Setup, per-step and evaluation timings recorded by ``run_arm`` in a finished run."""
+    """Setup, per-step and evaluation timings recorded by ``run_arm`` in a finished run (the mean step
+    leaves out a pilot step that also drew the held-out samples, when another step exists)."""
     timings = dict(run.record.provider.get("timings") or {})
-    steps = [m["time_step_s"] for m in run.metrics() if m.get("time_step_s") is not None]
+    rows = [m for m in run.metrics() if m.get("time_step_s") is not None]
+    plain = [m for m in rows if m.get("baseline_reward_corr") is None]  # without the held-out samples
+    steps = [m["time_step_s"] for m in (plain or rows)]
     n_eval = len(run.eval_items())
     return {
         "setup_s": float(timings.get("setup_s", math.nan)),
