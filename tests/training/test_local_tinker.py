@@ -350,3 +350,54 @@ def test_capabilities_list_the_builtin_model():
         m.model_name for m in sc.create_rest_client().get_server_capabilities().result().supported_models
     }
     assert TINY_MODEL in names
+
+
+def test_top_k_prompt_logprobs_string_stops_and_future_as_client(service64):
+    fut = service64.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=4)
+    with pytest.warns(FutureWarning):
+        fut.get_tokenizer()  # deprecated SDK usage: the future used as the client still works
+    tc = fut.result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = _prompt(tc)
+    greedy = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=8, temperature=0.0, stop=[])).result()
+    top1 = sampler.sample(
+        prompt, 2, types.SamplingParams(max_tokens=8, temperature=1.5, top_k=1, stop=[], seed=3)
+    )
+    assert all(s.tokens == greedy.sequences[0].tokens for s in top1.result().sequences)
+    tiny_p = sampler.sample(
+        prompt, 2, types.SamplingParams(max_tokens=8, temperature=1.0, top_p=1e-6, stop=[], seed=3)
+    )
+    assert all(s.tokens == greedy.sequences[0].tokens for s in tiny_p.result().sequences)
+    full = sampler.compute_logprobs(prompt).result()
+    with_prompt = sampler.sample(
+        prompt, 1, types.SamplingParams(max_tokens=2, stop=[]), include_prompt_logprobs=True
+    )
+    got = with_prompt.result().prompt_logprobs
+    assert got[0] is None and got[1:] == pytest.approx(full[1:], abs=1e-6)
+    last = sampler.compute_logprobs(prompt, prompt_logprobs_last_n=3).result()
+    assert last[:-3] == [None] * (len(full) - 3) and last[-3:] == pytest.approx(full[-3:])
+    # a multi-token stop string ends generation once its tokens appear, and is kept in the output
+    g = greedy.sequences[0].tokens
+    text = tc.get_tokenizer().decode(g[2:4])
+    if tc.get_tokenizer().encode(text, add_special_tokens=False) == g[2:4]:
+        stopped = sampler.sample(
+            prompt, 1, types.SamplingParams(max_tokens=8, temperature=0.0, stop=[text])
+        ).result()
+        assert stopped.sequences[0].stop_reason == "stop" and stopped.sequences[0].tokens[-2:] == g[2:4]
+
+
+def test_concurrent_callers_get_the_same_results_as_sequential_ones():
+    from concurrent.futures import ThreadPoolExecutor
+
+    sc = LocalServiceClient()
+    tc = sc.create_lora_training_client(TINY_MODEL, rank=4, seed=0).result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompts = [_prompt(tc, f"Kim has {i} cups.") for i in range(8)]
+    params = types.SamplingParams(max_tokens=6, temperature=1.0, stop=[], seed=11)
+    sequential = [sampler.sample(p, 2, params).result().sequences[0].tokens for p in prompts]
+
+    def one(p):
+        return sampler.sample(p, 2, params).result().sequences[0].tokens
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, prompts)) == sequential

@@ -108,3 +108,13 @@ def test_warm_started_base_lands_in_the_activation_window(tmp_path):
         sampler, renderer, train_problems(64, seed=0), temperature=1.0, max_tokens=20, seed=0
     )
     assert 0.1 <= pilot <= 0.9
+
+
+def test_warm_start_is_deterministic(tmp_path):
+    cfg = WarmStartConfig(max_steps=3, eval_every=3, eval_problems=4, batch_size=8, target_reward=1.1)
+    a = prepare_base_model(tmp_path / "a", cfg)
+    b = prepare_base_model(tmp_path / "b", cfg)
+    assert a.history == b.history
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (
+        tmp_path / "b" / "model.safetensors"
+    ).read_bytes()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,6 +62,12 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@contextmanager
+def _busy(host: _Host) -> Iterator[None]:
+    with host.lock, torch_threads(host.threads):
+        yield
+
+
 @dataclass(frozen=True)
 class LoraKey:
     base_model: str
@@ -73,9 +80,12 @@ class LoraKey:
 class _Host:
     """One base model with LoRA adapters, its tokenizer and its queue of sampling requests."""
 
-    def __init__(self, key: LoraKey, seed: int, dtype: torch.dtype, threads: int | None = 1) -> None:
+    def __init__(
+        self, key: LoraKey, seed: int, dtype: torch.dtype, threads: int | None = 1, device: str = "cpu"
+    ) -> None:
         self.threads = threads
         base, tokenizer = load_base_model(key.base_model, dtype)
+        base = base.to(device)
         self.key = key
         self.dtype = dtype
         self.tokenizer = tokenizer
@@ -90,9 +100,15 @@ class _Host:
         self.vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.pending: list[tuple[_Snapshot, SampleRequest | LogprobRequest]] = []
+        self.lock = threading.RLock()  # one computation at a time on this model (callers may use threads)
+
+    def busy(self) -> Iterator[None]:
+        """Hold the model (lock and torch thread count) for one computation."""
+        return _busy(self)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.params.items()}
+        with self.lock:  # never mid-flush, when a sampler's weights are swapped in
+            return {n: p.detach().clone() for n, p in self.params.items()}  # on the model's device
 
     def load(self, state: Mapping[str, torch.Tensor]) -> None:
         if set(state) != set(self.params):
@@ -107,7 +123,7 @@ class _Host:
         """Run every queued sampling/logprob request, each on its snapshot's weights."""
         if not self.pending:
             return
-        with torch_threads(self.threads):
+        with self.busy():
             self._flush()
 
     def _flush(self) -> None:
@@ -198,7 +214,8 @@ class LocalSamplingClient:
                 )
         except Exception as exc:
             return LocalFuture.failed(exc)
-        self._host.pending.append((self._snapshot, req))
+        with self._host.lock:
+            self._host.pending.append((self._snapshot, req))
         return fut
 
     def _make_request(
@@ -249,7 +266,8 @@ class LocalSamplingClient:
                 raise ValueError("prompt is empty")
         except Exception as exc:
             return LocalFuture.failed(exc)
-        self._host.pending.append((self._snapshot, LogprobRequest(prompt=tokens, future=fut)))
+        with self._host.lock:
+            self._host.pending.append((self._snapshot, LogprobRequest(prompt=tokens, future=fut)))
         if prompt_logprobs_last_n is None:
             return fut
         n = int(prompt_logprobs_last_n)
@@ -298,13 +316,13 @@ class LocalTrainingClient:
     def forward_backward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=True))
 
     def forward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=False))
 
     def _run(
@@ -329,35 +347,37 @@ class LocalTrainingClient:
         outputs: list[dict[str, types.TensorData]] = [{} for _ in parsed]
         order = sorted(range(len(parsed)), key=lambda i: len(parsed[i].tokens))
         batches: list[list[int]] = [[]]
-        tokens_in_batch = 0
-        for i in order:
-            width = len(parsed[i].tokens)
-            if batches[-1] and width * (len(batches[-1]) + 1) > FB_MICROBATCH_TOKENS:
+        for i in order:  # sorted by length, so the last datum of a batch is its widest
+            if batches[-1] and len(parsed[i].tokens) * (len(batches[-1]) + 1) > FB_MICROBATCH_TOKENS:
                 batches.append([])
             batches[-1].append(i)
-            tokens_in_batch = width * len(batches[-1])
-        del tokens_in_batch
-        with torch.set_grad_enabled(backward):
-            for batch in batches:
-                logps = target_logprobs(
-                    host.model,
-                    [parsed[i].tokens for i in batch],
-                    [parsed[i].inputs["target_tokens"] for i in batch],
-                    host.pad_id,
-                )
-                losses = [
-                    elementwise_loss(loss_fn, lp, parsed[i].inputs)
-                    for i, lp in zip(batch, logps, strict=True)
-                ]
-                loss = torch.stack([el.sum() for el in losses]).sum()
-                if backward:
-                    loss.backward()
-                total += float(loss.detach())
-                for i, lp, el in zip(batch, logps, losses, strict=True):
-                    outputs[i] = {
-                        "logprobs": types.TensorData.from_torch(lp.detach().float()),
-                        "elementwise_loss": types.TensorData.from_torch(el.detach().float()),
-                    }
+        try:
+            with torch.set_grad_enabled(backward):
+                for batch in batches:
+                    logps = target_logprobs(
+                        host.model,
+                        [parsed[i].tokens for i in batch],
+                        [parsed[i].inputs["target_tokens"] for i in batch],
+                        host.pad_id,
+                    )
+                    losses = [
+                        elementwise_loss(loss_fn, lp, parsed[i].inputs)
+                        for i, lp in zip(batch, logps, strict=True)
+                    ]
+                    loss = torch.stack([el.sum() for el in losses]).sum()
+                    if backward:
+                        loss.backward()
+                    total += float(loss.detach())
+                    for i, lp, el in zip(batch, logps, losses, strict=True):
+                        outputs[i] = {
+                            "logprobs": types.TensorData.from_torch(lp.detach().float()),
+                            "elementwise_loss": types.TensorData.from_torch(el.detach().float()),
+                        }
+        except BaseException:
+            if backward:  # leave the gradients accumulated so far as they were
+                for n, p in host.params.items():
+                    p.grad = saved[n]
+            raise
         if backward:
             self._last_grads = {
                 n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
@@ -376,7 +396,7 @@ class LocalTrainingClient:
     def optim_step(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
     ) -> LocalFuture[types.OptimStepResponse]:
-        with torch_threads(self._host.threads):
+        with self._host.busy():
             return LocalFuture.run(lambda: self._optim_step(optim_params, adam_params))
 
     def _optim_step(self, optim_params: Any, adam_params: Any) -> types.OptimStepResponse:
@@ -494,22 +514,22 @@ class LocalTrainingClient:
         """The LoRA gradient of the last ``forward_backward`` alone (name → tensor), in float64."""
         if self._last_grads is None:
             raise RuntimeError("no forward_backward has run yet")
-        return {n: g.double().clone() for n, g in self._last_grads.items()}
+        return {n: g.double().cpu().clone() for n, g in self._last_grads.items()}
 
     def accumulated_gradients(self) -> dict[str, torch.Tensor]:
         """The LoRA gradient accumulated since the last ``optim_step`` (zeros where none)."""
         return {
             n: (
-                p.grad.detach().double().clone()
+                p.grad.detach().double().cpu().clone()
                 if p.grad is not None
-                else torch.zeros_like(p, dtype=torch.float64)
+                else torch.zeros(p.shape, dtype=torch.float64)
             )
             for n, p in self._host.params.items()
         }
 
     def lora_state(self) -> dict[str, torch.Tensor]:
-        """The current LoRA weights (name → tensor copy)."""
-        return self._host.state()
+        """The current LoRA weights (name → tensor copy, on the CPU)."""
+        return {n: t.cpu() for n, t in self._host.state().items()}
 
     @property
     def model(self) -> Any:
@@ -531,7 +551,8 @@ class LocalServiceClient:
     ``storage_dir`` holds checkpoints (a temporary directory by default); ``model_dirs`` are local
     model directories to list as supported models; ``dtype`` is the model's float type (float64
     for tight reference comparisons); ``num_threads`` is torch's intra-op thread count while the
-    backend computes (``None`` leaves torch's setting alone)."""
+    backend computes (``None`` leaves torch's setting alone); ``device`` is where models run (``"cuda"``
+    for a real model directory on a GPU machine; only ``"cpu"`` is exercised by the tests here)."""
 
     def __init__(
         self,
@@ -539,9 +560,11 @@ class LocalServiceClient:
         model_dirs: Sequence[str | os.PathLike[str]] = (),
         dtype: torch.dtype = torch.float32,
         num_threads: int | None = 1,
+        device: str = "cpu",
     ) -> None:
         register_builtin_tokenizers()
         self.num_threads = num_threads
+        self.device = device
         self._tmp = None
         if storage_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="rftlab-local-tinker-")
@@ -570,7 +593,7 @@ class LocalServiceClient:
                 raise ValueError("the local backend implements Adam only")
             key = LoraKey(str(base_model), int(rank), bool(train_mlp), bool(train_attn), bool(train_unembed))
             init_seed = 0 if seed is None else int(seed)
-            host = _Host(key, init_seed, self.dtype, self.num_threads)
+            host = _Host(key, init_seed, self.dtype, self.num_threads, self.device)
             self._note_model(key.base_model)
             return LocalTrainingClient(self, host, f"local-{uuid.uuid4().hex[:12]}", init_seed)
 
@@ -584,7 +607,7 @@ class LocalServiceClient:
 
         def _create() -> LocalTrainingClient:
             key = LoraKey(str(base_model), 0)
-            host = _Host(key, int(seed), self.dtype, self.num_threads)
+            host = _Host(key, int(seed), self.dtype, self.num_threads, self.device)
             self._note_model(key.base_model)
             return LocalTrainingClient(self, host, f"local-full-{uuid.uuid4().hex[:12]}", int(seed))
 
@@ -647,7 +670,7 @@ class LocalServiceClient:
 
     def _sampling_host(self, key: LoraKey) -> _Host:
         if key not in self._sampling_hosts:
-            self._sampling_hosts[key] = _Host(key, 0, self.dtype, self.num_threads)
+            self._sampling_hosts[key] = _Host(key, 0, self.dtype, self.num_threads, self.device)
         return self._sampling_hosts[key]
 
     # --------------------------------------------------------------------------- capabilities
@@ -701,6 +724,6 @@ class LocalServiceClient:
         file = self._file_for(path)
         if not file.is_file():
             raise ValueError(f"checkpoint {path} not found under {self.storage_dir}")
-        ckpt = torch.load(file, weights_only=False)
+        ckpt = torch.load(file, map_location="cpu", weights_only=False)
         self._memory[path] = ckpt
         return ckpt

@@ -4,7 +4,8 @@ Requests are queued by the sampling clients and run together at the first ``.res
 all queued requests are left-padded into micro-batches, prefilled once and decoded token by token
 with the model's KV cache. Each request draws its randomness from its own generator (seeded by
 ``SamplingParams.seed``, else by the sampling client's stream), as Gumbel noise fixed per
-``(sample, position, token)``, so a request's tokens do not depend on what else is in the batch.
+``(sample, position, token)``, so a request's tokens do not depend on what else is in the batch
+(up to float rounding from the batch's padding, which could only flip a near-exact tie).
 
 Logprobs reported for sampled tokens are those of the model's distribution (``log_softmax`` of
 the logits, before temperature, top-k or top-p), the same quantity ``compute_logprobs`` and the
@@ -93,7 +94,7 @@ def _filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tenso
     """Mask (to -inf) tokens outside each row's top-k / top-p set."""
     vocab = scaled.shape[-1]
     sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
-    ranks = torch.arange(vocab).expand_as(sorted_logits)
+    ranks = torch.arange(vocab, device=scaled.device).expand_as(sorted_logits)
     k = torch.where(top_k > 0, top_k, torch.full_like(top_k, vocab)).unsqueeze(-1)
     drop = ranks >= k
     probs = torch.softmax(sorted_logits, dim=-1)
@@ -148,12 +149,14 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
         p = r.request.prompt
         ids[i, width - len(p) :] = torch.as_tensor(p, dtype=torch.long)
         attn[i, width - len(p) :] = 1
+    device = next(model.parameters()).device
+    ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    temps = torch.tensor([r.request.temperature for r in rows], dtype=torch.float64)
+    temps = torch.tensor([r.request.temperature for r in rows], dtype=torch.float64, device=device)
     greedy = temps <= 0
     safe_temps = torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(-1).to(ids.device)
-    top_k = torch.tensor([r.request.top_k for r in rows], dtype=torch.long)
-    top_p = torch.tensor([r.request.top_p for r in rows], dtype=torch.float32)
+    top_k = torch.tensor([r.request.top_k for r in rows], dtype=torch.long, device=device)
+    top_p = torch.tensor([r.request.top_p for r in rows], dtype=torch.float32, device=device)
     needs_filter = bool(((top_k > 0) | (top_p < 1.0)).any())
     limits = [r.request.max_tokens for r in rows]
     steps = max(limits)
@@ -168,7 +171,7 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
     logits = out.logits[:, -1, :]
     last_pos = positions[:, -1]
     noise_rows = [r.noise for r in rows]
-    zero_noise = torch.zeros(logits.shape[-1])
+    zero_noise = torch.zeros(logits.shape[-1])  # noise is drawn on the CPU (device-independent samples)
     safe_temps = safe_temps.to(logits.dtype)
     top_p = top_p.to(logits.dtype)
     for step in range(steps):
@@ -179,7 +182,7 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
         noise = torch.stack(
             [nr[step] if (nr is not None and step < nr.shape[0]) else zero_noise for nr in noise_rows]
         )
-        noise = noise.to(logits.dtype)
+        noise = noise.to(device=device, dtype=logits.dtype)
         choice = torch.where(greedy, logits.argmax(-1), (scaled + noise).argmax(-1))
         chosen_lp = logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
         choice_list = choice.tolist()
@@ -201,7 +204,7 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
                 active[i] = False
         if not any(active) or step == steps - 1:
             break
-        attn = torch.cat([attn, torch.ones((n, 1), dtype=torch.long)], dim=1)
+        attn = torch.cat([attn, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
         last_pos = last_pos + 1
         out = model(
             input_ids=choice.unsqueeze(-1),
@@ -225,6 +228,7 @@ def prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], pad_id: int) -
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         for j, i in enumerate(chunk):
             ids[j, : len(prompts[i])] = torch.as_tensor(prompts[i], dtype=torch.long)
+        ids = ids.to(next(model.parameters()).device)
         logits = model(input_ids=ids, use_cache=False).logits
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         for j, i in enumerate(chunk):

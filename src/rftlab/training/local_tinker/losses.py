@@ -83,6 +83,8 @@ def target_logprobs(
     for i, (b, t) in enumerate(zip(batch, targets, strict=True)):
         ids[i, : len(b)] = torch.as_tensor(b, dtype=torch.long)
         tgt[i, : len(b)] = t.to(torch.long)
+    device = next(model.parameters()).device
+    ids, tgt = ids.to(device), tgt.to(device)
     logits = model(input_ids=ids, use_cache=False).logits
     logp = torch.log_softmax(logits, dim=-1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
     return [logp[i, : len(b)] for i, b in enumerate(batch)]
@@ -91,8 +93,8 @@ def target_logprobs(
 def elementwise_loss(loss_fn: str, logp: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """Per-token loss of one datum; the datum's loss is its sum."""
     if loss_fn == "cross_entropy":
-        return -(logp * inputs["weights"].to(logp.dtype))
+        return -(logp * inputs["weights"].to(logp.device, logp.dtype))
     if loss_fn == "importance_sampling":
-        ratio = torch.exp(logp - inputs["logprobs"].to(logp.dtype))
-        return -(ratio * inputs["advantages"].to(logp.dtype))
+        ratio = torch.exp(logp - inputs["logprobs"].to(logp.device, logp.dtype))
+        return -(ratio * inputs["advantages"].to(logp.device, logp.dtype))
     raise DatumError(f"loss_fn {loss_fn!r} is not supported locally")
