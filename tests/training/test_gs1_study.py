@@ -242,3 +242,20 @@ def test_decide_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not paired" in err and len(err.strip().splitlines()) == 1
     assert main(["gs1", "decide", "--treatment", str(tmp_path / "nope.jsonl"), "--baseline", str(b)]) == 2
+
+
+def test_run_timings_leave_out_the_held_out_step(tmp_path):
+    from rftlab.training.gs1_pilot import run_timings
+
+    run = RunStore(tmp_path).create_run("x", "gs1_kernel", {"a": 1})
+    run.append_metrics(
+        [
+            {"step": 0, "time_step_s": 2.0, "baseline_reward_corr": None},
+            {"step": 1, "time_step_s": 10.0, "baseline_reward_corr": 0.3},
+        ]
+    )
+    run.write_eval([{"item_id": f"t{i}", "correct": 1} for i in range(4)])
+    run.set_provider(timings={"setup_s": 1.5, "train_s": 12.0, "eval_s": 2.0})
+    t = run_timings(run)
+    assert t["step_s_mean"] == 2.0 and t["n_steps"] == 1
+    assert t["eval_s_per_item"] == 0.5 and t["setup_s"] == 1.5
