@@ -108,6 +108,9 @@ fields = [
 config_table = pd.DataFrame(
     {name: {f: getattr(cfg, f) for f in fields} for name, cfg in backend.arms.items()}
 )
+for name, cfg in backend.arms.items():  # the kernel settings do not apply to group-mean advantages
+    if cfg.estimator == "group_mean":
+        config_table.loc[["bandwidth", "window"], name] = "n/a"
 config_table.loc["rollouts_per_step"] = [cfg.rollouts_per_step for cfg in backend.arms.values()]
 config_table.loc["base_model"] = [Path(cfg.base_model).name for cfg in backend.arms.values()]
 display(Markdown(config_table.to_markdown()))
