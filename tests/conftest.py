@@ -64,3 +64,21 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     yield attempts
     assert not attempts, f"the test tried to reach the network: {attempts}"
+
+
+@pytest.fixture(autouse=True)
+def _no_real_tinker_clients(monkeypatch, request):
+    """Constructing a real tinker client in an offline test fails at once (with a key and no network a
+    real ``create_lora_training_client`` blocks for ~300 s): inject a fake or the local backend."""
+    if request.node.get_closest_marker("live"):
+        return
+    try:
+        import tinker
+    except ImportError:  # the tinker extra is not installed
+        return
+
+    def _refuse(*args, **kwargs):
+        raise RuntimeError("real tinker client in an offline test; inject a fake or the local backend")
+
+    monkeypatch.setattr(tinker, "ServiceClient", _refuse)
+    monkeypatch.setattr(tinker, "RestClient", _refuse)
