@@ -104,12 +104,15 @@ class PokerAction:
 
 @dataclass
 class PokerQuery:
-    """One decision shown to the system."""
+    """One decision shown to the system: the prompt, its metadata (as upstream records it), and the same
+    visible facts as data for scripted policies (``hole``/``board`` as engine strings such as ``"Jc"``)."""
 
     prompt: str
     instance_id: str
     instance_index: int
     metadata: dict[str, Any]
+    hole: tuple[str, ...] = ()
+    board: tuple[str, ...] = ()
 
     @property
     def legal_actions(self) -> list[str]:
@@ -393,7 +396,14 @@ class PokerTask:
             "opponent_name": stage.opponent_name,
             "instance_id": instance_id,
         }
-        return PokerQuery(prompt, instance_id, self._instance_index(self.position), metadata)
+        return PokerQuery(
+            prompt,
+            instance_id,
+            self._instance_index(self.position),
+            metadata,
+            hole=tuple(str(c) for c in game.hands[SYSTEM]),
+            board=tuple(str(c) for c in game.board),
+        )
 
     @property
     def current_query(self) -> PokerQuery | None:
