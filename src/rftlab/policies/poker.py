@@ -6,8 +6,9 @@ All act on a ``PokerObservation`` (its ``next_query``) and return ``PokerAction`
 - ``AlwaysCall``: CALL when owing chips, else CHECK (the memoryless control's shape).
 - ``Exploit``: reads the opponent's name from the query and plays that opponent's counter-strategy
   (it knows the opponent's policy, not its cards): value-shoves a calling station with the better
-  half of hands, raises a fit-or-fold player off its weak holdings, and calls a loose-aggressive
-  player down lighter while folding to its turn/river strength. Hand strength is Monte-Carlo equity
+  half of hands, raises a fit-or-fold player off its weak holdings, and against the loose-aggressive
+  player bets whenever he checks (his checking range folds to a bet), calls his wide flop bets and
+  folds to his turn/river bets (two pair or better) unless strong. Hand strength is Monte-Carlo equity
   against one random hand, from a generator seeded in ``reset``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from texasholdem.card.card import Card
 from texasholdem.evaluator import evaluator
 
+from rftlab.envs.poker.engine import strength
 from rftlab.envs.poker.task import PokerQuery
 
 FULL_DECK = [r + s for r in "23456789TJQKA" for s in "shdc"]
@@ -109,16 +111,23 @@ class Exploit:
             if owes and eq < 0.35:
                 return _decision("FOLD", why=f"equity {eq:.2f}")
             return _decision(passive)
-        # Alex: raises and bets light on the flop, only strong hands bet or call turn/river
-        late = m["phase"] in ("TURN", "RIVER")
-        if owes:
-            needed = 0.75 if late else 0.42
-            if eq >= needed + 0.2 and "RAISE" in legal:
-                return _decision("RAISE", min(m["min_raise"], m["max_raise"]), f"equity {eq:.2f}: raise")
-            return _decision("CALL" if eq >= needed else "FOLD", why=f"equity {eq:.2f} vs {needed}")
-        if eq >= (0.7 if late else 0.6) and "RAISE" in legal:
-            return _decision("RAISE", min(m["min_raise"], m["max_raise"]), f"equity {eq:.2f}: bet")
-        return _decision("CHECK")
+        # Alex: opens and bets light, but folds to any bet once he has checked (his checking range
+        # is below his calling thresholds), and bets turn/river only with two pair or better (or a
+        # turn draw): bet whenever checked to, call the flop wide, give up on later streets unless strong.
+        if m["phase"] == "PREFLOP":
+            if owes:
+                return _decision("CALL" if eq >= (0.4 if m["chips_to_call"] <= 5 else 0.5) else "FOLD")
+            if eq >= 0.6 and "RAISE" in legal:
+                return _decision("RAISE", min(m["min_raise"], m["max_raise"]), f"equity {eq:.2f}")
+            return _decision("CHECK")
+        if not owes:
+            if "RAISE" in legal:
+                return _decision("RAISE", min(m["min_raise"], m["max_raise"]), "bet: his checks fold to bets")
+            return _decision("CHECK")
+        made = strength(tuple(Card(c) for c in q.hole), tuple(Card(c) for c in q.board))
+        if m["phase"] == "FLOP":
+            return _decision("CALL" if made >= 0.45 or eq >= 0.55 else "FOLD", why=f"made {made:.2f}")
+        return _decision("CALL" if made >= 0.70 else "FOLD", why=f"made {made:.2f} vs two pair+")
 
 
 POKER_POLICIES = {"random": RandomLegal, "call": AlwaysCall, "exploit": Exploit}

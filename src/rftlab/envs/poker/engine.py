@@ -60,13 +60,17 @@ def deal_from_state(state: RngState) -> TexasHoldEm:
 
 
 def hand_states(seed: int, count: int) -> list[RngState]:
-    """Pre-generation (A.3): ``rng = Random(seed)``; before each deal record ``rng.getstate()``, then deal
-    (one ``choice`` + one 52-card ``shuffle``) so the next hand starts where the last left off."""
+    """Pre-generation (A.3): ``rng = Random(seed)``; before each deal record ``rng.getstate()``, then
+    consume exactly what a deal consumes — one ``choice`` over the 2 players and one ``shuffle`` of 52
+    cards (the draws depend only on the sequence lengths, so a placeholder list consumes the same) — so
+    the next hand starts where the last left off."""
     rng = random.Random(seed)
     states = []
+    placeholder = [0] * 52
     for _ in range(count):
         states.append(rng.getstate())
-        new_hand(rng)
+        rng.choice((0, 1))
+        rng.shuffle(placeholder)
     return states
 
 

@@ -150,4 +150,8 @@ class PokerEnv:
         m["illegal_actions"] = self.illegal
         m["forced_actions"] = self.forced
         m["opponent"] = self.opponent
+        m["hand_bb"] = [r.reward for r in self.task.records]
+        m["hand_opponent"] = [r.opponent for r in self.task.records]
+        m["hand_stage"] = [r.stage_index for r in self.task.records]
+        m["hand_id"] = [r.instance_id for r in self.task.records]
         return m

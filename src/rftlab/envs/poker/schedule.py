@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rftlab.envs.poker.engine import RngState, hand_states
 from rftlab.envs.poker.opponents import OPPONENT_NAMES
@@ -44,19 +45,21 @@ class Deal:
     state: RngState
 
 
-def schedule_deals(stages: tuple[Stage, ...]) -> list[Deal]:
+@lru_cache(maxsize=32)
+def schedule_deals(stages: tuple[Stage, ...]) -> tuple[Deal, ...]:
     """Canonical order: per stage ``k``, ``Random(stage.seed)`` states before each of its hands,
-    ids ``stage{k}_seed{seed}_hand{i+1}``."""
+    ids ``stage{k}_seed{seed}_hand{i+1}``. Cached (pure; deals are immutable)."""
     deals: list[Deal] = []
     for k, stage in enumerate(stages):
         for i, state in enumerate(hand_states(stage.seed, stage.hands)):
             deals.append(Deal(f"stage{k}_seed{stage.seed}_hand{i + 1}", state))
-    return deals
+    return tuple(deals)
 
 
-def single_opponent_deals(seed: int, count: int) -> list[Deal]:
-    """Non-schedule mode: one ``Random(seed)``, ids ``seed{seed}_hand{i+1}``."""
-    return [Deal(f"seed{seed}_hand{i + 1}", s) for i, s in enumerate(hand_states(seed, count))]
+@lru_cache(maxsize=256)
+def single_opponent_deals(seed: int, count: int) -> tuple[Deal, ...]:
+    """Non-schedule mode: one ``Random(seed)``, ids ``seed{seed}_hand{i+1}``. Cached (pure)."""
+    return tuple(Deal(f"seed{seed}_hand{i + 1}", s) for i, s in enumerate(hand_states(seed, count)))
 
 
 def stage_ranges(stages: tuple[Stage, ...]) -> list[range]:

@@ -142,6 +142,8 @@ class HandRecord:
     profit: int
     total_profit: int
     actions: list[dict[str, Any]] = field(default_factory=list)
+    stage_index: int = 0
+    opponent: str = ""
     shown: bool = True  # False: auto-resolved first hand whose text the system never saw
 
     @property
@@ -186,7 +188,7 @@ class PokerTask:
             if schedule not in SCHEDULES:
                 raise ValueError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
             self.stages: tuple[Stage, ...] = SCHEDULES[schedule]
-            self.deals: list[Deal] = schedule_deals(self.stages)
+            self.deals: tuple[Deal, ...] = schedule_deals(self.stages)
             self.schedule_id: str | None = schedule
         else:
             if opponent not in OPPONENTS:
@@ -225,10 +227,13 @@ class PokerTask:
     def _canonical(self, position: int) -> int:
         return self.order[position]
 
-    def _stage(self, position: int) -> Stage:
-        """The stage whose opponent plays at ``position`` (by canonical index in a baseline)."""
+    def _stage_index(self, position: int) -> int:
+        """Index of the stage whose opponent plays at ``position`` (by canonical index in a baseline)."""
         index = self._canonical(position) if self.baseline_index is not None else position
-        return self.stages[stage_at(self.stages, index)]
+        return stage_at(self.stages, index)
+
+    def _stage(self, position: int) -> Stage:
+        return self.stages[self._stage_index(position)]
 
     def _variant_label(self, position: int) -> str:
         return self._stage(position).variant if self.schedule_id is not None else "default"
@@ -302,6 +307,8 @@ class PokerTask:
             profit=delta,
             total_profit=self.total_profit + delta,
             actions=list(self._hand_actions),
+            stage_index=self._stage_index(self.position),
+            opponent=self._stage(self.position).variant,
             shown=shown,
         )
         self.records.append(record)
