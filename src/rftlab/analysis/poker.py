@@ -61,3 +61,42 @@ def stage_gains(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         out.append({"run": run, "stage": stage + 1, "opponent": opponent, "early": early, "late": late,
                     "gain": late - early})  # fmt: skip
     return out
+
+
+def rft_episode_rows(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
+    """One row per RFT-mode episode: opponent, BB/hand, both evaluator rewards (B.3 gain-based and the
+    B.5 mean-instance rubric), illegal and forced actions."""
+    from rftlab.rewards.poker import gain_reward, mean_instance_reward
+
+    rows = []
+    for traj in trajectories:
+        m = traj.metrics
+        hand_bb = list(m["hand_bb"])
+        gain = gain_reward(hand_bb, m["illegal_actions"])
+        mean = mean_instance_reward(hand_bb, m["illegal_actions"])
+        rows.append(
+            {
+                "row_id": traj.key,
+                "opponent": m["opponent"],
+                "bb_per_hand": m["bb_per_hand"],
+                "reward_gain": gain["score"],
+                "memory_gain": gain["memory_gain"],
+                "reward_mean_instance": mean["score"],
+                "illegal_actions": m["illegal_actions"],
+                "forced_actions": m["forced_actions"],
+            }
+        )
+    return rows
+
+
+def opponent_table(rows: Iterable[Mapping[str, Any]], value: str = "bb_per_hand") -> list[dict[str, Any]]:
+    """Mean of ``value`` per opponent with a 95% interval over episodes (each episode is its own deal
+    set, so episodes are independent)."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        groups[str(row["opponent"])].append(float(row[value]))
+    out = []
+    for opponent, values in sorted(groups.items()):
+        mean, low, high = normal_mean_interval(values)
+        out.append({"opponent": opponent, "episodes": len(values), value: mean, "ci95": [low, high]})
+    return out

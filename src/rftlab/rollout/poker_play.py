@@ -39,3 +39,16 @@ def hand_rows(trajectories: Iterable[Trajectory[Any, Any, Any]]) -> list[dict[st
                  "opponent": opponent, "bb": bb}
             )  # fmt: skip
     return rows
+
+
+def play_rft(
+    policy: Policy[Any, Any],
+    row_ids: Iterable[str],
+    *,
+    hands: int = 16,
+    policy_seed: int = 0,
+) -> list[Trajectory[Any, Any, Any]]:
+    """One RFT-mode episode per row id (opponent and cards from the row id, as every GRPO candidate of
+    that row would see them)."""
+    env = PokerEnv(PokerEnvConfig(mode="rft", hands=hands))
+    return [episode(env, policy, row, policy_seed=policy_seed + i) for i, row in enumerate(row_ids)]
