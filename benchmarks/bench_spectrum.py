@@ -65,9 +65,9 @@ def make_reports(n_bands: int, seed: int = 0):
         pol = RFTAccumulate()
         reports = []
         while not obs.done:
-            rep = pol(obs)
+            rep = pol.act(obs)
             reports.append(list(rep))
-            obs, *_ = env.step(rep)
+            obs = env.step(rep).observation
         bands.append((env.layout.regions(), reports))
     return bands
 

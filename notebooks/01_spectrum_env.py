@@ -65,11 +65,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.envs.spectrum import SpectrumRFTConfig, SpectrumRFTEnv, evaluate_bench90
-from rftlab.envs.spectrum.bench import RFTPolicyOnBench
-from rftlab.envs.spectrum.rft import NUM_SCANS, run_policy_episode, summarize_episodes
-from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
-from rftlab.rewards.spectrum import as_reported, early_late
+from rftlab.analysis.summaries import rft_reference_runs
+from rftlab.envs.spectrum.rft import NUM_SCANS
+from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
+from rftlab.rewards.spectrum import early_late
+from rftlab.rollout.spectrum_eval import evaluate_bench90
 
 HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (spec B.8)
 RFT_DESCRIPTIONS = {
@@ -116,39 +116,18 @@ def table(df, floatfmt=".3f"):
 # %% [markdown]
 # ## Playing the reference policies
 #
-# Each policy plays every band once in each memory arm. `run_policy_episode` and `summarize_episodes`
+# Each policy plays every band once in each memory arm through the one episode loop
+# (`rftlab.rollout.episode`); `rft_reference_runs` and `summarize_episodes` (in `rftlab.analysis.summaries`)
 # are the functions behind `rftlab spectrum baselines --variant rft`; the per-scan scores are read from
-# the environment's own scan records, at the 4-decimal precision of the score line that the reward
+# the environment's per-step records, at the 4-decimal precision of the score line that the reward
 # parses. The environment runs with `render=False` (no prompt text), which changes nothing in the
 # scores.
 
 # %%
-episode_rows = []
-scan_rows = []
-summaries = {}
-for arm in ARMS:
-    env = SpectrumRFTEnv(SpectrumRFTConfig(memory=arm, render=False))
-    for name, factory in RFT_POLICIES.items():
-        metrics = []
-        for band in range(N_BANDS):
-            m = run_policy_episode(env, factory(), f"bl{SEED}_{band}")
-            metrics.append(m)
-            episode_rows.append({"arm": arm, "policy": name, "band": band, **m})
-            for rec in env.records:
-                scan_rows.append(
-                    {
-                        "arm": arm,
-                        "policy": name,
-                        "band": band,
-                        "scan": rec["scan"],
-                        "occ": as_reported(rec["occ"]),
-                        "avail": as_reported(rec["avail"]),
-                        "report_size": len(rec["report"] or []),
-                    }
-                )
-        summaries[arm, name] = summarize_episodes(metrics)
-episodes = pd.DataFrame(episode_rows)
-scans = pd.DataFrame(scan_rows)
+runs = rft_reference_runs(ARMS, RFT_POLICIES, N_BANDS, SEED)
+summaries = runs.summaries
+episodes = pd.DataFrame(runs.episodes)
+scans = pd.DataFrame(runs.scans)
 display(
     Markdown(
         f"{N_BANDS} bands × {len(RFT_POLICIES)} policies × {len(ARMS)} arms = {len(episodes):,} episodes "

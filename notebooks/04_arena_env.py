@@ -49,7 +49,6 @@ from IPython.display import Markdown, display
 
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
-from rftlab.envs.arena.baselines import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases
 from rftlab.envs.arena.oracle import solve_joint_action
 from rftlab.envs.arena.protocol import (
@@ -68,8 +67,14 @@ from rftlab.envs.arena.protocol import (
     parse_broadcast,
     permutation_for,
 )
-from rftlab.envs.arena.scripted import STYLES, deterministic_policy
 from rftlab.envs.arena.world import compact_json, team_agent_ids
+from rftlab.policies.arena import (
+    BASELINE_POLICIES,
+    STYLES,
+    deterministic_policy,
+    evaluate_baselines,
+    summarize_baselines,
+)
 
 OWNER_COLOURS = {BLUE: "tab:blue", RED: "tab:red", NEUTRAL: "lightgrey"}
 POLICY_LABELS = {

@@ -1,12 +1,14 @@
-"""The multi-turn ``ArenaEnv`` wrapper: determinism, flags and info."""
+"""The multi-turn ``ArenaEnv``: determinism, flags, the typed step record and the episode loop."""
 
 from __future__ import annotations
 
 import pytest
 
-from rftlab.envs.arena.env import ArenaEnv
-from rftlab.envs.arena.scripted import deterministic_policy
+from rftlab.envs.arena.env import ArenaEnv, ArenaStepInfo
 from rftlab.envs.arena.world import state_fingerprint
+from rftlab.policies.arena import ScriptedJointPolicy, deterministic_policy
+from rftlab.rollout.episode import episode
+from rftlab.types import Env, Policy, StepResult
 
 
 def play(seed):
@@ -18,10 +20,14 @@ def play(seed):
             **deterministic_policy(env.state, "BLUE", "aggressive"),
             **deterministic_policy(env.state, "RED"),
         }
-        transition = env.advance(joint)
-        assert transition.rewards["BLUE"] == pytest.approx(-transition.rewards["RED"], abs=1e-12)
-        assert transition.info["invalid_agents"] == []
-        trace.append((transition.rewards["BLUE"], state_fingerprint(env.state)))
+        result = env.step(joint)
+        assert isinstance(result, StepResult) and isinstance(result.info, ArenaStepInfo)
+        rewards = result.info.team_rewards
+        assert result.reward == rewards["BLUE"]
+        assert rewards["BLUE"] == pytest.approx(-rewards["RED"], abs=1e-12)
+        assert result.info.invalid_agents == ()
+        assert result.done == (env.terminated or env.truncated)
+        trace.append((rewards["BLUE"], state_fingerprint(env.state)))
     return env, trace
 
 
@@ -31,15 +37,25 @@ def test_episode_is_deterministic_and_truncates_at_horizon():
     assert env.state.turn == 4 and env.truncated and not env.terminated
     assert set(env.observations()) == {f"{t}-{k}" for t in ("blue", "red") for k in range(4)}
     with pytest.raises(RuntimeError, match="reset"):
-        env.advance({})
+        env.step({})
+
+
+def test_the_episode_loop_replays_the_hand_written_loop():
+    env, trace = play(5)
+    assert isinstance(env, Env) and isinstance(ScriptedJointPolicy(), Policy)
+    traj = episode(ArenaEnv(0, size=12, horizon=4), ScriptedJointPolicy("aggressive"), 5)
+    assert traj.rewards == [r for r, _ in trace]
+    assert state_fingerprint(traj.final_observation.state) == trace[-1][1]
+    assert traj.transitions[-1].done and traj.total_reward == pytest.approx(sum(r for r, _ in trace))
+    assert traj.metrics["truncated"] and traj.metrics["turn"] == 4
 
 
 def test_info_records_invalid_actions_instead_of_raising():
     env = ArenaEnv(0)
-    transition = env.advance({"blue-0": {"type": "CAPTURE", "target": "V37"}})
-    assert transition.info["invalid_agents"] == ["blue-0"]
-    assert transition.rewards["BLUE"] < 0
-    assert set(transition.info["team_values"]) == {"BLUE", "RED"}
+    result = env.step({"blue-0": {"type": "CAPTURE", "target": "V37"}})
+    assert result.info.invalid_agents == ("blue-0",)
+    assert result.reward < 0 and result.info.team_rewards["BLUE"] == result.reward
+    assert set(result.info.team_values) == {"BLUE", "RED"}
     assert env.legal_actions()["blue-0"]
 
 
@@ -53,5 +69,5 @@ def test_terminates_when_a_team_owns_no_node():
         [("X", "Y")],
         [(f"blue-{k}", "X", 2) for k in range(4)] + [(f"red-{k}", "Y", 2) for k in range(4)],
     )
-    transition = env.advance({"blue-0": Action("CAPTURE", "Y")})
-    assert transition.terminated and not transition.truncated
+    result = env.step({"blue-0": Action("CAPTURE", "Y")})
+    assert result.done and not result.truncated and env.terminated

@@ -17,13 +17,13 @@ from rftlab.envs.arena.oracle import (
     solve_joint_action_bruteforce,
 )
 from rftlab.envs.arena.rules import Action, legal_actions, step
-from rftlab.envs.arena.scripted import (
+from rftlab.envs.arena.world import build_state, generate_mechanics_state, generate_state, team_agent_ids
+from rftlab.policies.arena import (
     deterministic_policy,
     local_policy_action,
     local_priority,
     ranked_actions,
 )
-from rftlab.envs.arena.world import build_state, generate_mechanics_state, generate_state, team_agent_ids
 
 W = Action("WAIT")
 

@@ -14,6 +14,13 @@ from rftlab.envs.spectrum.bench import ScanReport, SpectrumBenchEnv, coerce_scan
 from rftlab.envs.spectrum.render import PROJECT_TEXT, load_upstream_text, render_instance
 from rftlab.rewards.spectrum import available_iou, task_metrics
 
+
+def step4(env, action, **kw):
+    """``env.step`` as the tuple ``(observation, reward, done, info)``."""
+    r = env.step(action, **kw)
+    return r.observation, r.reward, r.done, r.info
+
+
 CLBENCH = "data/clbench"
 TRACE_SHA256 = "0da76a3d5e94a4f55c1a39218f7c3c6205357eeddd090469091bd8f7388e1e88"
 BRIEF_SHA256 = "7ceecaa4fc7fb5a76d22fd04261084b8bb82f4ad6921e5f8f23b9e98524f1b20"
@@ -110,12 +117,12 @@ def test_non_scan_report_actions_score_as_empty():
     empty_reward = round(33.0 / 168.0, 4)
     for bad in [None, "transmitters: 1", {"transmitters": [{"center_freq": 1.0}]}, {"foo": []}, 42]:
         env.reset()
-        _obs, reward, _done, info = env.step(bad)
+        _obs, reward, _done, info = step4(env, bad)
         assert reward == empty_reward
-        assert info["warning"]
+        assert info.warning
     env.reset()
-    _obs, _reward, _done, info = env.step(ScanReport(transmitters=[]))
-    assert info["warning"] is None
+    _obs, _reward, _done, info = step4(env, ScanReport(transmitters=[]))
+    assert info.warning is None
 
 
 def test_coerce_accepts_mapping():
@@ -209,16 +216,16 @@ def test_baseline_query_a9():
         q.instance_id == "blind_spectrum_monitoring:five_plus_four_mixed:corpus:mixed_grid_lifecycle:scan:38"
     )
     assert "--- Scan 1/90 ---" in q.prompt
-    obs, _r, done, _info = env.step({"transmitters": []})
+    obs, _r, done, _info = step4(env, {"transmitters": []})
     assert done and obs.content == "Scan 1 recorded.\n\nAll scans completed!"
 
 
 def test_probe_and_timeout_feedback():
     env = SpectrumBenchEnv(0, probe_mode=True)
-    obs, *_ = env.step({"transmitters": []})
+    obs, *_ = step4(env, {"transmitters": []})
     assert obs.content == "Scan 1: report recorded."
     env = SpectrumBenchEnv(0)
-    obs, reward, _d, info = env.step(_oracle_action(), timed_out=True)
+    obs, reward, _d, info = step4(env, _oracle_action(), timed_out=True)
     assert reward == 0.0 and obs.content == "Response timed out. Scored 0 for this scan. Moving on."
 
 
@@ -269,9 +276,9 @@ def test_replay_run(trace, upstream_text, run_index):
             it["query"]["instance_index"],
             it["query"]["metadata"],
         )
-        obs, reward, _done, info = env.step(it["response"]["action"])
+        obs, reward, _done, info = step4(env, it["response"]["action"])
         assert obs.content == it["observation"]["content"]
-        got = info["outcome"]
+        got = info.outcome
         assert (
             got["instance_id"],
             got["instance_index"],
@@ -303,9 +310,9 @@ def test_replay_baseline(trace, upstream_text):
         q = env.current_query
         assert q.prompt == it["query"]["prompt"]
         assert q.metadata == it["query"]["metadata"]
-        obs, reward, done, info = env.step(it["response"]["action"])
+        obs, reward, done, info = step4(env, it["response"]["action"])
         assert done and obs.content == it["observation"]["content"]
-        assert (info["outcome"]["instance_id"], info["outcome"]["instance_index"], reward) == (
+        assert (info.outcome["instance_id"], info.outcome["instance_index"], reward) == (
             outcome["instance_id"],
             outcome["instance_index"],
             outcome["reward"],

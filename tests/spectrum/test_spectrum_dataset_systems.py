@@ -8,23 +8,30 @@ import re
 import pytest
 
 from rftlab.cli import main as cli_main
-from rftlab.envs.spectrum.bench import (
-    RFTPolicyOnBench,
-    SpectrumBenchEnv,
-    _BenchAsRFTObservation,
-    evaluate_bench90,
-    run_episode,
-)
+from rftlab.envs.spectrum.bench import SpectrumBenchEnv
 from rftlab.envs.spectrum.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
 from rftlab.envs.spectrum.rft import MEMORY_CHANNELS, SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.envs.spectrum.systems import (
-    ChatBenchPolicy,
     IclContext,
     IclNotepadContext,
     ScanReportWithNotepad,
     parse_structured,
 )
-from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
+from rftlab.policies.spectrum import (
+    BENCH_POLICIES,
+    RFT_POLICIES,
+    ChatBenchPolicy,
+    RFTPolicyOnBench,
+    _BenchAsRFTObservation,
+)
+from rftlab.rollout.episode import episode
+from rftlab.rollout.spectrum_eval import bench_records, evaluate_bench90
+
+
+def run_episode(policy, env):
+    traj = episode(env, policy)
+    return {"records": bench_records(traj), "metrics": env.evaluate()}
+
 
 # ------------------------------------------------------------------------------------------ dataset
 
@@ -113,12 +120,12 @@ def test_cli_dataset_bad_input(tmp_path, capsys):
 def test_icl_context_message_sequence():
     env = SpectrumBenchEnv(0, repeat_instructions=False)
     ctx = IclContext()
-    q = env.reset()
+    q = env.reset().next_query
     msgs = ctx.query_messages(q)
     assert msgs == [{"role": "user", "content": q.prompt}]
     report = ScanReportWithNotepad.model_validate({"transmitters": []})
     ctx.record_action(report)
-    obs, *_ = env.step({"transmitters": []})
+    obs = env.step({"transmitters": []}).observation
     ctx.record_observation(obs)
     msgs = ctx.query_messages(obs.next_query)
     assert [m["role"] for m in msgs] == ["user", "assistant", "user", "user"]
@@ -130,19 +137,19 @@ def test_icl_context_message_sequence():
 def test_icl_context_fifo_truncation():
     env = SpectrumBenchEnv(0)
     ctx = IclContext(system_prompt="S", max_tokens=1500, reserve_tokens=500, count_tokens=len)
-    q = env.reset()
+    q = env.reset().next_query
     for _ in range(3):
         msgs = ctx.query_messages(q)
         # over budget, only the newest message survives (each prompt here is > 1000 chars)
         assert [m["role"] for m in msgs] == ["system", "user"] and msgs[-1]["content"] == q.prompt
-        obs, *_ = env.step({"transmitters": []})
+        obs = env.step({"transmitters": []}).observation
         ctx.record_observation(obs)
         q = obs.next_query
     assert ctx.truncations > 0 and msgs[0] == {"role": "system", "content": "S"}
     roomy = IclContext(max_tokens=100_000, count_tokens=len)
     env.reset()
     roomy.query_messages(env.current_query)
-    obs, *_ = env.step({"transmitters": []})
+    obs = env.step({"transmitters": []}).observation
     roomy.record_observation(obs)
     assert len(roomy.query_messages(obs.next_query)) == 3 and roomy.truncations == 0
 
@@ -150,12 +157,12 @@ def test_icl_context_fifo_truncation():
 def test_icl_notepad_context():
     env = SpectrumBenchEnv(0)
     ctx = IclNotepadContext()
-    q = env.reset()
+    q = env.reset().next_query
     assert ctx.query_messages(q)[-1]["content"] == q.prompt
     ctx.record_action(
         ScanReportWithNotepad.model_validate({"transmitters": [], "notepad_update": "ch at 31.5"})
     )
-    obs, *_ = env.step({"transmitters": []})
+    obs = env.step({"transmitters": []}).observation
     ctx.record_observation(obs)
     assert ctx.messages == []  # context cleared between instances
     msgs = ctx.query_messages(obs.next_query)
@@ -223,7 +230,7 @@ def test_chat_policy_retries_then_empty_report():
 
     pol = ChatBenchPolicy(broken, retries=2)
     env = SpectrumBenchEnv(0)
-    action = pol(env.reset())
+    action = pol.act(env.reset())
     assert action == {"transmitters": []} and len(calls) == 3 and len(pol.errors) == 3
 
 
@@ -278,7 +285,7 @@ def test_every_rft_policy_runs_on_the_bench(name):
 
 def test_bench_bridge_maps_channel_peaks_to_their_true_centres():
     env = SpectrumBenchEnv(0)
-    query = env.reset()
+    query = env.reset().next_query
     obs = _BenchAsRFTObservation(query, None)
     centres = obs.hidden["channel_centers"]
     for peak, source, true_centre in zip(

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from rftlab.analysis.summaries import group_carry_stats
 from rftlab.cli import main as cli_main
-from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, run_policy_episode
+from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.policies.spectrum import RFT_POLICIES
 from rftlab.rewards.spectrum import (
     carried_count,
@@ -15,10 +16,10 @@ from rftlab.rewards.spectrum import (
     classify_report_items,
     early_late,
     episode_metrics,
-    group_carry_stats,
     spectrum_avail_reward,
     spectrum_reward,
 )
+from rftlab.rollout.episode import episode
 
 
 def scan(occ, avail=0.5, report=(), echo=None, submitted=True):
@@ -112,7 +113,7 @@ def test_item_classes():
 
 def _episodes(name, n=24, memory="echo"):
     env = SpectrumRFTEnv(SpectrumRFTConfig(memory=memory, render=False))
-    return [run_policy_episode(env, RFT_POLICIES[name](), f"t_{i}") for i in range(n)]
+    return [episode(env, RFT_POLICIES[name](), f"t_{i}").metrics for i in range(n)]
 
 
 def test_oracle_and_empty():

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    from rftlab.envs.arena.baselines import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
+    from rftlab.policies.arena import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 
     policies = args.policy or list(BASELINE_POLICIES)
     unknown = sorted(set(policies) - set(BASELINE_POLICIES))
@@ -58,7 +58,7 @@ def _baselines(args: argparse.Namespace) -> int:
 
 
 def _check_generation_args(args: argparse.Namespace) -> None:
-    from rftlab.envs.arena.scripted import STYLES
+    from rftlab.envs.arena.cases import STYLES
 
     if args.size < 10:
         raise UsageError(f"--size must be >= 10, got {args.size}")
@@ -68,8 +68,8 @@ def _check_generation_args(args: argparse.Namespace) -> None:
 
 def _solve(args: argparse.Namespace) -> int:
     from rftlab.envs.arena.oracle import solve_joint_action
-    from rftlab.envs.arena.scripted import deterministic_policy
     from rftlab.envs.arena.world import generate_state, state_fingerprint
+    from rftlab.policies.arena import deterministic_policy
 
     _check_generation_args(args)
     state = generate_state(args.seed, args.size)

@@ -35,8 +35,8 @@ def _r4(x):
 
 def bench_baselines(runs: int = 5) -> dict[str, dict]:
     """Reference-policy summary on the official corpus: run 0 .. runs-1 and the stateless baseline."""
-    from rftlab.envs.spectrum.bench import evaluate_bench90
     from rftlab.policies.spectrum import BENCH_POLICIES
+    from rftlab.rollout.spectrum_eval import evaluate_bench90
 
     out: dict[str, dict] = {}
     for name, factory in BENCH_POLICIES.items():
@@ -86,7 +86,7 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
     else:
         if args.episodes < 1:
             raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
-        from rftlab.envs.spectrum.rft import rft_baselines
+        from rftlab.analysis.summaries import rft_baselines
 
         results = rft_baselines(episodes=args.episodes, seed=args.seed, memory=args.memory)
         keys = ["mean_occ", "early_occ", "late_occ", "memory_gain", "mean_avail", "report_size", "carry_rate"]
@@ -98,8 +98,8 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench90(args: argparse.Namespace) -> int:
-    from rftlab.envs.spectrum.bench import RFTPolicyOnBench, evaluate_bench90
-    from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES
+    from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
+    from rftlab.rollout.spectrum_eval import evaluate_bench90
 
     name = args.policy
     if name.startswith("rft:"):

@@ -13,13 +13,11 @@ Channels and reports are given as ``(center, bandwidth)`` pairs throughout.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
-from statistics import mean as _stat_mean
 from typing import Any
 
 import numpy as np
@@ -694,54 +692,7 @@ def parse_score_lines(
     return occ, avail
 
 
-# -------------------------------------------------------------------- group / behaviour statistics
-
-
-def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    if len(x) < 2:
-        return None
-    mx, my = _stat_mean(x), _stat_mean(y)
-    sx = math.fsum((a - mx) ** 2 for a in x)
-    sy = math.fsum((b - my) ** 2 for b in y)
-    if sx == 0 or sy == 0:
-        return None
-    return math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / math.sqrt(sx * sy)
-
-
-def group_carry_stats(groups: Mapping[Any, Sequence[tuple[float | None, float]]]) -> dict[str, Any]:
-    """Within-group carry statistics (B.11). ``groups`` maps a group key (row, epoch) to the
-    ``(carry_rate, reward)`` of each candidate. Per group: sample sd of carry and Pearson
-    ``corr(carry, reward)``; then mean and median over groups, skipping groups with zero variance in
-    either variable (and candidates whose carry is undefined)."""
-    sds, corrs = [], []
-    for members in groups.values():
-        pairs = [(c, r) for c, r in members if c is not None]
-        if len(pairs) < 2:
-            continue
-        cs = [c for c, _ in pairs]
-        rs = [r for _, r in pairs]
-        m = _stat_mean(cs)
-        sd = math.sqrt(math.fsum((c - m) ** 2 for c in cs) / (len(cs) - 1))
-        rho = _pearson(cs, rs)
-        if sd == 0 or rho is None:
-            continue
-        sds.append(sd)
-        corrs.append(rho)
-
-    def _median(xs: list[float]) -> float | None:
-        if not xs:
-            return None
-        s = sorted(xs)
-        k = len(s) // 2
-        return s[k] if len(s) % 2 else (s[k - 1] + s[k]) / 2
-
-    return {
-        "n_groups": len(sds),
-        "mean_sd_carry": _stat_mean(sds) if sds else None,
-        "median_sd_carry": _median(sds),
-        "mean_corr_carry_reward": _stat_mean(corrs) if corrs else None,
-        "median_corr_carry_reward": _median(corrs),
-    }
+# ------------------------------------------------------------------------------ behaviour
 
 
 def classify_report_items(

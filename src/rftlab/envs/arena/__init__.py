@@ -1,17 +1,17 @@
 """Swarm arena (``arena-core-v1``): four BLUE agents against four scripted RED agents on a small graph.
 
 Modules: ``world`` (state, generation, observations, fingerprints), ``rules`` (actions, legality, turn
-resolution), ``reward`` (team value, zero-sum reward), ``scripted`` (local-priority styles, team policy),
-``oracle`` (exact joint-action solver), ``protocol`` (prompts, strict parsers, reference broadcasts),
-``cases`` (the frozen 60-case manifest) and ``baselines`` (model-free policies on the frozen cases).
+resolution), ``reward`` (team value, zero-sum reward), ``oracle`` (exact joint-action solver),
+``protocol`` (prompts, strict parsers, reference broadcasts), ``cases`` (the frozen 60-case manifest and
+RED's styles) and ``env`` (``ArenaEnv``). The scripted team policy, the model-free baselines and their
+evaluation are policies: ``rftlab.policies.arena``.
 Mechanics: ``specs/arena.md``.
 """
 
-from .cases import FrozenCase, frozen_cases
-from .env import ArenaEnv
+from .cases import STYLES, FrozenCase, frozen_cases
+from .env import ArenaEnv, ArenaObservation, ArenaStepInfo
 from .oracle import JointSolution, oracle_regret, solve_joint_action
 from .rules import Action, legal_actions, step
-from .scripted import deterministic_policy
 from .world import (
     ARENA_VERSION,
     BLUE,
@@ -31,9 +31,11 @@ from .world import (
 __all__ = [
     "Action",
     "ArenaEnv",
+    "ArenaObservation",
+    "ArenaStepInfo",
+    "STYLES",
     "FrozenCase",
     "JointSolution",
-    "deterministic_policy",
     "frozen_cases",
     "legal_actions",
     "oracle_regret",

@@ -2,20 +2,24 @@
 metrics, the stateless baseline, and the bench90 evaluation of any policy (spec A.5–A.9, A.12, B.13).
 
     env = SpectrumBenchEnv(run_index=0)
-    query = env.reset()
-    while query is not None:
-        obs, reward, done, info = env.step(policy(query))
-        query = obs.next_query
+    obs = env.reset()                      # BenchObservation: obs.next_query is the scan to answer
+    while True:
+        result = env.step(policy.act(obs))  # StepResult(observation, reward, done, info: BenchStepInfo)
+        if result.done:
+            break
+        obs = result.observation
     env.evaluate()            # CLBench task metrics
 
-Policies are callables ``policy(query) -> action`` with an optional ``reset()``; a *policy factory*
-(``() -> policy``) lets the baseline protocol build a fresh system per instance.
+(``rftlab.rollout.episode(env, policy)`` is that loop.) The observation is always a ``BenchObservation``:
+after ``reset`` it carries no feedback (``content is None``) and the first query; after a step it carries
+the feedback on the scan just scored and the next query (``None`` when the run is over). The bench90
+evaluation lives in ``rftlab.rollout.spectrum_eval``.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +35,8 @@ from rftlab.envs.spectrum.render import (
     resolve_text,
     timestamp_utc,
 )
-from rftlab.rewards.spectrum import OccupiedRaster, available_iou, normalized_gain, task_metrics
+from rftlab.rewards.spectrum import OccupiedRaster, available_iou, task_metrics
+from rftlab.types import StepResult
 
 BAND = official.BAND_WIDTH
 
@@ -40,10 +45,12 @@ class Transmitter(BaseModel):
     """One transmitter the agent believes occupies spectrum over the long run (its interval is
     unavailable)."""
 
-    center_freq: float = Field(description="Centre frequency of the occupied region in MHz.")
-    bandwidth: float = Field(description="Width of the occupied region in MHz.")
+    center_freq: float = Field(
+        description="Centre frequency of the occupied region in MHz.", allow_inf_nan=False
+    )
+    bandwidth: float = Field(description="Width of the occupied region in MHz.", allow_inf_nan=False)
     currently_active: bool = Field(description="Whether the transmitter shows up in the current scan.")
-    estimated_power: float = Field(description="Estimated power in dBm.")
+    estimated_power: float = Field(description="Estimated power in dBm.", allow_inf_nan=False)
 
 
 class ScanReport(BaseModel):
@@ -97,11 +104,38 @@ class BenchQuery:
     response_schema: type[BaseModel] = ScanReport
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchObservation:
-    content: str
+    """What a bench policy sees: ``content`` = feedback on the scan just scored (``None`` right after
+    ``reset``), ``instance_complete`` (every BSM scan is one instance), ``next_query`` = the scan to answer
+    now (``None`` when the run is over)."""
+
+    content: str | None
     instance_complete: bool
     next_query: BenchQuery | None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchStepInfo:
+    """The typed per-step record of ``SpectrumBenchEnv.step``.
+
+    - ``outcome``: CLBench's ``instance_outcomes`` entry (instance id/index, rounded reward, success,
+      unsafe/missed bandwidth), as the upstream JSON object;
+    - ``scoring``: CLBench's ``scan_results[j].scoring`` object;
+    - ``occupied_iou``: occupied-IoU of the report on the B.13 raster (tracked, not the reward);
+    - ``warning``: why the action was scored as an empty report (``None`` when it was a valid report);
+    - ``position`` / ``canonical_index`` / ``corpus_index`` / ``stage_idx``: where the scan sits in the run,
+      in the canonical schedule, in the corpus and in the 3-stage schedule.
+    """
+
+    outcome: dict[str, Any]
+    scoring: dict[str, Any]
+    occupied_iou: float
+    warning: str | None
+    position: int
+    canonical_index: int
+    corpus_index: int
+    stage_idx: int
 
 
 class SpectrumBenchEnv:
@@ -191,7 +225,17 @@ class SpectrumBenchEnv:
 
     # ------------------------------------------------------------------ episode
 
-    def reset(self) -> BenchQuery:
+    def reset(self, key: int | None = None, /) -> BenchObservation:
+        """Start the run again. ``key`` (optional) selects another permuted run (``run_index``), or, for a
+        stateless-baseline env, another canonical scan (``baseline_index``)."""
+        if key is not None:
+            if self.baseline_index is not None:
+                official.stage_of(key)
+                self.baseline_index = key
+                self.order = [key]
+            else:
+                self.order = official.run_order(key)
+                self.run_index = key
         self.position = 0
         self.outcomes: list[dict[str, Any]] = []
         self.scan_results: list[dict[str, Any]] = []
@@ -199,15 +243,15 @@ class SpectrumBenchEnv:
         self.occupied: list[float] = []
         self.warnings: list[str] = []
         self.current_query = self.query_at(0)
-        return self.current_query
+        return BenchObservation(content=None, instance_complete=False, next_query=self.current_query)
 
     @property
     def done(self) -> bool:
         return self.position >= len(self.order)
 
-    def step(self, action: Any, *, timed_out: bool = False):
-        """Score ``action`` on the current scan → ``(observation, reward, done, info)``. Never raises on a
-        bad action: it is scored as an empty report and the warning is in ``info["warning"]``."""
+    def step(self, action: Any, *, timed_out: bool = False) -> StepResult[BenchObservation, BenchStepInfo]:
+        """Score ``action`` on the current scan → ``StepResult(observation, reward, done, info)``. Never
+        raises on a bad action: it is scored as an empty report and the reason is in ``info.warning``."""
         if self.done:
             raise RuntimeError("episode finished: call reset() (or build a new env) before stepping again")
         q = self.current_query
@@ -246,194 +290,24 @@ class SpectrumBenchEnv:
             content = render_feedback(q.scan_num, last=last, probe_mode=self.probe_mode)
         self.current_query = None if last else self.query_at(self.position)
         obs = BenchObservation(content=content, instance_complete=True, next_query=self.current_query)
-        info = {
-            "outcome": outcome,
-            "scoring": scoring,
-            "occupied_iou": occ,
-            "warning": warning,
-            "position": q.position,
-            "canonical_index": q.canonical_index,
-            "corpus_index": q.hidden["corpus_index"],
-            "stage_idx": q.stage_idx,
-        }
-        return obs, reward, last, info
+        info = BenchStepInfo(
+            outcome=outcome,
+            scoring=scoring,
+            occupied_iou=occ,
+            warning=warning,
+            position=q.position,
+            canonical_index=q.canonical_index,
+            corpus_index=q.hidden["corpus_index"],
+            stage_idx=q.stage_idx,
+        )
+        return StepResult(obs, reward, last, info)
+
+    def metrics(self) -> dict[str, Any]:
+        """CLBench task metrics of the (finished or partial) run (``mean_score``, halves, ...)."""
+        return task_metrics(self.scores)
 
     def evaluate(self) -> dict[str, Any]:
         """CLBench task metrics of the (finished or partial) run, plus ``scan_results``."""
-        m = task_metrics(self.scores)
+        m = self.metrics()
         m["scan_results"] = list(self.scan_results)
         return m
-
-
-# ------------------------------------------------------------------------------ bench90 evaluation
-
-Policy = Callable[[BenchQuery], Any]
-PolicyFactory = Callable[[], Policy]
-
-
-def _reset(policy: Any) -> None:
-    reset = getattr(policy, "reset", None)
-    if callable(reset):
-        reset()
-
-
-def _feed(policy: Any, observation: BenchObservation) -> None:
-    observe = getattr(policy, "observe", None)
-    if callable(observe):
-        observe(observation)
-
-
-def run_episode(policy: Policy, env: SpectrumBenchEnv) -> dict[str, Any]:
-    """Play one env to the end with ``policy``; returns per-position records and the task metrics."""
-    query = env.reset()
-    _reset(policy)
-    records = []
-    while query is not None:
-        action = policy(query)
-        obs, reward, _done, info = env.step(action)
-        _feed(policy, obs)
-        records.append(
-            {
-                "position": info["position"],
-                "corpus_index": info["corpus_index"],
-                "stage_idx": info["stage_idx"],
-                "avail": reward,
-                "occ": info["occupied_iou"],
-                "warning": info["warning"],
-            }
-        )
-        query = obs.next_query
-    return {"records": records, "metrics": env.evaluate()}
-
-
-def _stage_means(records: Sequence[Mapping[str, Any]], key: str, by: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for stage in official.STAGES:
-        vals = [r[key] for r in records if official.stage_of(r[by]).stage_idx == stage.stage_idx]
-        out[stage.variant_id] = sum(vals) / len(vals) if vals else 0.0
-    return out
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
-
-
-def evaluate_bench90(
-    policy_factory: PolicyFactory,
-    *,
-    runs: Iterable[int] = (0,),
-    baseline: bool = True,
-    text: SpectrumText | str | None = None,
-    repeat_instructions: bool = True,
-) -> dict[str, Any]:
-    """Run a policy on the official 90-scan schedule (each listed permuted run) and, optionally, on the
-    stateless-baseline protocol (a fresh policy per canonical scan). Reports available-IoU (the official
-    score), occupied-IoU (B.13 raster on 168 MHz against the 13 GT channels) and gain over the baseline.
-    """
-    text = resolve_text(text)
-    rows = official.build_corpus()
-    out: dict[str, Any] = {"runs": []}
-    for r in runs:
-        env = SpectrumBenchEnv(r, text=text, repeat_instructions=repeat_instructions, rows=rows)
-        ep = run_episode(policy_factory(), env)
-        recs = ep["records"]
-        m = ep["metrics"]
-        out["runs"].append(
-            {
-                "run_index": r,
-                "mean_available_iou": _mean([x["avail"] for x in recs]),
-                "mean_occupied_iou": _mean([x["occ"] for x in recs]),
-                "first_half_score": m["first_half_score"],
-                "second_half_score": m["second_half_score"],
-                "learning_delta": m["learning_delta"],
-                "available_by_stage": _stage_means(recs, "avail", "position"),
-                "occupied_by_stage": _stage_means(recs, "occ", "position"),
-                "rewards": [x["avail"] for x in recs],
-                "occupied": [x["occ"] for x in recs],
-                "warnings": sum(1 for x in recs if x["warning"]),
-            }
-        )
-    if baseline:
-        b_recs = []
-        for i in range(official.TOTAL_SCANS):
-            env = SpectrumBenchEnv(
-                text=text, repeat_instructions=repeat_instructions, rows=rows, baseline_index=i
-            )
-            b_recs.extend(run_episode(policy_factory(), env)["records"])
-        base_rewards = [x["avail"] for x in b_recs]
-        out["baseline"] = {
-            "mean_available_iou": _mean(base_rewards),
-            "mean_occupied_iou": _mean([x["occ"] for x in b_recs]),
-            "available_by_stage": _stage_means(b_recs, "avail", "corpus_index"),
-            "occupied_by_stage": _stage_means(b_recs, "occ", "corpus_index"),
-            "rewards": base_rewards,
-        }
-        for run in out["runs"]:
-            run.update(normalized_gain(run["rewards"], base_rewards))
-    if out["runs"]:
-        out["mean_available_iou"] = _mean([x["mean_available_iou"] for x in out["runs"]])
-        out["mean_occupied_iou"] = _mean([x["mean_occupied_iou"] for x in out["runs"]])
-    return out
-
-
-# ------------------------------------------------------------------------ RFT policies on the bench
-
-
-class _BenchAsRFTObservation:
-    """A ``BenchQuery`` seen through the RFT observation interface (``peaks``, ``echo``, ``hidden``)."""
-
-    def __init__(self, query: BenchQuery, echo: list[float] | None):
-        self.text = query.prompt
-        self.scan_num = query.scan_num
-        self.num_scans = query.stated_horizon
-        self.tool_results: list[dict[str, Any]] = []
-        self.done = False
-        self.echo = echo
-        self.peaks = [dict(p) for p in query.peaks]
-        centres = [c for c, _ in query.hidden["ground_truth_channels"]]
-        sources = list(query.hidden["peak_sources"])
-        # The official corpus does not record which channel emitted a peak; the channels' spans never
-        # touch (A.1), so a channel peak's true centre is the nearest ground-truth centre.
-        self.hidden = {
-            "channel_centers": centres,
-            "peak_sources": sources,
-            "peak_true_centers": [
-                min(centres, key=lambda c, f=p["freq_mhz"]: abs(c - f)) if s == "channel" else None
-                for p, s in zip(self.peaks, sources, strict=True)
-            ],
-        }
-
-
-class RFTPolicyOnBench:
-    """The bridge from the training variant to the official benchmark: an RFT-style policy
-    (``obs -> centre list``) answers bench queries; its centres become transmitters of fixed width
-    ``bandwidth`` (8 MHz, as in training; the 16-region cap and input rules of ``submit_report`` apply).
-    With ``running_list`` the previous report is offered as ``obs.echo`` (the scaffold arms' memory)."""
-
-    def __init__(self, policy: Any, *, bandwidth: float = 8.0, running_list: bool = True):
-        self.policy = policy
-        self.bandwidth = bandwidth
-        self.running_list = running_list
-        self.reset()
-
-    def reset(self) -> None:
-        _reset(self.policy)
-        self.last: list[float] = []
-
-    def __call__(self, query: BenchQuery) -> dict[str, Any]:
-        from rftlab.envs.spectrum.rft import normalize_center_freqs
-
-        echo = [round(x, 1) for x in self.last] if (self.running_list and self.last) else None
-        centres, _note = normalize_center_freqs(self.policy(_BenchAsRFTObservation(query, echo)), band=BAND)
-        self.last = centres
-        return {
-            "transmitters": [
-                {
-                    "center_freq": c,
-                    "bandwidth": self.bandwidth,
-                    "currently_active": True,
-                    "estimated_power": -30.0,
-                }
-                for c in centres
-            ]
-        }

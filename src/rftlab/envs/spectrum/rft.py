@@ -40,7 +40,7 @@ import math
 import numbers
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -60,6 +60,7 @@ from rftlab.rewards.spectrum import (
     episode_metrics,
     score_line,
 )
+from rftlab.types import StepResult
 
 RFT_BAND = 180.0
 CH_BW = 8.0
@@ -202,22 +203,90 @@ def submit(center_freqs: Any) -> ToolCall:
 
 
 def _as_tool_call(raw: Any) -> ToolCall | None:
+    """A ``ToolCall`` from a ``ToolCall`` or an OpenAI-style mapping (``{"function": {...}}`` or
+    ``{"name": ...}``); ``None`` for anything else. A name that is not a string is kept as its ``str``
+    (it then matches no tool and is answered with an error)."""
     if isinstance(raw, ToolCall):
+        if not isinstance(raw.name, str):
+            return ToolCall(_text(raw.name), raw.arguments, raw.id)
         return raw
     if isinstance(raw, Mapping):
         fn = raw.get("function")
         if isinstance(fn, Mapping):
-            return ToolCall(str(fn.get("name") or ""), fn.get("arguments"), raw.get("id"))
+            return ToolCall(_text(fn.get("name") or ""), fn.get("arguments"), _call_id(raw.get("id")))
         if "name" in raw:
-            return ToolCall(str(raw.get("name") or ""), raw.get("arguments"), raw.get("id"))
+            return ToolCall(_text(raw.get("name") or ""), raw.get("arguments"), _call_id(raw.get("id")))
     return None
+
+
+def _text(x: Any) -> str:
+    """``str(x)``, bounded: a pathological object (a 100,000-deep list) must not crash or flood."""
+    if isinstance(x, str):
+        return x
+    try:
+        return str(x)[:200]
+    except (RecursionError, ValueError):
+        return f"<{type(x).__name__}>"
+
+
+def _call_id(x: Any) -> str | None:
+    return x if isinstance(x, str) or x is None else _text(x)
+
+
+def interpret_turn(action: Any) -> tuple[tuple[ToolCall | None, ...], str]:
+    """One model call as ``(tool calls, message text)``: a list of centres is ``submit_report`` of it;
+    a ``ToolCall`` / tool-call mapping is one call; an ``AssistantTurn`` or a list of tool calls gives
+    all of them (``None`` for an entry that is not a tool call); anything else is a turn without a
+    usable tool call (its text kept when it is a string). Never raises."""
+    if type(action) is list and (not action or type(action[0]) in _NUMBER_TYPES):
+        return (ToolCall("submit_report", {"center_freqs": action}),), ""  # the common shape
+    if isinstance(action, AssistantTurn):
+        try:
+            calls = tuple(_as_tool_call(tc) for tc in action.tool_calls)
+        except TypeError:  # tool_calls not iterable
+            calls = (None,)
+        return calls, action.content if isinstance(action.content, str) else ""
+    if isinstance(action, list | tuple):
+        calls = tuple(_as_tool_call(a) for a in action)
+        if calls and all(calls):
+            return calls, ""
+        return (ToolCall("submit_report", {"center_freqs": list(action)}),), ""
+    call = _as_tool_call(action)
+    if call is not None:
+        return (call,), ""
+    return (), action if isinstance(action, str) else ""
 
 
 _NUMBER_TYPES = (float, int, str)
 _FLOAT_ONLY = {float}
 
 
-def _decode_arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(f"duplicate key {dup!r}")
+    return out
+
+
+def load_model_json(text: str) -> Any:
+    """``json.loads`` for model output: raises ``ValueError`` (with a short reason) for invalid JSON,
+    a repeated object key (ambiguous: which value did the model mean?), or nesting too deep to decode."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise ValueError(f"JSON has a {exc}") from None
+    except RecursionError:
+        raise ValueError("JSON is nested too deeply") from None
+
+
+def decode_arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as a dict, plus an error text when they were unusable (then ``{}``)."""
     if type(arguments) is dict:
         return arguments, None
     if arguments is None:
@@ -228,27 +297,38 @@ def _decode_arguments(arguments: Any) -> tuple[dict[str, Any], str | None]:
         if not arguments.strip():
             return {}, None
         try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            return {}, "arguments are not valid JSON"
+            decoded = load_model_json(arguments)
+        except ValueError as exc:
+            reason = str(exc)
+            return {}, "arguments are not valid JSON" + (f" ({reason})" if reason.startswith("JSON") else "")
         if isinstance(decoded, Mapping):
             return dict(decoded), None
         return {}, "arguments JSON is not an object"
     return {}, f"arguments of type {type(arguments).__name__}"
 
 
-def _note(malformed: str | None = None, received: int = 0) -> dict[str, Any]:
-    return {
-        "received": received,
-        "kept": 0,
-        "converted_strings": 0,
-        "non_numeric": 0,
-        "non_finite": 0,
-        "over_cap": 0,
-        "duplicates": 0,
-        "out_of_band": 0,
-        "malformed": malformed,
-    }
+@dataclass(frozen=True, slots=True)
+class ReportNote:
+    """What ``normalize_center_freqs`` did with one submitted ``center_freqs`` (rules in the module
+    docstring): how many items were received and kept, and how many were converted or dropped per rule.
+    ``malformed`` names why the whole value was unusable (then nothing is kept), else ``None``."""
+
+    received: int = 0
+    kept: int = 0
+    converted_strings: int = 0
+    non_numeric: int = 0
+    non_finite: int = 0
+    over_cap: int = 0
+    duplicates: int = 0
+    out_of_band: int = 0
+    malformed: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def _note(malformed: str | None = None, received: int = 0) -> ReportNote:
+    return ReportNote(received=received, malformed=malformed)
 
 
 _isfinite = math.isfinite
@@ -263,7 +343,7 @@ def normalize_center_freqs(
         return [], _note("center_freqs missing")
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = load_model_json(value)
         except ValueError:
             return [], _note("center_freqs is a string that is not a JSON list")
     if type(value) is not list:
@@ -296,51 +376,67 @@ def normalize_center_freqs(
             ends = sorted(out)  # cheaper than min() + max() for these short lists
             if ends[0] < 0.0 or ends[-1] > band:
                 out_of_band = sum(1 for x in out if x < 0.0 or x > band)
-        # the same keys, in the same order, as ``_note`` builds
-        note = {
-            "received": n,
-            "kept": kept,
-            "converted_strings": 0,
-            "non_numeric": 0,
-            "non_finite": non_finite,
-            "over_cap": finite - max_report if finite > max_report else 0,
-            "duplicates": kept - len(set(out)),
-            "out_of_band": out_of_band,
-            "malformed": None,
-        }
+        note = ReportNote(
+            n,
+            kept,
+            0,
+            0,
+            non_finite,
+            finite - max_report if finite > max_report else 0,
+            kept - len(set(out)),
+            out_of_band,
+            None,
+        )
         return out, note
-    note = _note(received=len(value))
+    converted = non_numeric = non_finite = over_cap = 0
     out = []
     append = out.append
     for item in value:
         t = type(item)
-        if t is float or t is int:
-            x = float(item)
+        if t is float:
+            x = item
+        elif t is int:
+            try:
+                x = float(item)
+            except OverflowError:  # an integer beyond the float range (>= 2**1024): not finite
+                non_finite += 1
+                continue
         elif t is bool:
-            note["non_numeric"] += 1
+            non_numeric += 1
             continue
         elif isinstance(item, str):
             try:
                 x = float(item)
             except ValueError:
-                note["non_numeric"] += 1
+                non_numeric += 1
                 continue
-            note["converted_strings"] += 1
+            converted += 1
         elif isinstance(item, numbers.Real):  # numpy scalars and other real-number types
-            x = float(item)
+            try:
+                x = float(item)
+            except (OverflowError, ValueError, TypeError):
+                non_finite += 1
+                continue
         else:
-            note["non_numeric"] += 1
+            non_numeric += 1
             continue
         if not _isfinite(x):
-            note["non_finite"] += 1
+            non_finite += 1
             continue
         append(x)
     if len(out) > max_report:
-        note["over_cap"] = len(out) - max_report
+        over_cap = len(out) - max_report
         del out[max_report:]
-    note["kept"] = len(out)
-    note["duplicates"] = len(out) - len(set(out))
-    note["out_of_band"] = sum(1 for x in out if x < 0.0 or x > band)
+    note = ReportNote(
+        received=len(value),
+        kept=len(out),
+        converted_strings=converted,
+        non_numeric=non_numeric,
+        non_finite=non_finite,
+        over_cap=over_cap,
+        duplicates=len(out) - len(set(out)),
+        out_of_band=sum(1 for x in out if x < 0.0 or x > band),
+    )
     return out, note
 
 
@@ -510,6 +606,35 @@ class SpectrumObservation:
             f"SpectrumObservation(scan_num={self.scan_num}, done={self.done}, "
             f"text={None if self.text is None else len(self.text)} chars, tool_results={len(self.tool_results)})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SpectrumStepInfo:
+    """The typed per-step record of ``SpectrumRFTEnv.step`` (``StepResult.info``).
+
+    - ``scan``: the scan (1-based) this call acted on.
+    - ``scored``: a ``submit_report`` was scored in this call; then ``occ`` / ``avail`` are its exact
+      occupied-IoU / available-IoU and ``score_line`` the line shown to the model.
+    - ``forced``: the env advanced with an empty, unscored report (no submit in a call without tool
+      calls, or the scan's call budget ran out; B.9); ``occ`` / ``avail`` are then the (unrewarded)
+      scores of that empty report, ``score_line`` is ``None``.
+    - neither: no scan ended in this call (a notepad call); ``occ`` / ``avail`` / ``score_line`` are
+      ``None``.
+    - ``truncated``: the episode's total call budget ran out in this call.
+    - ``actions``: one ``ReportNote`` per scored submit (what was kept, converted, dropped).
+    - ``tool_errors``: the error texts returned to the model in this call (unknown tool, bad arguments,
+      extra submit).
+    """
+
+    scan: int
+    scored: bool = False
+    forced: bool = False
+    truncated: bool = False
+    occ: float | None = None
+    avail: float | None = None
+    score_line: str | None = None
+    actions: tuple[ReportNote, ...] = ()
+    tool_errors: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=256)
@@ -690,39 +815,20 @@ class SpectrumRFTEnv:
     def tools(self) -> list[dict[str, Any]]:
         return tool_schemas(self.config)
 
-    def step(self, action: Any):
-        """One model call → ``(observation, reward, done, info)``. ``reward`` is the scan's exact
-        occupied-IoU when a report was scored in this call, else ``0.0`` (``info["scored"]`` says which);
-        the episode reward is ``metrics()["reward"]``."""
+    def step(self, action: Any) -> StepResult[SpectrumObservation, SpectrumStepInfo]:
+        """One model call → ``StepResult(observation, reward, done, info: SpectrumStepInfo)``. ``reward`` is
+        the scan's exact occupied-IoU when a report was scored in this call, else ``0.0``
+        (``info.scored`` says which); the episode reward is ``metrics()["reward"]``."""
         if not self._started:
             raise RuntimeError("call reset(row_id) before step()")
         if self.done:
             raise RuntimeError("episode finished: call reset() to start a new one")
-        if type(action) is list and (not action or type(action[0]) in _NUMBER_TYPES):
-            # The common shape, a plain list of centres (= submit_report(center_freqs=action)), skips the
-            # generic interpretation below; it yields exactly what that yields for
-            # ToolCall("submit_report", {"center_freqs": action}) (a test replays both paths).
-            return self._step_submit_list(action)
         cfg = self.config
+        render = cfg.render
         self._calls_this_scan += 1
-        self._total_calls += 1
-
-        # ---- interpret the action as one assistant turn
-        content = ""
-        calls: list[ToolCall | None]
-        if isinstance(action, AssistantTurn):
-            calls = [_as_tool_call(tc) for tc in action.tool_calls]
-            content = action.content
-        elif isinstance(action, list | tuple) and action and all(_as_tool_call(a) for a in action):
-            calls = [_as_tool_call(a) for a in action]
-        elif isinstance(action, list | tuple):
-            calls = [ToolCall("submit_report", {"center_freqs": list(action)})]
-        elif isinstance(action, ToolCall | Mapping) and _as_tool_call(action) is not None:
-            calls = [_as_tool_call(action)]
-        else:
-            calls = []
-            content = action if isinstance(action, str) else ""
-        if cfg.render:
+        self._total_calls = n_call = self._total_calls + 1
+        calls, content = interpret_turn(action)
+        if render:
             self.transcript.append(
                 {
                     "role": "assistant",
@@ -735,57 +841,53 @@ class SpectrumRFTEnv:
             )
 
         # ---- run the tool calls in order
-        info: dict[str, Any] = {"scored": False, "forced": False, "tool_errors": [], "actions": []}
+        tool_errors: list[str] = []
+        notes: list[ReportNote] = []
         results: list[dict[str, Any]] = []
         reward = 0.0
+        occ = avail = None
+        line: str | None = None
         submitted_now = 0
         next_scan: str | None = None  # the latest scan rendered for delivery during this call
         for idx, call in enumerate(calls):
-            call_id = (call.id if call else None) or f"call_{self._total_calls}_{idx}"
+            call_id = (call.id if call else None) or f"call_{n_call}_{idx}"
             if call is None:
-                self._error(info, results, call_id, "error: tool call without a name")
+                self._error(tool_errors, results, call_id, "error: tool call without a name")
                 continue
-            if call.name not in self._tool_names:
+            name = call.name
+            if name not in self._tool_names:
                 names = ", ".join(cfg.tool_names())
                 self._error(
-                    info, results, call_id, f"error: tool {call.name!r} is not available (tools: {names})"
+                    tool_errors, results, call_id, f"error: tool {name!r} is not available (tools: {names})"
                 )
                 continue
-            args, arg_err = _decode_arguments(call.arguments)
+            args, arg_err = decode_arguments(call.arguments)
             if arg_err:
-                info["tool_errors"].append(f"{call.name}: {arg_err}")
-            if call.name == "notepad_read":
+                tool_errors.append(f"{name}: {arg_err}")
+            if name == "notepad_read":
                 results.append(self._tool_result(call_id, self.notepad or self.text.rft_notepad_empty))
                 self._reads += 1
-            elif call.name == "notepad_write":
+            elif name == "notepad_write":
                 raw = args.get("text")
                 self.notepad = str(raw if raw is not None else "")[: cfg.notepad_max_chars]
                 results.append(self._tool_result(call_id, "ok"))
                 self._writes += 1
             elif submitted_now and cfg.multi_submit == "first":
-                self._error(
-                    info,
-                    results,
-                    call_id,
-                    "error: this scan's report was already submitted; extra submit ignored",
-                )
+                msg = "error: this scan's report was already submitted; extra submit ignored"
+                self._error(tool_errors, results, call_id, msg)
             elif self.done:
-                self._error(info, results, call_id, "error: all scans are completed")
+                self._error(tool_errors, results, call_id, "error: all scans are completed")
             else:
                 centres, note = normalize_center_freqs(
                     args.get("center_freqs"), max_report=cfg.max_report, band=cfg.band_width
                 )
-                if arg_err and note["malformed"] == "center_freqs missing":
-                    note["malformed"] = arg_err
+                if arg_err and note.malformed == "center_freqs missing":
+                    note = replace(note, malformed=arg_err)
                 occ, avail = self._score_and_advance(centres, note, submitted=True)
                 line = self._last_line
                 submitted_now += 1
                 reward = occ
-                info["scored"] = True
-                info["occ"] = occ
-                info["avail"] = avail
-                info["score_line"] = line
-                info["actions"].append(note)
+                notes.append(note)
                 next_scan = None if self.done else self._deliver()
                 results.append(self._submit_result(call_id, line, next_scan))
 
@@ -796,66 +898,33 @@ class SpectrumRFTEnv:
                 cfg.max_calls_per_scan is not None and self._calls_this_scan >= cfg.max_calls_per_scan
             )
             if not calls or out_of_calls:
-                self._score_and_advance([], _note("no submit"), submitted=False)
+                occ, avail = self._score_and_advance([], _note("no submit"), submitted=False)
                 forced = True
-                info["forced"] = True
                 next_scan = None if self.done else self._deliver()
         if submitted_now or forced:
-            self._calls_this_scan = 0
-        if cfg.max_total_calls is not None and self._total_calls >= cfg.max_total_calls and not self.done:
-            self.done = True
-            info["truncated"] = True
+            self._calls_this_scan = 0  # a submit (or a forced advance) ends the scan's call budget
+        truncated = False
+        if cfg.max_total_calls is not None and n_call >= cfg.max_total_calls and not self.done:
+            self.done = truncated = True
             next_scan = None
-        if cfg.render:
+        if render:
             self.transcript.extend(results)
-        if cfg.render and next_scan is not None and (cfg.delivery == "user" or not submitted_now):
-            # user delivery: every scan is a user message; tool delivery: scans ride in the submit
-            # result, except after a forced advance (no submit result to carry it)
-            self.transcript.append({"role": "user", "content": next_scan, "scan_boundary": True})
-        info["scan"] = self.records[-1]["scan"] if (submitted_now or forced) else self.scan_index + 1
-        return self._observation(next_scan, results), reward, self.done, info
-
-    def _step_submit_list(self, action: list) -> tuple[SpectrumObservation, float, bool, dict[str, Any]]:
-        """``step`` for a plain list of centres: the generic path specialised to one ``submit_report``
-        call with dict arguments (no decoding errors, no unknown tool, no earlier submit, not done)."""
-        cfg = self.config
-        render = cfg.render
-        self._total_calls = n = self._total_calls + 1
-        if render:
-            self.transcript.append(
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [
-                        {"id": None, "name": "submit_report", "arguments": {"center_freqs": action}}
-                    ],
-                }
-            )
-        centres, note = normalize_center_freqs(action, max_report=cfg.max_report, band=cfg.band_width)
-        occ, avail = self._score_and_advance(centres, note, submitted=True)
-        line = self._last_line
-        info: dict[str, Any] = {
-            "scored": True,
-            "forced": False,
-            "tool_errors": [],
-            "actions": [note],
-            "occ": occ,
-            "avail": avail,
-            "score_line": line,
-        }
-        next_scan = None if self.done else self._deliver()
-        results = [self._submit_result(f"call_{n}_0", line, next_scan)]
-        self._calls_this_scan = 0  # a submit ends the scan's call budget
-        if cfg.max_total_calls is not None and n >= cfg.max_total_calls and not self.done:
-            self.done = True
-            info["truncated"] = True
-            next_scan = None
-        if render:
-            self.transcript.append(results[0])
-            if next_scan is not None and cfg.delivery == "user":
+            if next_scan is not None and (cfg.delivery == "user" or not submitted_now):
+                # user delivery: every scan is a user message; tool delivery: scans ride in the submit
+                # result, except after a forced advance (no submit result to carry it)
                 self.transcript.append({"role": "user", "content": next_scan, "scan_boundary": True})
-        info["scan"] = self.records[-1]["scan"]
-        return self._observation(next_scan, results), occ, self.done, info
+        info = SpectrumStepInfo(
+            self.records[-1]["scan"] if (submitted_now or forced) else self.scan_index + 1,
+            bool(submitted_now),
+            forced,
+            truncated,
+            occ,
+            avail,
+            line,
+            tuple(notes),
+            tuple(tool_errors),
+        )
+        return StepResult(self._observation(next_scan, results), reward, self.done, info, truncated)
 
     def _submit_result(self, call_id: str, line: str | None, next_scan: str | None) -> dict[str, Any]:
         """The tool result of a scored ``submit_report``: ``ok`` + score line (user delivery), or the next
@@ -868,8 +937,8 @@ class SpectrumRFTEnv:
         # the dict _tool_result(call_id, f"ok\n{line}", score=True) builds, same keys in the same order
         return {"role": "tool", "tool_call_id": call_id, "content": f"ok\n{line}", "score_line": True}
 
-    def _error(self, info: dict[str, Any], results: list[dict[str, Any]], call_id: str, msg: str) -> None:
-        info["tool_errors"].append(msg)
+    def _error(self, errors: list[str], results: list[dict[str, Any]], call_id: str, msg: str) -> None:
+        errors.append(msg)
         results.append(self._tool_result(call_id, msg))
 
     @staticmethod
@@ -950,63 +1019,3 @@ def window_messages(messages: Sequence[Mapping[str, Any]], *, window: bool = Tru
         ):
             start = i
     return msgs[start:]
-
-
-# ------------------------------------------------------------------------------ reference policies
-
-
-def run_policy_episode(env: SpectrumRFTEnv, policy: Any, row_id: Any, **reset_kwargs) -> dict[str, Any]:
-    """Play one episode with a scripted policy (``policy(obs) -> centres``); returns ``env.metrics()``."""
-    obs = env.reset(row_id, **reset_kwargs)
-    reset = getattr(policy, "reset", None)
-    if callable(reset):
-        reset()
-    while not obs.done:
-        obs, _r, _d, _i = env.step(policy(obs))
-    return env.metrics()
-
-
-def summarize_episodes(metrics: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Means over episodes (``carry_rate`` over episodes where it is defined) + s.e. of ``memory_gain``."""
-    keys = [
-        "reward",
-        "mean_occ",
-        "early_occ",
-        "late_occ",
-        "memory_gain",
-        "mean_avail",
-        "scans_completed",
-        "report_size",
-        "carry_rate",
-        "carry_rate_tau1",
-        "carry_rate_tau4",
-    ]
-    out: dict[str, Any] = {}
-    for k in keys:
-        vals = [float(m[k]) for m in metrics if m.get(k) is not None]
-        out[k] = sum(vals) / len(vals) if vals else None
-    gains = [float(m["memory_gain"]) for m in metrics]
-    if len(gains) > 1:
-        mu = sum(gains) / len(gains)
-        sd = math.sqrt(sum((g - mu) ** 2 for g in gains) / (len(gains) - 1))
-        out["memory_gain_se"] = sd / math.sqrt(len(gains))
-    out["episodes"] = len(metrics)
-    return out
-
-
-def rft_baselines(
-    episodes: int = 200, seed: int = 0, memory: str = "echo", policies: Iterable[str] | None = None
-) -> dict[str, dict[str, Any]]:
-    """Reference policies on ``episodes`` random bands (rows ``bl{seed}_{i}``, unsalted; every policy sees
-    the same bands)."""
-    from rftlab.policies.spectrum import RFT_POLICIES
-
-    names = list(policies) if policies is not None else list(RFT_POLICIES)
-    env = SpectrumRFTEnv(SpectrumRFTConfig(memory=memory, render=False))  # type: ignore[arg-type]
-    out: dict[str, dict[str, Any]] = {}
-    for name in names:
-        factory = RFT_POLICIES[name]
-        runs = [run_policy_episode(env, factory(), f"bl{seed}_{i}") for i in range(episodes)]
-        summary = summarize_episodes(runs)
-        out[name] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}
-    return out

@@ -1,9 +1,8 @@
 """CLBench context regimes for text policies on BSM-official (spec A.10): ``icl`` and ``icl_notepad``.
 
 A *context* turns bench queries and feedback into the message list a chat model sees, and records the
-model's parsed action. ``ChatBenchPolicy`` wraps any ``chat(messages, response_schema) -> str | dict``
-callable into a bench policy (``policy(query) -> action`` + ``observe(observation)``), so a deployed model
-— or a local fake — can be run on bench90 with ``evaluate_bench90(lambda: ChatBenchPolicy(chat))``.
+model's parsed action. ``rftlab.policies.spectrum.ChatBenchPolicy`` wraps a chat model into a bench policy
+with one of these contexts.
 """
 
 from __future__ import annotations
@@ -169,48 +168,3 @@ def parse_structured(raw: Any, schema: type[BaseModel]) -> tuple[BaseModel | Non
             None,
             f"schema validation failed: {exc.errors()[0].get('msg', 'error') if exc.errors() else exc}",
         )
-
-
-class ChatBenchPolicy:
-    """A chat model as a bench policy. ``chat(messages, response_schema)`` returns the reply (text or a
-    parsed dict). Up to ``retries`` extra attempts on JSON/validation errors, then an empty report."""
-
-    def __init__(
-        self,
-        chat: Callable[[list[dict[str, str]], type[BaseModel]], Any],
-        regime: str = "icl",
-        *,
-        system_prompt: str = "",
-        retries: int = 5,
-        **context_kwargs: Any,
-    ):
-        if regime not in ("icl", "icl_notepad"):
-            raise ValueError(f"regime must be 'icl' or 'icl_notepad', got {regime!r}")
-        self.chat = chat
-        self.regime = regime
-        self.system_prompt = system_prompt
-        self.retries = retries
-        self.context_kwargs = context_kwargs
-        self.reset()
-
-    def reset(self) -> None:
-        ctx_cls = IclContext if self.regime == "icl" else IclNotepadContext
-        self.context = ctx_cls(self.system_prompt, **self.context_kwargs)
-        self.errors: list[str] = []
-
-    def __call__(self, query: BenchQuery) -> dict[str, Any]:
-        messages = self.context.query_messages(query)
-        schema = self.context.response_schema
-        action: BaseModel | None = None
-        for _ in range(self.retries + 1):
-            action, err = parse_structured(self.chat(messages, schema), schema)
-            if action is not None:
-                break
-            self.errors.append(err or "unparsable reply")
-        if action is None:
-            action = schema.model_validate({"transmitters": []})
-        self.context.record_action(action)
-        return {"transmitters": [t.model_dump() for t in action.transmitters]}
-
-    def observe(self, observation: BenchObservation) -> None:
-        self.context.record_observation(observation)
