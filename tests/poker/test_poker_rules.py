@@ -174,3 +174,16 @@ def test_garbage_actions_never_crash_and_are_counted_as_illegal(actions, run_ind
             r.observation.content.startswith("Invalid poker action:")
         )
     assert env.metrics()["illegal_actions"] == illegal
+
+
+def test_an_episode_without_any_decision_ends_on_its_first_step():
+    from rftlab.policies.poker import Exploit
+    from rftlab.rollout.episode import episode
+
+    env = PokerEnv(PokerEnvConfig(mode="rft", hands=1))
+    row = next(f"r{i}" for i in range(500) if env.reset(f"r{i}").done)  # the opponent folded preflop
+    traj = episode(env, Exploit(samples=10), row)
+    assert len(traj) == 1 and traj.final_observation.done and traj.metrics["hands_played"] == 1
+    assert traj.final_observation.content.startswith("\n\nHAND_PROFITS_BB: ")
+    with pytest.raises(RuntimeError):
+        env.step({"action": "CHECK"})

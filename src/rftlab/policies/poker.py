@@ -26,8 +26,15 @@ from rftlab.envs.poker.task import PokerQuery
 FULL_DECK = [r + s for r in "23456789TJQKA" for s in "shdc"]
 
 
-def _query(observation: Any) -> PokerQuery:
+NO_DECISION = {"action": "CHECK", "amount": None, "thinking": "no decision pending"}
+
+
+def _query(observation: Any) -> PokerQuery | None:
+    """The decision to answer; ``None`` for an episode whose every hand ended before the system acted
+    (the env accepts any action then and ends the episode)."""
     query = getattr(observation, "next_query", observation)
+    if query is None:
+        return None
     if not isinstance(query, PokerQuery):
         raise ValueError("a poker policy acts on a PokerObservation with a next_query")
     return query
@@ -64,6 +71,8 @@ class RandomLegal:
 
     def act(self, observation: Any) -> dict[str, Any]:
         q = _query(observation)
+        if q is None:
+            return dict(NO_DECISION)
         name = self.rng.choice(q.legal_actions)
         if name != "RAISE":
             return _decision(name)
@@ -77,6 +86,8 @@ class AlwaysCall:
 
     def act(self, observation: Any) -> dict[str, Any]:
         q = _query(observation)
+        if q is None:
+            return dict(NO_DECISION)
         return _decision("CALL" if "CALL" in q.legal_actions and q.metadata["chips_to_call"] > 0 else "CHECK")
 
 
@@ -93,6 +104,8 @@ class Exploit:
 
     def act(self, observation: Any) -> dict[str, Any]:
         q = _query(observation)
+        if q is None:
+            return dict(NO_DECISION)
         legal = q.legal_actions
         m = q.metadata
         owes = m["chips_to_call"] > 0

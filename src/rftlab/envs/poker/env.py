@@ -113,12 +113,20 @@ class PokerEnv:
             )  # fmt: skip
             self.opponent = opponent
         self.illegal = self.forced = 0
+        self._stepped = False
         query = self.task.reset()
         return PokerObservation("", False, query, done=query is None)
 
     def step(self, action: Any) -> StepResult[PokerObservation, PokerStepInfo]:
         if self.task is None:
             raise RuntimeError("call reset() before step()")
+        if self.task.done and not self._stepped:
+            # every hand ended before the system's first decision: the episode ends on this step
+            self._stepped = True
+            obs = PokerObservation("", True, None, done=True)
+            self._append_profits(obs)
+            return StepResult(obs, 0.0, True, PokerStepInfo(False, None, None, 0, (), self.task.position))
+        self._stepped = True
         before = len(self.task.records)
         obs = self.task.step(action)
         new = self.task.records[before:]
@@ -126,9 +134,8 @@ class PokerEnv:
             self.illegal += 1
         if obs.forced:
             self.forced += 1
-        if obs.done and self.config.mode == "rft":
-            profits = ",".join(f"{r.profit / 10:.4f}" for r in self.task.records)
-            obs.content = f"{obs.content}\n\nHAND_PROFITS_BB: {profits}\nOPPONENT_POLICY: {self.opponent}"
+        if obs.done:
+            self._append_profits(obs)
         reason = None
         if obs.illegal and obs.content.startswith("Invalid poker action: "):
             reason = obs.content.split("\n", 1)[0].removeprefix("Invalid poker action: ")
@@ -142,6 +149,11 @@ class PokerEnv:
         )
         reward = round(sum(r.profit for r in new) / 10, 6)
         return StepResult(obs, reward, obs.done, info)
+
+    def _append_profits(self, obs: PokerObservation) -> None:
+        if self.config.mode == "rft":
+            profits = ",".join(f"{r.profit / 10:.4f}" for r in self.task.records)
+            obs.content = f"{obs.content}\n\nHAND_PROFITS_BB: {profits}\nOPPONENT_POLICY: {self.opponent}"
 
     def metrics(self) -> dict[str, Any]:
         if self.task is None:
