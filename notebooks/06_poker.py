@@ -111,7 +111,9 @@ width = 0.8 / len(summaries)
 for i, (name, s) in enumerate(summaries.items()):
     xs = [st["stage"] + (i - 1) * width for st in s["stages"]]
     ys = [st["bb_per_hand"] for st in s["stages"]]
-    err = [[y - st["ci95"][0] for y, st in zip(ys, s["stages"])], [st["ci95"][1] - y for y, st in zip(ys, s["stages"])]]
+    low = [y - st["ci95"][0] for y, st in zip(ys, s["stages"], strict=True)]
+    high = [st["ci95"][1] - y for y, st in zip(ys, s["stages"], strict=True)]
+    err = [low, high]
     ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=name)
 ax.axhline(0, color="black", lw=0.8)
 ax.set_xticks(range(1, n_stages + 1), [f"{k + 1}: {st.opponent_name}" for k, st in enumerate(SCHEDULES[SCHEDULE])])
