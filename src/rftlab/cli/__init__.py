@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Command modules, in the order they appear in ``rftlab --help``.
-COMMAND_MODULES: list[str] = ["runs", "spectrum", "stats", "gates", "arena", "poker"]
+COMMAND_MODULES: list[str] = ["runs", "spectrum", "stats", "gates", "arena", "fireworks", "poker"]
 
 
 class UsageError(Exception):
