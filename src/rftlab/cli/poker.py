@@ -44,6 +44,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ds.add_argument("--hands", type=int, default=16, help="hands per rollout (default 16, as upstream)")
     ds.set_defaults(func=_dataset)
 
+    launch = sub.add_parser("launch", help="preflight, then dataset + RFT job on Fireworks (see --dry-run)")
+    launch.add_argument("spec", help="poker arm spec JSON (data/specs/poker_*.json)")
+    launch.add_argument(
+        "--dry-run", action="store_true", help="print the Prime->Fireworks mapping and the commands"
+    )
+    launch.add_argument("--root", default="runs")
+    launch.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
+    launch.add_argument("--json", action="store_true")
+    launch.set_defaults(func=_launch)
+
 
 def _play(args: argparse.Namespace) -> int:
     from rftlab.analysis.poker import bb_summary
@@ -91,4 +101,45 @@ def _dataset(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     print(f"wrote {args.n} rows -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    import shlex
+
+    from rftlab.launch.firectl import FirectlError
+    from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused
+    from rftlab.launch.poker_preflight import poker_preflight
+    from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
+    from rftlab.rollout.poker_dataset import dataset_rows
+
+    try:
+        spec = load_poker_arm_spec(args.spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    launcher = FireworksLauncher(
+        account_id=args.account_id,
+        preflight=poker_preflight,
+        dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking),
+    )
+    try:
+        if args.dry_run:
+            plan = launcher.plan(spec)
+            mapping = prime_mapping(spec)
+            if args.json:
+                print(json.dumps({"mapping": mapping, **plan.to_dict()}, indent=2))
+                return 0
+            print(f"# poker arm {spec.arm} (spec sha256 {spec.sha256()[:12]}); nothing is run")
+            print("# Prime/verifiers setting -> Fireworks")
+            for m in mapping:
+                print(f"#   {m['prime']} = {m['value']}  ->  {m['fireworks']}")
+            for argv in plan.commands:
+                print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
+            return 0
+        ref = launcher.launch(spec, root=args.root)
+    except (LaunchRefused, FirectlError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(
+        json.dumps({"run_dir": str(ref.path)}, indent=2) if args.json else f"launched {spec.arm}: {ref.path}"
+    )
     return 0

@@ -261,7 +261,8 @@ def job_create_flags(
 
 
 def _num(x: float) -> str:
-    return repr(float(x)) if x != int(x) or abs(x) < 1 else str(int(x))
+    """A float flag value as Python writes it (``1.0``, ``0.0001``, ``1e-06``): exact and unambiguous."""
+    return repr(float(x))
 
 
 def _fireworks(spec: SpectrumArmSpec):

@@ -51,10 +51,11 @@ from rftlab.types import RunRef, RunStatus
 BACKEND = "fireworks"
 KEY_ENV = "FIREWORKS_API_KEY"
 ACCOUNT_ENV = "FIREWORKS_ACCOUNT_ID"
-# The @evaluation_test entry of each rollout interface, relative to the staged evaluator folder.
+# The @evaluation_test entry of each (experiment, rollout interface), relative to the staged evaluator folder.
 ENTRY_POINTS = {
-    "turn": "rftlab/rollout/eval_entries/test_spectrum_turn.py::test_spectrum_turn",
-    "mcp": "rftlab/rollout/eval_entries/test_spectrum_mcp.py::test_spectrum_mcp",
+    ("spectrum_memory", "turn"): "rftlab/rollout/eval_entries/test_spectrum_turn.py::test_spectrum_turn",
+    ("spectrum_memory", "mcp"): "rftlab/rollout/eval_entries/test_spectrum_mcp.py::test_spectrum_mcp",
+    ("poker", "mcp"): "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",
 }
 EVALUATOR_REQUIREMENTS = (
     "eval-protocol==0.3.33",
@@ -150,7 +151,7 @@ class FireworksLauncher:
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
         flags = job_create_flags(spec, account_id=account)
-        upload = evaluator_upload_argv(fw.interface, evaluator_id(spec, account))
+        upload = evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account))
         commands = [
             fc.argv("dataset", "create", fw.dataset_id, str(dataset_path)),
             upload,
@@ -335,11 +336,16 @@ def evaluator_id(spec: SpectrumArmSpec, account_id: str) -> str:
     return evaluator_name(spec, account_id).rsplit("/", 1)[-1]
 
 
-def evaluator_upload_argv(interface: str, ev_id: str, exe: str = "eval-protocol") -> list[str]:
+def evaluator_upload_argv(
+    experiment: str, interface: str, ev_id: str, exe: str = "eval-protocol"
+) -> list[str]:
     """``eval-protocol upload`` of the interface's entry with an explicit ``--id`` (never rely on id
     normalisation, platforms §1.9) and an explicit empty ``--env-file`` (so no ``.env`` secret is
     uploaded, G11). Never ``create rft --dry-run``: it is not dry (G8)."""
-    return [exe, "upload", "--entry", ENTRY_POINTS[interface], "--id", ev_id, "--env-file", ".env.empty",
+    entry = ENTRY_POINTS.get((experiment, interface))
+    if entry is None:
+        raise LaunchRefused(f"no evaluator entry for experiment {experiment!r} with interface {interface!r}")
+    return [exe, "upload", "--entry", entry, "--id", ev_id, "--env-file", ".env.empty",
             "--force", "--yes"]  # fmt: skip
 
 
@@ -380,7 +386,7 @@ def upload_evaluator(
     if not key:
         raise LaunchRefused(f"{KEY_ENV} is not set: export it in your shell (never write it to a file)")
     exe = exe or shutil.which("eval-protocol") or "eval-protocol"
-    argv = evaluator_upload_argv(fw.interface, evaluator_id(spec, account_id), exe)
+    argv = evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account_id), exe)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), KEY_ENV: key,
            ACCOUNT_ENV: account_id, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rftlab-evaluator-") as tmp:
