@@ -1,0 +1,145 @@
+"""``rftlab poker ...``: play reference strategies on the CLBench schedule; build RFT datasets.
+
+rftlab poker play --policy exploit --schedule default --json
+rftlab poker dataset --n 64 --out data/poker64.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rftlab.cli import UsageError
+
+POLICIES = ("random", "call", "exploit")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    poker = subparsers.add_parser(
+        "poker", help="exploitable poker: play reference strategies, build datasets"
+    )
+    sub = poker.add_subparsers(dest="poker_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    play = sub.add_parser(
+        "play", help="play a reference strategy over a schedule: BB/hand per stage and overall"
+    )
+    play.add_argument("--policy", choices=POLICIES, required=True)
+    play.add_argument(
+        "--schedule", default="default", help="default | quick_test | calling_station_then_fit_or_fold"
+    )
+    play.add_argument(
+        "--runs", type=int, default=1, help="permuted runs to play (default 1: the canonical order)"
+    )
+    play.add_argument("--seed", type=int, default=0, help="policy seed (random and exploit strategies)")
+    play.add_argument("--json", action="store_true")
+    play.set_defaults(func=_play)
+
+    ds = sub.add_parser(
+        "dataset", help="eval-protocol rows for RFT, one per row id (opponent and cards from it)"
+    )
+    ds.add_argument("--n", type=int, required=True, help="number of rows (1..100000)")
+    ds.add_argument("--out", required=True, help="output JSONL file")
+    ds.add_argument("--hands", type=int, default=16, help="hands per rollout (default 16, as upstream)")
+    ds.set_defaults(func=_dataset)
+
+    launch = sub.add_parser("launch", help="preflight, then dataset + RFT job on Fireworks (see --dry-run)")
+    launch.add_argument("spec", help="poker arm spec JSON (data/specs/poker_*.json)")
+    launch.add_argument(
+        "--dry-run", action="store_true", help="print the Prime->Fireworks mapping and the commands"
+    )
+    launch.add_argument("--root", default="runs")
+    launch.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
+    launch.add_argument("--json", action="store_true")
+    launch.set_defaults(func=_launch)
+
+
+def _play(args: argparse.Namespace) -> int:
+    from rftlab.analysis.poker import bb_summary
+    from rftlab.envs.poker import SCHEDULES
+    from rftlab.policies.poker import POKER_POLICIES
+    from rftlab.rollout.poker_play import hand_rows, play_runs
+
+    if args.schedule not in SCHEDULES:
+        raise UsageError(f"--schedule {args.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    if not 1 <= args.runs <= 5:
+        raise UsageError("--runs must be between 1 and 5 (the schedule's permuted runs)")
+    if args.seed < 0:
+        raise UsageError("--seed must be >= 0")
+    policy = (
+        POKER_POLICIES[args.policy]()
+        if args.policy == "call"
+        else POKER_POLICIES[args.policy](seed=args.seed)
+    )
+    summary = bb_summary(hand_rows(play_runs(policy, schedule=args.schedule, runs=range(args.runs),
+                                             policy_seed=args.seed)))  # fmt: skip
+    summary = {"policy": args.policy, "schedule": args.schedule, **summary}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    o = summary["overall"]
+    print(f"{args.policy} on {args.schedule}: {o['bb_per_hand']:+.3f} BB/hand "
+          f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}] over {o['hands']} deals, {summary['runs']} run(s)")  # fmt: skip
+    for s in summary["stages"]:
+        print(f"  stage {s['stage']} {s['opponent']:<17} {s['hands']:>3} hands  {s['bb_per_hand']:+.3f} "
+              f"[{s['ci95'][0]:+.3f}, {s['ci95'][1]:+.3f}]")  # fmt: skip
+    return 0
+
+
+def _dataset(args: argparse.Namespace) -> int:
+    from rftlab.rollout.poker_dataset import dataset_rows
+
+    if not 1 <= args.n <= 100_000:
+        raise UsageError("--n must be between 1 and 100000")
+    if not 1 <= args.hands <= 200:
+        raise UsageError("--hands must be between 1 and 200")
+    text = "".join(json.dumps(row) + "\n" for row in dataset_rows(args.n, hands=args.hands))
+    try:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write ({exc.strerror})") from None
+    print(f"wrote {args.n} rows -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    import shlex
+
+    from rftlab.launch.firectl import FirectlError
+    from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused
+    from rftlab.launch.poker_preflight import poker_preflight
+    from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
+    from rftlab.rollout.poker_dataset import dataset_rows
+
+    try:
+        spec = load_poker_arm_spec(args.spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    launcher = FireworksLauncher(
+        account_id=args.account_id,
+        preflight=poker_preflight,
+        dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking),
+    )
+    try:
+        if args.dry_run:
+            plan = launcher.plan(spec)
+            mapping = prime_mapping(spec)
+            if args.json:
+                print(json.dumps({"mapping": mapping, **plan.to_dict()}, indent=2))
+                return 0
+            print(f"# poker arm {spec.arm} (spec sha256 {spec.sha256()[:12]}); nothing is run")
+            print("# Prime/verifiers setting -> Fireworks")
+            for m in mapping:
+                print(f"#   {m['prime']} = {m['value']}  ->  {m['fireworks']}")
+            for argv in plan.commands:
+                print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
+            return 0
+        ref = launcher.launch(spec, root=args.root)
+    except (LaunchRefused, FirectlError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(
+        json.dumps({"run_dir": str(ref.path)}, indent=2) if args.json else f"launched {spec.arm}: {ref.path}"
+    )
+    return 0

@@ -1,0 +1,93 @@
+"""The ``texasholdem==0.11.0`` engine, seeded without touching the global RNG (spec A.1, A.3).
+
+The engine draws from the module-level ``random`` in two places: ``random.choice`` in the
+``TexasHoldEm`` constructor (the button) and ``random.shuffle`` in ``Deck()``. ``seeded_hand`` swaps
+the ``random`` attribute of those two modules for a private ``random.Random`` restored to a saved
+state, for the duration of construct + ``start_hand()``, under a process-wide lock; the deal equals
+upstream's and the global generator is never read or advanced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from texasholdem import TexasHoldEm
+from texasholdem.card.card import Card
+from texasholdem.evaluator import evaluator
+
+BUYIN, BIG_BLIND, SMALL_BLIND, PLAYERS = 1000, 10, 5, 2
+SYSTEM, BOT = 0, 1
+MAX_RANK = 7462
+_ENGINE_LOCK = threading.Lock()
+# The package re-exports names over its submodules (``texasholdem.card.card`` shadows ``.deck`` as an
+# attribute path), so take the two modules from the import system directly.
+_game_module = importlib.import_module("texasholdem.game.game")
+_deck_module = importlib.import_module("texasholdem.card.deck")
+
+RngState = tuple
+
+
+@contextmanager
+def engine_rng(rng: random.Random) -> Iterator[None]:
+    """Within the block, the engine's two draws come from ``rng`` (and nothing else changes)."""
+    with _ENGINE_LOCK:
+        saved = _game_module.random, _deck_module.random
+        _game_module.random = rng  # type: ignore[assignment]
+        _deck_module.random = rng  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            _game_module.random, _deck_module.random = saved
+
+
+def new_hand(rng: random.Random) -> TexasHoldEm:
+    """Construct a heads-up table and start a hand, drawing the button and the deck from ``rng``."""
+    with engine_rng(rng):
+        game = TexasHoldEm(buyin=BUYIN, big_blind=BIG_BLIND, small_blind=SMALL_BLIND, max_players=PLAYERS)
+        game.start_hand()
+    return game
+
+
+def deal_from_state(state: RngState) -> TexasHoldEm:
+    """The hand dealt from a saved generator state (``random.Random().getstate()``)."""
+    rng = random.Random()
+    rng.setstate(state)
+    return new_hand(rng)
+
+
+def hand_states(seed: int, count: int) -> list[RngState]:
+    """Pre-generation (A.3): ``rng = Random(seed)``; before each deal record ``rng.getstate()``, then
+    consume exactly what a deal consumes — one ``choice`` over the 2 players and one ``shuffle`` of 52
+    cards (the draws depend only on the sequence lengths, so a placeholder list consumes the same) — so
+    the next hand starts where the last left off."""
+    rng = random.Random(seed)
+    states = []
+    placeholder = [0] * 52
+    for _ in range(count):
+        states.append(rng.getstate())
+        rng.choice((0, 1))
+        rng.shuffle(placeholder)
+    return states
+
+
+def pretty(card: Card) -> str:
+    """``[ J ♣ ]``: the engine's ``pretty_string``."""
+    return card.pretty_string
+
+
+def cards_text(cards) -> str:
+    return " ".join(pretty(c) for c in cards)
+
+
+def best_rank(hole, board) -> int:
+    """Cactus-Kev rank (1 best … 7462 worst) of the best five of hole + board (≥ 3 board cards)."""
+    return evaluator.evaluate(list(hole), list(board))
+
+
+def strength(hole, board) -> float:
+    """``1 − rank/7462`` of the best five (a rank percentile, not equity); board must have ≥ 3 cards."""
+    return 1.0 - best_rank(hole, board) / MAX_RANK

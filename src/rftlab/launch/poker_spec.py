@@ -1,0 +1,83 @@
+"""Arm specs of poker RFT (seed ``poker_fireworks_rft_port.md``; spec B.1, B.4, B.5) and the mapping
+from the Prime/verifiers TOML settings the seed started from to the Fireworks job flags.
+
+A ``PokerArmSpec`` carries the same job fields as ``SpectrumArmSpec`` (epochs, learning rate,
+temperature, response candidates, the ``fireworks`` section), so ``launch.firectl.job_create_flags``
+builds its ``firectl rftj create`` argv unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rftlab.launch.specs import FireworksJobSettings
+from rftlab.runs.hashing import spec_sha256
+
+
+class PokerArmSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    experiment: str = "poker"
+    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    rows: int = Field(64, ge=1, le=100_000)
+    hands: int = Field(16, ge=1, le=200)
+    assignment: Literal["row_shared", "per_rollout"] = "row_shared"  # B.1: how opponent and cards are drawn
+    reward: Literal["mean_instance", "gain"] = "mean_instance"
+    illegal_retry_limit: int = Field(3, ge=1)
+    thinking: bool = False  # False: the system prompt ends with /no_think (Prime's enable_thinking=false)
+    epochs: int = Field(2, ge=1, le=1000)
+    response_candidates: int = Field(8, ge=2, le=256)
+    learning_rate: float = Field(1e-6, gt=0.0, lt=1.0)
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    seed: int = Field(0, ge=0)
+    fireworks: FireworksJobSettings | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def sha256(self) -> str:
+        return spec_sha256(self.to_dict())
+
+
+def load_poker_arm_spec(path: str | Path) -> PokerArmSpec:
+    """Read and validate a poker spec file; ``ValueError`` naming the file and the bad field."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{p}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{p}: cannot read spec file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: a spec file holds one JSON object")
+    try:
+        return PokerArmSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+        raise ValueError(f"{p}: field {where}: {first['msg']}") from None
+
+
+def prime_mapping(spec: PokerArmSpec) -> list[dict[str, str]]:
+    """How each Prime/verifiers TOML setting of the seed lands in this Fireworks job (B.4, B.5)."""
+    fw = spec.fireworks
+    max_tokens = str(fw.max_output_tokens) if fw else "-"
+    return [
+        {"prime": "rollouts_per_example", "value": str(spec.response_candidates),
+         "fireworks": f"--response-candidates-count {spec.response_candidates} (the GRPO group)"},
+        {"prime": "temperature", "value": repr(spec.temperature), "fireworks": f"--temperature {spec.temperature!r}"},
+        {"prime": "max_tokens", "value": max_tokens, "fireworks": f"--max-output-tokens {max_tokens}"},
+        {"prime": "enable_thinking", "value": str(spec.thinking).lower(),
+         "fireworks": "no flag: '/no_think' ends the dataset's system prompt" if not spec.thinking else "no flag"},
+        {"prime": "guided_json (PokerAction schema)", "value": "on",
+         "fireworks": "no flag: the poker_act tool's parameters are the schema"},
+        {"prime": "learning_rate / epochs", "value": f"{spec.learning_rate!r} / {spec.epochs}",
+         "fireworks": f"--learning-rate {spec.learning_rate!r} --epochs {spec.epochs}"},
+    ]  # fmt: skip
