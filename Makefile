@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest -n 2 -q
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m pytest -n 2 -q
 
 reports: setup
-	$(PY) -m rftlab.reports
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m rftlab.reports
 
 sync: setup
 	$(VENV)/bin/jupytext --sync notebooks/*.py

@@ -53,8 +53,8 @@ KEY_ENV = "FIREWORKS_API_KEY"
 ACCOUNT_ENV = "FIREWORKS_ACCOUNT_ID"
 # The @evaluation_test entry of each (experiment, rollout interface), relative to the staged evaluator folder.
 ENTRY_POINTS = {
-    ("spectrum_memory", "turn"): "rftlab/rollout/eval_entries/test_spectrum_turn.py::test_spectrum_turn",
-    ("spectrum_memory", "mcp"): "rftlab/rollout/eval_entries/test_spectrum_mcp.py::test_spectrum_mcp",
+    ("spectrum_memory", "turn"): "rftlab/rollout/eval_entries/spectrum_turn.py::test_spectrum_turn",
+    ("spectrum_memory", "mcp"): "rftlab/rollout/eval_entries/spectrum_mcp_eval.py::test_spectrum_mcp",
     ("poker", "mcp"): "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",
 }
 EVALUATOR_REQUIREMENTS = (
@@ -326,7 +326,7 @@ class FireworksLauncher:
 
 def default_dataset_rows(spec: SpectrumArmSpec) -> Iterable[Mapping[str, Any]]:
     """The arm's eval-protocol rows (one per row id; the band comes from the env's per-row seed)."""
-    from rftlab.envs.spectrum.dataset import dataset_rows
+    from rftlab.rollout.dataset import dataset_rows
 
     return dataset_rows(spec.rows, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix)
 
