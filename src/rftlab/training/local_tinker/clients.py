@@ -588,6 +588,10 @@ class LocalServiceClient:
         user_metadata: dict[str, str] | None = None,
         optimizer: Any = None,
     ) -> _ClientFuture:
+        """A future of a training client with a fresh LoRA of ``rank`` on ``base_model`` (a built-in
+        name or a local HF directory). ``seed`` fixes the LoRA init and the samplers' default seed
+        stream; unlike the service, ``None`` means seed 0 (runs stay reproducible)."""
+
         def _create() -> LocalTrainingClient:
             if optimizer is not None and getattr(optimizer, "type", "adamw") != "adamw":
                 raise ValueError("the local backend implements Adam only")
