@@ -58,8 +58,9 @@ def test_cli_arm_launch(tmp_path, capsys):
     assert main(["arm", "launch", str(spec_file), "--root", str(root)]) == 0
     assert "reused" in capsys.readouterr().out
     assert main(["arm", "status", str(spec_file), "--root", str(root)]) == 0
+    # the Fireworks launcher refuses before anything is created when no key is exported
     assert main(["arm", "launch", str(spec_file), "--backend", "fireworks", "--root", str(root)]) == 2
-    assert "not available" in capsys.readouterr().err
+    assert "FIREWORKS_API_KEY is not set" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert main(["arm", "launch", str(bad), "--root", str(root)]) == 2

@@ -20,7 +20,18 @@ import sys
 from typing import Any
 
 # Command modules, in the order they appear in ``rftlab --help``.
-COMMAND_MODULES: list[str] = ["runs", "spectrum", "stats", "gates", "arena", "endpoint", "arm", "gs1", "fireworks", "poker"]
+COMMAND_MODULES: list[str] = [
+    "runs",
+    "spectrum",
+    "stats",
+    "gates",
+    "arena",
+    "endpoint",
+    "arm",
+    "gs1",
+    "fireworks",
+    "poker",
+]
 
 
 class UsageError(Exception):

@@ -95,9 +95,14 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     from rftlab.runs import RunStore
 
     before = RunStore(args.root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", args.backend)
-    ref = launcher.launch(
-        spec, root=args.root, resume=not args.no_resume, **({"force": True} if args.force else {})
-    )
+    try:
+        ref = launcher.launch(
+            spec, root=args.root, resume=not args.no_resume, **({"force": True} if args.force else {})
+        )
+    except Exception as exc:  # a launcher's refusal (no key, failed preflight, firectl error) is one line
+        if type(exc).__name__ not in ("LaunchRefused", "FirectlError", "PreflightFailed"):
+            raise
+        raise UsageError(str(exc)) from None
     status = launcher.poll(ref)
     reused = before is not None and before.path == ref.path and not args.force
     _report(ref, status, args.json, " (reused a finished run)" if reused else "")

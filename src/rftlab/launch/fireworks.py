@@ -160,7 +160,9 @@ class FireworksLauncher:
         return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands)
 
     # ---------------------------------------------------------------------------------- launch
-    def launch(self, spec: SpectrumArmSpec, *, root: Path | str = "runs", resume: bool = True) -> RunRef:
+    def launch(
+        self, spec: SpectrumArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+    ) -> RunRef:
         """Preflight, then dataset + job, recorded in a run folder. Reuses a finished run of the same spec
         on Fireworks; with ``resume`` continues an unfinished one (never creates a second job for it)."""
         if spec.fireworks is None:

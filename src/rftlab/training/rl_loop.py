@@ -542,8 +542,7 @@ def step_metrics(
         (r["baseline"], r["heldout_mean_reward"]) for r in records if r.get("heldout_mean_reward") is not None
     ]
     out: dict[str, Any] = {
-        "step": step,
-        "arm": config.arm,
+        "step": step,  # (the arm is the run's own: run.json and the tidy table's `arm` column)
         "estimator": config.estimator,
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
