@@ -71,7 +71,14 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis import multiplicity, power
-from rftlab.analysis.noninferiority import COUNT_ONLY, METHODS, MIN_DISCORDANT, ORDER_DEPENDENT, VALIDITY, hoeffding_half_width
+from rftlab.analysis.noninferiority import (
+    COUNT_ONLY,
+    METHODS,
+    MIN_DISCORDANT,
+    ORDER_DEPENDENT,
+    VALIDITY,
+    hoeffding_half_width,
+)
 
 started = time.perf_counter()
 rng = np.random.default_rng(SEED)

@@ -402,6 +402,31 @@ display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0â
 display(Markdown(markdown_table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()]))))
 
 # %% [markdown]
+# ## 5. The env through eval-protocol (the bench-shaped Fireworks path, offline)
+#
+# The reference policies, served by the project's local OpenAI-compatible policy server, play the RFT
+# variant through the real eval-protocol stack: pytest runs the `@evaluation_test` entry module with the
+# bench-shaped rollout processor (scans as `user` turns, `submit_report` tool calls, ICL-off windowing),
+# litellm sends the requests, and the entry module scores each row with the spectrum reward. Beside each
+# row, the env's own scoring of the same policy on the same band.
+
+# %%
+from rftlab.rollout.eval_runner import run_bench_shaped_eval
+
+EP_ROWS = 2 if QUICK else 6
+ep_table = pd.concat(
+    [run_bench_shaped_eval(EP_ROWS, name) for name in ("memoryless", "accumulate")], ignore_index=True
+)
+ep_columns = ["policy", "row_id", "ep_reward", "env_reward", "ep_memory_gain", "env_memory_gain", "match"]
+display(Markdown(markdown_table(ep_table[ep_columns])))
+display(
+    Markdown(
+        f"{int(ep_table['match'].sum())} of {len(ep_table)} rows: eval-protocol's score and metrics equal the "
+        "env's own scoring of the same actions."
+    )
+)
+
+# %% [markdown]
 # ## Conclusions
 #
 # Every number below is computed in this notebook from the tables above.

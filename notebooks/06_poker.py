@@ -45,6 +45,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
+from rftlab.analysis.display import markdown_table
 from rftlab.analysis.poker import bb_summary, opponent_table, rft_episode_rows, stage_gains
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
 from rftlab.policies.poker import AlwaysCall, Exploit, RandomLegal
@@ -52,7 +53,7 @@ from rftlab.rollout.poker_play import hand_rows, play_rft, play_runs
 
 
 def md_table(df: pd.DataFrame) -> Markdown:
-    return Markdown(df.to_markdown(index=False, floatfmt=".3f"))
+    return Markdown(markdown_table(df))
 
 
 def ci(pair) -> str:
