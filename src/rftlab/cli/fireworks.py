@@ -70,23 +70,26 @@ def _launcher(args: argparse.Namespace):
     return FireworksLauncher(account_id=args.account_id, style=args.style)
 
 
-def _launch(args: argparse.Namespace) -> int:
+def launch_or_plan(
+    launcher, spec, args: argparse.Namespace, notes: list[str] | None = None, extra=None
+) -> int:
+    """``--dry-run``: print the exact commands (copyable shell, or JSON with ``extra``), run nothing; else
+    launch and print the run folder. A launcher's refusal is one line (exit 2). Shared by every family
+    that launches on Fireworks."""
     from rftlab.launch.firectl import FirectlError
     from rftlab.launch.fireworks import LaunchRefused
 
-    spec = _spec(args.spec)
-    launcher = _launcher(args)
     try:
         if args.dry_run:
             plan = launcher.plan(spec)
             if args.json:
-                print(json.dumps(plan.to_dict(), indent=2))
-            else:
-                print(
-                    f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run"
-                )
-                for argv in plan.commands:
-                    print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
+                print(json.dumps({**(extra or {}), **plan.to_dict()}, indent=2))
+                return 0
+            print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
+            for note in notes or []:
+                print(f"# {note}")
+            for argv in plan.commands:
+                print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
             return 0
         ref = launcher.launch(spec, root=args.root)
     except (LaunchRefused, FirectlError, ValueError) as exc:
@@ -94,6 +97,10 @@ def _launch(args: argparse.Namespace) -> int:
     out = {"run_dir": str(ref.path), "run_id": ref.run_id, "arm": ref.arm, "backend": ref.backend}
     print(json.dumps(out, indent=2) if args.json else f"launched {spec.arm}: {ref.path}")
     return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    return launch_or_plan(_launcher(args), _spec(args.spec), args)
 
 
 def _upload(args: argparse.Namespace) -> int:

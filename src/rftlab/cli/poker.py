@@ -105,10 +105,8 @@ def _dataset(args: argparse.Namespace) -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    import shlex
-
-    from rftlab.launch.firectl import FirectlError
-    from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused
+    from rftlab.cli.fireworks import launch_or_plan
+    from rftlab.launch.fireworks import FireworksLauncher
     from rftlab.launch.poker_preflight import poker_preflight
     from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
     from rftlab.rollout.poker_dataset import dataset_rows
@@ -122,24 +120,8 @@ def _launch(args: argparse.Namespace) -> int:
         preflight=poker_preflight,
         dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking),
     )
-    try:
-        if args.dry_run:
-            plan = launcher.plan(spec)
-            mapping = prime_mapping(spec)
-            if args.json:
-                print(json.dumps({"mapping": mapping, **plan.to_dict()}, indent=2))
-                return 0
-            print(f"# poker arm {spec.arm} (spec sha256 {spec.sha256()[:12]}); nothing is run")
-            print("# Prime/verifiers setting -> Fireworks")
-            for m in mapping:
-                print(f"#   {m['prime']} = {m['value']}  ->  {m['fireworks']}")
-            for argv in plan.commands:
-                print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
-            return 0
-        ref = launcher.launch(spec, root=args.root)
-    except (LaunchRefused, FirectlError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    print(
-        json.dumps({"run_dir": str(ref.path)}, indent=2) if args.json else f"launched {spec.arm}: {ref.path}"
-    )
-    return 0
+    mapping = prime_mapping(spec)
+    notes = ["Prime/verifiers setting -> Fireworks"] + [
+        f"  {m['prime']} = {m['value']}  ->  {m['fireworks']}" for m in mapping
+    ]
+    return launch_or_plan(launcher, spec, args, notes=notes, extra={"mapping": mapping})

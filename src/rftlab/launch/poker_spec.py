@@ -8,13 +8,12 @@ builds its ``firectl rftj create`` argv unchanged.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from rftlab.launch.specs import FireworksJobSettings
+from rftlab.launch.specs import FireworksJobSettings, load_spec_file
 from rftlab.runs.hashing import spec_sha256
 
 
@@ -45,24 +44,8 @@ class PokerArmSpec(BaseModel):
 
 
 def load_poker_arm_spec(path: str | Path) -> PokerArmSpec:
-    """Read and validate a poker spec file; ``ValueError`` naming the file and the bad field."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such spec file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{p}: cannot read spec file ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{p}: a spec file holds one JSON object")
-    try:
-        return PokerArmSpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise ValueError(f"{p}: field {where}: {first['msg']}") from None
+    """Read and validate a poker arm spec file; ``ValueError`` naming the file and the bad field."""
+    return load_spec_file(path, PokerArmSpec)
 
 
 def prime_mapping(spec: PokerArmSpec) -> list[dict[str, str]]:

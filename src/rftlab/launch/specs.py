@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rftlab.runs.hashing import spec_sha256
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
 
 
 class FireworksJobSettings(BaseModel):
@@ -71,8 +73,8 @@ class SpectrumArmSpec(BaseModel):
         return spec_sha256(self.to_dict())
 
 
-def load_arm_spec(path: str | Path) -> SpectrumArmSpec:
-    """Read and validate a spec file; raises ``ValueError`` naming the file and the bad field."""
+def load_spec_file(path: str | Path, model: type[SpecT]) -> SpecT:
+    """Read and validate a spec file as ``model``; raises ``ValueError`` naming the file and the bad field."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -85,8 +87,13 @@ def load_arm_spec(path: str | Path) -> SpectrumArmSpec:
     if not isinstance(data, dict):
         raise ValueError(f"{p}: a spec file holds one JSON object")
     try:
-        return SpectrumArmSpec.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"
         raise ValueError(f"{p}: field {where}: {first['msg']}") from None
+
+
+def load_arm_spec(path: str | Path) -> SpectrumArmSpec:
+    """Read and validate a spectrum arm spec file (``data/specs/spectrum_*.json``)."""
+    return load_spec_file(path, SpectrumArmSpec)

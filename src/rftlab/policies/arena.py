@@ -67,6 +67,35 @@ def _check_style(style: str) -> dict[str, int]:
     return STYLE_BONUS[style]
 
 
+def priority_score(
+    kind: str,
+    *,
+    value: int = 0,
+    critical: int = 0,
+    exposed: bool = False,
+    receiver_resource: int | None = None,
+    own_resource: int = 0,
+) -> int:
+    """The local-priority table (spec §6) before the style bonus: one action's score from what the acting
+    agent knows of its target. Used on the world state (``local_priority``) and on a prompt's JSON alone
+    (the arena SFT evaluation's prompt-only policy), so both rank actions identically."""
+    if kind == RECOVER:
+        return 12 + value + 3 * critical
+    if kind == CAPTURE:
+        return 9 + value + 2 * critical if exposed else 1
+    if kind == FORTIFY:
+        return 7 + value + 3 * critical
+    if kind == PROBE:
+        return 1 if exposed else 8 + value + 2 * critical
+    if kind == TRANSFER:
+        return 3 + 8 * int(receiver_resource == 0) + 2 * int(own_resource > 1)
+    if kind == SCAN:
+        return 2
+    if kind == WAIT:
+        return 0
+    raise ValueError(f"unknown action kind {kind!r}")
+
+
 def local_priority(
     state: GameState, agent_id: str, action: Action, style: str = "balanced"
 ) -> tuple[int, str, str]:
@@ -74,29 +103,16 @@ def local_priority(
     bonus = _check_style(style)
     agent = state.agents[agent_id]
     obs = state.knowledge[agent_id].get(action.target) if action.kind != TRANSFER else None
-    value = obs.value if obs is not None else 0
-    critical = int(obs.critical) if obs is not None else 0
-    exposed = obs is not None and obs.status == EXPOSED
-    kind = action.kind
-    if kind == RECOVER:
-        score = 12 + value + 3 * critical
-    elif kind == CAPTURE:
-        score = 9 + value + 2 * critical if exposed else 1
-    elif kind == FORTIFY:
-        score = 7 + value + 3 * critical
-    elif kind == PROBE:
-        score = 1 if exposed else 8 + value + 2 * critical
-    elif kind == TRANSFER:
-        receiver = state.agents[action.target]
-        score = 3 + 8 * int(receiver.resource == 0) + 2 * int(agent.resource > 1)
-    elif kind == SCAN:
-        score = 2
-    elif kind == WAIT:
-        score = 0
-    else:
-        raise ValueError(f"unknown action kind {kind!r}")
-    score += bonus.get(kind, 0)
-    return (score, kind, action.target if action.target is not None else agent.position)
+    score = priority_score(
+        action.kind,
+        value=obs.value if obs is not None else 0,
+        critical=int(obs.critical) if obs is not None else 0,
+        exposed=obs is not None and obs.status == EXPOSED,
+        receiver_resource=state.agents[action.target].resource if action.kind == TRANSFER else None,
+        own_resource=agent.resource,
+    )
+    score += bonus.get(action.kind, 0)
+    return (score, action.kind, action.target if action.target is not None else agent.position)
 
 
 def ranked_actions(state: GameState, agent_id: str, style: str = "balanced") -> list[Action]:

@@ -40,11 +40,6 @@ from rftlab.envs.arena.protocol import (
     parse_broadcast,
 )
 from rftlab.envs.arena.rules import (
-    CAPTURE,
-    FORTIFY,
-    PROBE,
-    RECOVER,
-    SCAN,
     TRANSFER,
     WAIT,
     redundant_agents,
@@ -62,7 +57,7 @@ from rftlab.envs.arena.world import (
     generate_state,
     team_agent_ids,
 )
-from rftlab.policies.arena import STYLE_BONUS, deterministic_policy
+from rftlab.policies.arena import STYLE_BONUS, deterministic_policy, priority_score
 
 EVAL_VERSION = "rftlab-arena-eval-v2"
 CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled")
@@ -104,25 +99,15 @@ def _priority(entry: Mapping[str, Any], observation: Mapping[str, Any], style: s
     me = observation["self"]
     kind, target = entry["type"], entry.get("target")
     obs = known.get(target) if kind != TRANSFER else None
-    value = obs["value"] if obs else 0
-    critical = int(bool(obs["critical"])) if obs else 0
-    exposed = bool(obs) and obs["status"] == EXPOSED
-    if kind == RECOVER:
-        score = 12 + value + 3 * critical
-    elif kind == CAPTURE:
-        score = 9 + value + 2 * critical if exposed else 1
-    elif kind == FORTIFY:
-        score = 7 + value + 3 * critical
-    elif kind == PROBE:
-        score = 1 if exposed else 8 + value + 2 * critical
-    elif kind == TRANSFER:
-        mates = {t["id"]: t for t in observation["adjacent_teammates"]}
-        receiver = mates.get(target, {"resource": 4})
-        score = 3 + 8 * int(receiver["resource"] == 0) + 2 * int(me["resource"] > 1)
-    elif kind == SCAN:
-        score = 2
-    else:
-        score = 0
+    mates = {t["id"]: t for t in observation["adjacent_teammates"]}
+    score = priority_score(
+        kind,
+        value=obs["value"] if obs else 0,
+        critical=int(bool(obs["critical"])) if obs else 0,
+        exposed=bool(obs) and obs["status"] == EXPOSED,
+        receiver_resource=mates.get(target, {"resource": 4})["resource"] if kind == TRANSFER else None,
+        own_resource=me["resource"],
+    )
     score += STYLE_BONUS[style].get(kind, 0)
     return (score, kind, target if target is not None else me["position"])
 
