@@ -2,15 +2,18 @@
 nowhere: not in any file it creates, not on stdout or stderr, in no serialised form (issue 9 §5).
 
 Subcommands are discovered from the argparse parser, so commands other branches add later are found
-automatically; one without an entry in ``INVOCATIONS`` is skipped with a reason (so CI stays green) until
-someone gives it a minimal valid invocation.
+automatically; one without an entry in ``INVOCATIONS`` FAILS, asking for a minimal valid invocation.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +21,18 @@ from pathlib import Path
 import pytest
 
 from rftlab.cli import build_parser, main
+from rftlab.launch.firectl import job_id_for, rollout_dataset_id
+from rftlab.launch.specs import load_arm_spec
+from rftlab.policies.server import PolicyServer
 from rftlab.runs import RunStore
 from rftlab.runs.secrets import secret_forms
 
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "data" / "specs"
 # A quote, a backslash, a slash and non-ASCII characters: each escaping path (JSON, CSV, repr, URL) differs.
 SENTINEL = 'rftlab-sentinel-"q\\b/é-λ-7c1e9a'
+# The sentinel as an HTTP header can carry it (printable ASCII, still with a quote, a backslash, a slash).
+ASCII_SENTINEL = 'rftlab-ascii-sentinel-"q\\b/-5d2f0b'
 CREDENTIAL_VARS = (
     "FIREWORKS_API_KEY",
     "TINKER_API_KEY",
@@ -92,20 +102,139 @@ def _rule(work: Path) -> Path:
     return path
 
 
-INVOCATIONS: dict[tuple[str, ...], Callable[[Path], list[str]]] = {
-    ("runs", "list"): lambda w: ["--root", str(_store(w)), "--json"],
-    ("runs", "metrics"): lambda w: ["--root", str(_store(w)), "--json"],
-    ("runs", "clean"): lambda w: ["--root", str(_store(w))],
-    ("spectrum", "corpus"): lambda w: [
+class Env:
+    """What an invocation builder may set up besides files: environment variables (undone after the
+    test) and context managers such as a local server (closed after the test)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, stack: contextlib.ExitStack):
+        self.setenv, self.enter = monkeypatch.setenv, stack.enter_context
+        self.delenv = lambda name: monkeypatch.delenv(name, raising=False)
+
+
+def _quiet(argv: list[str]) -> None:
+    """Run ``rftlab argv`` to build an input (before the credentials are set), hiding its output."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(argv) == 0, argv
+
+
+def _setenv(env: Env, name: str, value: str) -> str:
+    env.setenv(name, value)
+    return name
+
+
+def _sft_data(work: Path) -> Path:
+    """The smallest SFT data directory that passes the audit and has enough steps for the handoff."""
+    out = work / "sft"
+    if not out.is_dir():
+        _quiet(["arena", "build-sft", "--out", str(out), "--num-seeds", "64",
+                "--mechanics-per-kind", "1", "--silence-examples", "1"])  # fmt: skip
+    return out
+
+
+def _oracle_eval(work: Path) -> Path:
+    """A one-case oracle evaluation directory (``summary.json``, ``rows.jsonl``)."""
+    out = work / "eval_oracle"
+    if not out.is_dir():
+        _quiet(["arena", "eval", "--provider", "oracle", "--output-dir", str(out), "--case-stride", "60"])
+    return out
+
+
+def _arena_gate_spec(work: Path) -> Path:
+    # The real spec's G1-G7 need a trained candidate; one always-satisfiable check on a metric every
+    # evaluation has keeps the command's whole path (load, evaluate, verdicts, --output) at exit 0.
+    path = work / "arena_gates.json"
+    path.write_text(json.dumps({
+        "name": "tiny", "claim_gates": [], "labels": {"regret_difference_mean": "G5"},
+        "checks": [{"metric": "regret_difference_mean", "min": -10, "max": 10}],
+    }))  # fmt: skip
+    return path
+
+
+def _tiny_arm_spec(work: Path) -> Path:
+    """``spectrum_probe`` at one epoch, four rows, two candidates (the local launch takes < 1 s)."""
+    spec = json.loads((SPECS / "spectrum_probe.json").read_text())
+    spec.update(epochs=1, rows=4, response_candidates=2, num_scans=2)
+    path = work / "tiny_arm.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _launched_arm(work: Path) -> Path:
+    spec = _tiny_arm_spec(work)
+    _quiet(["arm", "launch", str(spec), "--root", str(work / "runs")])
+    return spec
+
+
+def _batch(work: Path) -> Path:
+    path = work / "batch.json"
+    rows = [{"prompt_id": f"p{i % 2}", "reward": float(i % 3 == 0), "phi": [0.1 * i, 0.2], "step": 0}
+            for i in range(8)]  # fmt: skip
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def _fake_bin(work: Path, env: Env) -> Path:
+    """``work/bin`` with the tests' fake ``firectl`` (tests/launch/fake_firectl.py) and a fake
+    ``eval-protocol`` that succeeds, first on PATH. The fake firectl logs its argv, which carries the real
+    key (as the real one receives it): that log is not rftlab's output, so it goes to /dev/null."""
+    bin_dir = work / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    scenario = work / "firectl_scenario"
+    (scenario / "datasets").mkdir(parents=True, exist_ok=True)
+    scripts = {
+        "firectl": (REPO / "tests" / "launch" / "fake_firectl.py").read_text(),
+        "eval-protocol": "import sys\nprint('evaluator uploaded:', ' '.join(sys.argv[1:3]))\n",
+    }
+    for name, source in scripts.items():
+        exe = bin_dir / name
+        exe.write_text(f"#!{sys.executable}\n{source}")
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    env.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.setenv("FAKE_FIRECTL_DIR", str(scenario))
+    env.setenv("FAKE_FIRECTL_LOG", os.devnull)
+    env.delenv("RFTLAB_FIRECTL")
+    return scenario
+
+
+def _with_fake_bin(work: Path, env: Env, path: Path) -> Path:
+    _fake_bin(work, env)
+    return path
+
+
+def _fireworks_run(work: Path, env: Env) -> Path:
+    """A Fireworks run folder launched (preflight, dataset, job) against the fake firectl under a placeholder
+    key; the fake then reports the job COMPLETED after its one epoch, with that epoch's rollouts ready."""
+    scenario = _fake_bin(work, env)
+    spec_path = work / "probe_one_epoch.json"  # the probe's rows and candidates pass the preflight
+    spec_path.write_text(json.dumps({**json.loads((SPECS / "spectrum_probe.json").read_text()), "epochs": 1}))
+    job_id = job_id_for(load_arm_spec(spec_path))
+    job = {"state": "JOB_STATE_COMPLETED", "jobProgress": {"epoch": 0, "percent": 100}}
+    (scenario / "job_get.0.json").write_text(json.dumps(job))
+    rows = [{"messages": [{"role": "system", "content": "x"}], "input_metadata": {"row_id": f"r{g}"},
+             "evaluation_result": {"score": 0.1 * c}} for g in range(2) for c in range(2)]  # fmt: skip
+    dataset = scenario / "datasets" / f"{rollout_dataset_id(job_id, 0)}.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env.setenv("FIREWORKS_API_KEY", "placeholder-key-for-the-launch")
+    root = work / "runs"
+    _quiet(["fireworks", "launch", str(spec_path), "--root", str(root), "--account-id", "acct"])
+    (run_dir,) = [p.parent for p in root.rglob("run.json")]
+    return run_dir
+
+
+INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
+    ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
+    ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
+    ("runs", "clean"): lambda w, env: ["--root", str(_store(w))],
+    ("spectrum", "corpus"): lambda w, env: [
         "--out",
         str(w / "out" / "corpus.jsonl"),
         "--metadata",
         str(w / "out" / "m.json"),
     ],
-    ("spectrum", "baselines"): lambda w: ["--variant", "rft", "--episodes", "2", "--json"],
-    ("spectrum", "dataset"): lambda w: ["--n", "3", "--out", str(w / "out" / "rows.jsonl")],
-    ("spectrum", "bench90"): lambda w: ["--policy", "oracle", "--no-baseline", "--json"],
-    ("stats", "noninferiority"): lambda w: [
+    ("spectrum", "baselines"): lambda w, env: ["--variant", "rft", "--episodes", "2", "--json"],
+    ("spectrum", "dataset"): lambda w, env: ["--n", "3", "--out", str(w / "out" / "rows.jsonl")],
+    ("spectrum", "bench90"): lambda w, env: ["--policy", "oracle", "--no-baseline", "--json"],
+    ("stats", "noninferiority"): lambda w, env: [
         "--treatment",
         str(_items(w, "t", 1)),
         "--baseline",
@@ -114,8 +243,8 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path], list[str]]] = {
         "0.1",
         "--json",
     ],
-    ("stats", "trend"): lambda w: ["--metrics", str(_metrics_file(w)), "--metric", "reward", "--json"],
-    ("stats", "decision-rule"): lambda w: [
+    ("stats", "trend"): lambda w, env: ["--metrics", str(_metrics_file(w)), "--metric", "reward", "--json"],
+    ("stats", "decision-rule"): lambda w, env: [
         "--spec",
         str(_rule(w)),
         "--treatment",
@@ -124,13 +253,177 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path], list[str]]] = {
         str(_items(w, "b", 0)),
         "--json",
     ],
-    ("gates", "check"): lambda w: [*_gate_files(w), "--json"],
-    ("arena", "baselines"): lambda w: ["--json", "--policy", "wait"],
-    ("arena", "solve"): lambda w: ["--seed", "2", "--json"],
-    ("arena", "prompt"): lambda w: ["--seed", "2"],
+    ("gates", "check"): lambda w, env: [*_gate_files(w), "--json"],
+    ("arena", "baselines"): lambda w, env: ["--json", "--policy", "wait"],
+    ("arena", "solve"): lambda w, env: ["--seed", "2", "--json"],
+    ("arena", "prompt"): lambda w, env: ["--seed", "2"],
+    ("arena", "build-sft"): lambda w, env: [
+        "--out",
+        str(w / "out" / "sft"),
+        "--num-seeds",
+        "2",
+        "--mechanics-per-kind",
+        "1",
+        "--silence-examples",
+        "1",
+        "--json",
+    ],
+    ("arena", "audit"): lambda w, env: [str(_sft_data(w)), "--json"],
+    ("arena", "manifest"): lambda w, env: ["--json"],
+    ("arena", "eval"): lambda w, env: [
+        "--provider",
+        "oracle",
+        "--output-dir",
+        str(w / "out" / "eval"),
+        "--case-stride",
+        "60",
+        "--validation-data",
+        str(_sft_data(w)),
+    ],
+    ("arena", "gates"): lambda w, env: [
+        "--base",
+        str(_oracle_eval(w)),
+        "--candidate",
+        str(_oracle_eval(w)),
+        "--spec",
+        str(_arena_gate_spec(w)),
+        "--output",
+        str(w / "out" / "gates.json"),
+        "--json",
+    ],
+    ("arena", "handoff"): lambda w, env: [
+        "--data",
+        str(_sft_data(w)),
+        "--out",
+        str(w / "out" / "GPU_HANDOFF.md"),
+        "--oracle-eval",
+        str(_oracle_eval(w)),
+    ],
+    # Trains the tiny local Qwen3 for one step on one row (~4 s); see EXPECTED_EXIT and OFFLINE_WITHOUT.
+    ("arena", "sft-smoke"): lambda w, env: [
+        "--data",
+        str(_sft_data(w)),
+        "--rows",
+        "1",
+        "--steps",
+        "1",
+        "--batch-size",
+        "1",
+        "--max-tokens",
+        "1",
+        "--work-dir",
+        str(w / "out" / "smoke"),
+        "--output",
+        str(w / "out" / "smoke.json"),
+    ],
+    ("spectrum", "preflight"): lambda w, env: [str(SPECS / "spectrum_probe.json"), "--json"],
+    # The project's own policy server on 127.0.0.1 (started before the credentials are set), requiring
+    # the key. An HTTP header carries only ASCII, so the key sent is ASCII_SENTINEL, from its own variable.
+    ("endpoint", "check"): lambda w, env: [
+        "--base-url",
+        env.enter(PolicyServer(api_key=ASCII_SENTINEL)).base_url,
+        "--model",
+        "accumulate",
+        "--api-key-env",
+        _setenv(env, "RFTLAB_ENDPOINT_KEY", ASCII_SENTINEL),
+        "--timeout",
+        "10",
+        "--json",
+    ],
+    ("arm", "launch"): lambda w, env: [str(_tiny_arm_spec(w)), "--root", str(w / "runs"), "--json"],
+    ("arm", "status"): lambda w, env: [str(_launched_arm(w)), "--root", str(w / "runs"), "--json"],
+    ("gs1", "advantages"): lambda w, env: [
+        "--input",
+        str(_batch(w)),
+        "--estimator",
+        "kernel_baseline",
+        "--json",
+    ],
+    # --backend local: with TINKER_API_KEY set (the sentinel) the default would be the paid Tinker service.
+    ("gs1", "preflight"): lambda w, env: [
+        "--backend",
+        "local",
+        "--quick",
+        "--root",
+        str(w / "runs"),
+        "--out",
+        str(w / "out" / "preflight.json"),
+        "--json",
+    ],
+    ("gs1", "run"): lambda w, env: [
+        "--backend",
+        "local",
+        "--quick",
+        "--root",
+        str(w / "runs"),
+        "--arm",
+        "grpo_gs8",
+        "--json",
+    ],
+    ("gs1", "decide"): lambda w, env: [
+        "--treatment",
+        str(_items(w, "t", 1)),
+        "--baseline",
+        str(_items(w, "b", 0)),
+        "--json",
+    ],
+    ("fireworks", "launch"): lambda w, env: [
+        str(SPECS / "spectrum_probe.json"),
+        "--dry-run",
+        "--account-id",
+        "acct",
+        "--root",
+        str(w / "runs"),
+    ],
+    # Fake firectl / eval-protocol on PATH (see _fake_bin): the real ones need a Fireworks account.
+    ("fireworks", "upload-evaluator"): lambda w, env: [
+        str(_with_fake_bin(w, env, SPECS / "spectrum_probe.json")),
+        "--account-id",
+        "acct",
+    ],
+    ("fireworks", "poll"): lambda w, env: [str(_fireworks_run(w, env)), "--every", "0", "--json"],
+    ("poker", "play"): lambda w, env: ["--policy", "call", "--schedule", "quick_test", "--json"],
+    ("poker", "dataset"): lambda w, env: [
+        "--n",
+        "2",
+        "--hands",
+        "1",
+        "--out",
+        str(w / "out" / "poker.jsonl"),
+    ],
+    ("poker", "launch"): lambda w, env: [
+        str(SPECS / "poker_seed.json"),
+        "--dry-run",
+        "--account-id",
+        "acct",
+        "--root",
+        str(w / "runs"),
+        "--json",
+    ],
 }
 
-ALL_FORMS = sorted(secret_forms(SENTINEL), key=len)
+# Commands whose exit code is a verdict of what they ran, which their smallest offline run cannot pass:
+# they still run to the end and write every file, which is what this test greps.
+EXPECTED_EXIT: dict[tuple[str, ...], int] = {
+    # --quick on the local backend skips the warm start (minutes), so rewards are constant and the
+    # preflight reports "failed" (exit 1) after running every check and writing preflight.json.
+    ("gs1", "preflight"): 1,
+    # The same preflight first, then the study stops before any arm ("stopped": exit 1), as designed.
+    ("gs1", "run"): 1,
+    # One step on one row cannot make the tiny model reproduce it ("passed": false, exit 1); even 40
+    # steps at a high learning rate do not (32 s), so the smallest run stands.
+    ("arena", "sft-smoke"): 1,
+}
+
+# Credential variables left unset for one command, with the reason: their mere presence selects a paid
+# service that the command has no flag to refuse. Every other variable still carries the sentinel.
+OFFLINE_WITHOUT: dict[tuple[str, ...], tuple[str, ...]] = {
+    # sft-smoke trains on Tinker whenever TINKER_API_KEY is set (no --backend flag); unset, it trains the
+    # tiny local model in-process.
+    ("arena", "sft-smoke"): ("TINKER_API_KEY",),
+}
+
+ALL_FORMS = sorted(secret_forms(SENTINEL) | secret_forms(ASCII_SENTINEL), key=len)
 
 
 def leaks(data: bytes) -> list[bytes]:
@@ -147,39 +440,45 @@ def test_the_leak_detector_can_fail(tmp_path):
     assert leaks(json.dumps({"k": SENTINEL}, ensure_ascii=False).encode())
     assert leaks(pd.DataFrame([{"k": SENTINEL}]).to_json().encode())
     assert leaks(pd.DataFrame([{"k": SENTINEL}]).to_csv().encode())
+    assert leaks(json.dumps({"k": ASCII_SENTINEL}).encode())
     assert not leaks(b"rftlab-sentinel")
 
 
 def test_the_table_covers_every_command_of_this_tree():
-    """Every subcommand that exists now has an invocation (later additions are skipped, not failed)."""
-    known = {
-        ("runs", "list"), ("runs", "metrics"), ("runs", "clean"),
-        ("spectrum", "corpus"), ("spectrum", "baselines"), ("spectrum", "dataset"), ("spectrum", "bench90"),
-        ("stats", "noninferiority"), ("stats", "trend"), ("stats", "decision-rule"), ("gates", "check"),
-        ("arena", "baselines"), ("arena", "solve"), ("arena", "prompt"),
-    }  # fmt: skip
-    assert known <= set(subcommands()) and known <= set(INVOCATIONS)
+    """Every subcommand of the parser has an invocation, and every invocation names a subcommand."""
+    commands = set(subcommands())
+    missing = sorted(" ".join(c) for c in commands - set(INVOCATIONS))
+    assert not missing, f"add an entry to INVOCATIONS of {Path(__file__).name} for: {', '.join(missing)}"
+    assert set(INVOCATIONS) <= commands, sorted(set(INVOCATIONS) - commands)
+    assert set(EXPECTED_EXIT) | set(OFFLINE_WITHOUT) <= set(INVOCATIONS)
 
 
 @pytest.mark.parametrize("command", sorted(subcommands()), ids=lambda c: "-".join(c))
 def test_no_credential_reaches_any_output(command, tmp_path, monkeypatch, capsys):
     if command not in INVOCATIONS:
-        pytest.skip(
-            f"`rftlab {' '.join(command)}` has no entry in INVOCATIONS of {Path(__file__).name}: add one"
+        pytest.fail(
+            f"`rftlab {' '.join(command)}` has no entry in INVOCATIONS of {Path(__file__).name}: add a "
+            "minimal valid invocation (cheap, offline) so its outputs are checked for credentials"
         )
     work = tmp_path / "work"
     (work / "out").mkdir(parents=True)
     (work / "tmp").mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setattr(tempfile, "tempdir", str(work / "tmp"))
-    args = INVOCATIONS[command](work)  # inputs are written before the credentials appear
-    for name in CREDENTIAL_VARS:
-        monkeypatch.setenv(name, f"{SENTINEL}-{name}")
-    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    with contextlib.ExitStack() as stack:
+        # inputs (and any local server) are set up before the credentials appear
+        args = INVOCATIONS[command](work, Env(monkeypatch, stack))
+        for name in CREDENTIAL_VARS:
+            if name in OFFLINE_WITHOUT.get(command, ()):
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, f"{SENTINEL}-{name}")
+        before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+        capsys.readouterr()
 
-    code = main([*command, *args])
-    out, err = capsys.readouterr()
-    assert code == 0, err
+        code = main([*command, *args])
+        out, err = capsys.readouterr()
+    assert code == EXPECTED_EXIT.get(command, 0), err
 
     written = [p for p in tmp_path.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns]
     found = {str(p): leaks(p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()}
