@@ -28,14 +28,23 @@ def test_dry_run_prints_the_exact_job_argv(capsys, monkeypatch):
                      "--account-id", "acct"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     plan = json.loads(out)
-    create = plan["commands"][2]
+    create = plan["commands"][-1]
     body = create[3:-6]  # between "<noun> create" and "-a acct --api-key K -o json"
     flags = dict(zip(body[::2], body[1::2], strict=True))
     assert flags["--job-id"].startswith("rftlab-seed-")
     assert flags["--learning-rate"] == "1e-06" and flags["--temperature"] == "1.0"
     assert flags["--response-candidates-count"] == "8" and flags["--max-output-tokens"] == "1024"
-    assert plan["commands"][1][plan["commands"][1].index("--entry") + 1].endswith("::test_poker_mcp")
+    # the poker McpGym evaluator is not built yet: the plan says so and has no upload command
+    assert len(plan["commands"]) == 2 and "not built yet" in plan["warnings"][0]
     assert "fw-secret-0123456789" not in out
+
+
+def test_launch_is_refused_while_the_evaluator_is_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FIREWORKS_API_KEY", "fw-secret-0123456789")
+    code = cli_main(["poker", "launch", str(SPECS / "poker_seed.json"), "--account-id", "acct",
+                     "--root", str(tmp_path / "runs")])  # fmt: skip
+    assert code == 2 and "not built yet" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_preflight_passes_and_records_its_evidence():

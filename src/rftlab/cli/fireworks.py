@@ -88,6 +88,8 @@ def launch_or_plan(
             print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
             for note in notes or []:
                 print(f"# {note}")
+            for warning in plan.warnings:
+                print(f"# WARNING: {warning}")
             for argv in plan.commands:
                 print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
             return 0

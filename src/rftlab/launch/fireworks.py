@@ -86,6 +86,7 @@ class LaunchPlan:
     dataset_id: str
     evaluator: str
     commands: list[list[str]]
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +94,7 @@ class LaunchPlan:
             "dataset_id": self.dataset_id,
             "evaluator": self.evaluator,
             "commands": self.commands,
+            "warnings": self.warnings,
         }
 
 
@@ -151,13 +153,15 @@ class FireworksLauncher:
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
         flags = job_create_flags(spec, account_id=account)
-        upload = evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account))
-        commands = [
-            fc.argv("dataset", "create", fw.dataset_id, str(dataset_path)),
-            upload,
-            fc.argv("rftj", "create", "--job-id", job_id, *flags),
-        ]
-        return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands)
+        commands = [fc.argv("dataset", "create", fw.dataset_id, str(dataset_path))]
+        warnings = []
+        missing = missing_entry(spec.experiment, fw.interface)
+        if missing:
+            warnings.append(missing)
+        else:
+            commands.append(evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account)))
+        commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
+        return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands, warnings)
 
     # ---------------------------------------------------------------------------------- launch
     def launch(
@@ -169,6 +173,9 @@ class FireworksLauncher:
             raise LaunchRefused(
                 f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
             )
+        missing = missing_entry(spec.experiment, spec.fireworks.interface)
+        if missing:
+            raise LaunchRefused(missing)
         self._firectl(need_key=True)  # fail on a missing key or account before any work
         store = RunStore(root)
         run, origin = store.start_or_reuse(
@@ -336,6 +343,23 @@ def default_dataset_rows(spec: SpectrumArmSpec) -> Iterable[Mapping[str, Any]]:
 def evaluator_id(spec: SpectrumArmSpec, account_id: str) -> str:
     """The evaluator id (last path part of the evaluator resource)."""
     return evaluator_name(spec, account_id).rsplit("/", 1)[-1]
+
+
+def missing_entry(experiment: str, interface: str) -> str | None:
+    """Why this experiment/interface has no evaluator to upload yet (``None`` when its entry module exists
+    in this package): a job pointing at an evaluator that was never uploaded would only fail on Fireworks."""
+    import rftlab
+
+    entry = ENTRY_POINTS.get((experiment, interface))
+    if entry is None:
+        return f"no @evaluation_test entry for experiment {experiment!r} with interface {interface!r}"
+    module_file = Path(rftlab.__file__).parent.parent / entry.split("::", 1)[0]
+    if not module_file.is_file():
+        return (
+            f"the evaluator entry {entry} is not built yet: nothing can be uploaded or launched for "
+            f"{experiment!r} on the {interface!r} interface"
+        )
+    return None
 
 
 def evaluator_upload_argv(
