@@ -293,7 +293,7 @@ else:
         Markdown(
             f"**Decision: {decision['decision']}.** Mean paired difference (GS1 − GRPO) "
             f"{crit['statistic_mean']:+.4f} over {crit['n']} items; pre-registered one-sided "
-            f"{100 * crit['level']:.0f}% Hoeffding lower bound {crit['lower']:+.4f} against the margin "
+            f"{100 * crit['one_sided_level']:.0f}% Hoeffding lower bound {crit['lower']:+.4f} against the margin "
             f"{crit['margin']:+.2f}. The tighter finite-sample bounds are reported beside it, never instead."
             f"{gate_note} Backend: {backend.name}"
             f"{' (a small local model on a synthetic task: a check of the machinery)' if backend.name == 'local' else ''}."
