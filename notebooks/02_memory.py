@@ -66,7 +66,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
+from rftlab.analysis.display import fixed_digits_table
 from rftlab.analysis.trends import fit_trend, pooled_slope, slope_flatness
+from rftlab.launch import launcher_for
 from rftlab.launch.preflight import spectrum_preflight
 from rftlab.launch.specs import load_arm_spec
 from rftlab.policies.simulated import PARAM_NAMES
@@ -90,44 +92,11 @@ METRIC_LABEL = {"mean_occ": "occ", "carry": "carry"}
 
 
 def table(df, digits=3):
-    """A DataFrame as a Markdown table: floats to ``digits`` decimals (no negative zero), integers as they
-    are, "–" where undefined; strings are never re-parsed as numbers."""
-
-    def cell(x):
-        if x is None or (isinstance(x, float) and np.isnan(x)):
-            return "–"
-        if isinstance(x, (bool, np.bool_)):
-            return str(x)
-        if isinstance(x, (int, np.integer)):
-            return str(int(x))
-        if isinstance(x, (float, np.floating)):
-            return f"{round(float(x), digits) + 0.0:.{digits}f}"
-        return str(x)
-
-    shown = df.astype(object).map(cell)
-    return Markdown(shown.to_markdown(index=False, disable_numparse=True))
+    return Markdown(fixed_digits_table(df, digits))
 
 
 def fmt_ci(lo, hi, digits=4):
     return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
-def get_launcher(backend):
-    """The launcher of the backend; a clear error when the Fireworks launcher is not in this checkout."""
-    if backend == "local":
-        from rftlab.launch.local import LocalLauncher
-
-        return LocalLauncher(progress=False)
-    if backend == "fireworks":
-        try:
-            from rftlab.launch.fireworks import FireworksLauncher
-        except ImportError as exc:
-            raise RuntimeError(
-                "BACKEND='fireworks' needs rftlab.launch.fireworks.FireworksLauncher (the Fireworks "
-                f"launcher/poller), which is not available in this checkout ({exc}). Set RFTLAB_BACKEND=local."
-            ) from None
-        return FireworksLauncher()
-    raise RuntimeError(f"unknown BACKEND {backend!r}: use 'local' or 'fireworks'")
 
 
 # %% [markdown]
@@ -182,7 +151,7 @@ display(table(pd.DataFrame(preflight_rows)))
 # step per 8 rows (6 steps per epoch at 48 rows), group-normalised advantages (`advantage: grpo`).
 
 # %%
-launcher = get_launcher(BACKEND)
+launcher = launcher_for(BACKEND)
 runs = {}
 for arm, spec in specs.items():
     ref = launcher.launch(spec, root=ROOT)

@@ -159,7 +159,8 @@ def test_argv_spellings_and_json_flag():
     assert "-o" not in old.argv("dataset", "download", "d", json_out=False)
 
 
-def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch):
+def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # a dry run must create no run folder under the default root
     monkeypatch.setenv("FIREWORKS_API_KEY", SENTINEL)
     monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", "acct-dry")
     assert len(SPECS) == 6
@@ -175,7 +176,7 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch):
         assert create_cmd[-2:] == ["-o", "json"]
         assert "$FIREWORKS_API_KEY" in create_cmd
         assert SENTINEL not in json.dumps(plan)
-    assert not Path("runs").exists() or not any(Path("runs").rglob("run.json"))
+    assert not (tmp_path / "runs").exists()
 
 
 def test_dry_run_text_is_copyable_shell(capsys):

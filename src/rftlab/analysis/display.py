@@ -41,3 +41,25 @@ def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:
         df[numeric] = df[numeric].round(3) + 0.0
     df = df.astype(object).where(df.notna(), None)  # tabulate prints None as missingval
     return df.to_markdown(index=False, floatfmt=floatfmt, missingval=MISSING)
+
+
+def fixed_digits_table(df: Any, digits: int = 3) -> str:
+    """A DataFrame as a Markdown table with every float at ``digits`` decimals (no negative zero),
+    integers and booleans as they are, ``–`` where undefined; strings are never re-parsed as numbers."""
+
+    def cell(x: Any) -> str:
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return MISSING
+        if isinstance(x, bool) or type(x).__name__ == "bool_":
+            return str(bool(x))
+        if isinstance(x, int) or (hasattr(x, "is_integer") is False and type(x).__name__.startswith("int")):
+            return str(int(x))
+        if isinstance(x, float) or type(x).__name__.startswith("float"):
+            x = float(x)
+            if math.isnan(x):
+                return MISSING
+            return f"{round(x, digits) + 0.0:.{digits}f}"
+        return str(x)
+
+    shown = df.astype(object).map(cell)
+    return shown.to_markdown(index=False, disable_numparse=True)

@@ -11,7 +11,6 @@ finished spec reuses its run. The ``fireworks`` backend needs the Fireworks laun
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 
 from rftlab.cli import UsageError
@@ -51,19 +50,13 @@ def _load(path: str):
 
 
 def get_launcher(backend: str):
-    """The launcher of ``backend``; a clear error when it is not part of this checkout."""
-    if backend == "local":
-        from rftlab.launch.local import LocalLauncher
+    """The launcher of ``backend`` (``rftlab.launch.launcher_for``); a bad name is a usage error."""
+    from rftlab.launch import launcher_for
 
-        return LocalLauncher(progress=None)
     try:
-        module = importlib.import_module("rftlab.launch.fireworks")
-        return module.FireworksLauncher()
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(
-            f"backend {backend!r} needs rftlab.launch.fireworks.FireworksLauncher, which is not available "
-            f"here ({exc}); use --backend local"
-        ) from None
+        return launcher_for(backend)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _report(ref, status, as_json: bool, origin: str = "") -> None:

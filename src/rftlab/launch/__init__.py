@@ -4,3 +4,16 @@ or ``tinker`` backend. Each launcher satisfies ``rftlab.types.Launcher``."""
 from rftlab.launch.specs import FireworksJobSettings, SpectrumArmSpec, load_arm_spec
 
 __all__ = ["FireworksJobSettings", "SpectrumArmSpec", "load_arm_spec"]
+
+
+def launcher_for(backend: str):
+    """The launcher of ``backend`` (``local`` or ``fireworks``), with a clear error for anything else."""
+    if backend == "local":
+        from rftlab.launch.local import LocalLauncher
+
+        return LocalLauncher(progress=None)
+    if backend == "fireworks":
+        from rftlab.launch.fireworks import FireworksLauncher
+
+        return FireworksLauncher()
+    raise ValueError(f"unknown backend {backend!r}: use 'local' or 'fireworks'")
