@@ -111,3 +111,14 @@ def test_metric_series_averages_rows_per_epoch_and_skips_missing(tmp_path):
     assert x_name == "step" and len(x) == 4
     with pytest.raises(AnalysisInputError, match="no row has metric 'accuracy'"):
         load_metric_series(m, "accuracy")
+
+
+def test_field_names_with_newlines_keep_the_error_on_one_line(tmp_path):
+    """Found by hypothesis in CI: a field named "\n" made the 'fields seen' message span two lines."""
+    from rftlab.analysis.io import AnalysisInputError, load_metric_series
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 0, "\\n": 1}\n', encoding="utf-8")
+    with pytest.raises(AnalysisInputError) as caught:
+        load_metric_series(path, "acc")
+    assert "\n" not in str(caught.value) and "'\\n'" in str(caught.value)

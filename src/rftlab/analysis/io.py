@@ -327,7 +327,8 @@ def load_metric_series(
         points.setdefault(float(obj[x]), []).append(float(value))
     if not points:
         known = sorted({k for _, obj in rows for k in obj})
-        raise AnalysisInputError(f"{path}: no row has metric {metric!r} (fields seen: {', '.join(known)})")
+        shown = ", ".join(repr(k) for k in known[:20]) + (", ..." if len(known) > 20 else "")
+        raise AnalysisInputError(f"{path}: no row has metric {metric!r} (fields seen: {shown})")
     xs = np.array(sorted(points), dtype=float)
     ys = np.array([float(np.mean(points[v])) for v in xs], dtype=float)
     return xs, ys, x, sum(len(v) for v in points.values())
@@ -344,4 +345,5 @@ def validation_message(exc: Exception) -> str:
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
     more = len(errors()) - 3
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+    text = "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+    return " ".join(text.split())  # field names from the input may hold newlines: keep it one line
