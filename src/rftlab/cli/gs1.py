@@ -148,6 +148,32 @@ def study_preflight(backend, spec: dict[str, Any], sha: str, store) -> tuple[dic
     return pre, run.path / "preflight.json"
 
 
+def reference_completion(store, pre: dict[str, Any], pre_path: Path) -> tuple[dict[str, Any] | None, str]:
+    """Complete a preflight whose gradient/weight checks this backend cannot run with the newest passed
+    preflight of the same spec on another backend in the store, made by the same committed code
+    (``training.gs1_preflight.complete_with_reference``)."""
+    from rftlab.runs import load_run
+    from rftlab.training.gs1_preflight import complete_with_reference, load_preflight, preflight_resolved
+
+    own = load_run(pre_path.parent).record
+    best, reason = None, "no passed preflight of this spec on a backend that exposes gradients"
+    for run in sorted(
+        store.runs("gs1_vs_grpo", "preflight"), key=lambda r: r.record.created_at, reverse=True
+    ):
+        path = run.path / "preflight.json"
+        if run.record.backend == own.backend or not path.exists():
+            continue
+        reference = load_preflight(path)
+        if not preflight_resolved(reference) or reference.get("spec_sha256") != pre.get("spec_sha256"):
+            continue
+        best, reason = complete_with_reference(
+            pre, reference, preflight_git=own.git, reference_git=run.record.git, reference_path=str(path)
+        )
+        if best is not None:
+            break
+    return best, reason
+
+
 def gate_evaluator(spec: dict[str, Any], sha: str):
     from rftlab.analysis.gates import evaluate_gate, parse_checks
 
@@ -224,8 +250,16 @@ def run_study(
     pre, pre_path = study_preflight(backend, spec, sha, store)
     summary["preflight"] = {"status": pre["status"], "path": str(pre_path)}
     if not preflight_resolved(pre):
-        summary["stopped"] = f"preflight is {pre['status']}: no full run starts ({pre_path})"
-        return summary
+        completed, why = reference_completion(store, pre, pre_path)
+        if completed is None:
+            summary["stopped"] = f"preflight is {pre['status']}: no full run starts ({pre_path}; {why})"
+            return summary
+        pre = completed
+        summary["preflight"] = {
+            "status": "passed",
+            "path": str(pre_path),
+            "completed_by": completed["completed_by"],
+        }
     pilot_key = {
         "kind": "gs1_pilot_gate",
         "spec_sha256": sha,

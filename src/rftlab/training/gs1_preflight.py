@@ -564,3 +564,53 @@ def preflight_resolved(preflight: Mapping[str, Any] | None) -> bool:
         and preflight.get("status") == "passed"
         and all(c.get("status") == "passed" for c in preflight.get("checks", []))
     )
+
+
+# Checks of *our* datum construction and estimator wiring that need a backend exposing gradients or
+# weights. The hosted Tinker service exposes neither, so on it they are ``not_run``; the same loop code
+# passing them on the local backend is what the spec's preflight asks for (platforms §4.4).
+GRADIENT_CHECKS = ("loss_and_gradient", "restoration")
+
+
+def complete_with_reference(
+    preflight: Mapping[str, Any],
+    reference: Mapping[str, Any] | None,
+    *,
+    preflight_git: Mapping[str, Any] | None,
+    reference_git: Mapping[str, Any] | None,
+    reference_path: str = "",
+) -> tuple[dict[str, Any] | None, str]:
+    """A preflight whose only open checks are the gradient/weight checks this backend cannot run
+    (``not_run``), completed by a *passed* preflight of the same spec on a backend that ran them, produced
+    by the same code: the same git commit, neither tree dirty. Returns ``(completed, "")`` or
+    ``(None, reason)``; a failed check is never completed, and nothing is relaxed."""
+    pending = [c for c in preflight.get("checks", []) if c.get("status") != "passed"]
+    if not pending:
+        return dict(preflight), ""
+    if any(c.get("status") == "failed" for c in pending):
+        return None, "a check failed"
+    other = [c.get("id") for c in pending if c.get("id") not in GRADIENT_CHECKS]
+    if other:
+        return None, f"checks {other} are open and only a backend-side run can close them"
+    if reference is None or not preflight_resolved(reference):
+        return (
+            None,
+            "no passed preflight of this spec on a backend that exposes gradients (run `rftlab gs1 preflight --backend local`)",
+        )
+    if reference.get("spec_sha256") != preflight.get("spec_sha256"):
+        return None, "the reference preflight is for another spec"
+    commit, ref_commit = (preflight_git or {}).get("commit"), (reference_git or {}).get("commit")
+    if not commit or commit != ref_commit:
+        return None, f"the reference preflight ran on other code (commit {ref_commit!r}, this run {commit!r})"
+    if (preflight_git or {}).get("dirty") is not False or (reference_git or {}).get("dirty") is not False:
+        return None, "a preflight ran on an uncommitted tree: commit, then re-run both preflights"
+    completed = json.loads(json.dumps(preflight))
+    for check in completed["checks"]:
+        if check.get("status") != "passed":
+            check["status"] = "passed"
+            check["detail"] = (
+                f"passed on the {reference.get('backend')} backend at commit {commit[:12]} "
+                f"({reference_path}); this backend: {check.get('detail')}"
+            )
+    completed.update(status="passed", passed=True, completed_by=reference_path, commit=commit)
+    return completed, ""
