@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rftlab.policies.chat_poker import PromptParseError
 from rftlab.policies.chat_spectrum import ChatPolicyError, ChatSession, HiddenNotAvailable, ScanParseError
 
 HOST = "127.0.0.1"
@@ -63,15 +64,21 @@ def create_app(
     api_key: str | None = None,
     request_log: list[dict[str, Any]] | None = None,
     max_sessions: int = 4096,
+    chat: Callable[[Callable[[], Any]], Any] | None = None,
 ):
     """The FastAPI app. ``policies`` maps model names to zero-argument policy factories. With ``api_key``
         every request must carry ``Authorization: Bearer <api_key>``. Request bodies (never headers) are
         appended to ``request_log`` when given. At most ``max_sessions`` episode sessions are kept (the least
-    recently used is dropped first)."""
+    recently used is dropped first). ``chat`` is the chat adapter class, built per session from a policy
+    factory, with a ``respond(messages)`` method and the name of its ``tool`` (default the spectrum
+    ``ChatSession`` and ``submit_report``; ``rftlab.policies.chat_poker.PokerChat`` serves poker policies
+    with ``poker_act``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse
 
     served = dict(policies) if policies is not None else default_policies()
+    adapter = chat or ChatSession
+    tool = getattr(adapter, "tool", "submit_report")
     sessions: OrderedDict[tuple[str, str], ChatSession] = OrderedDict()  # least recently used first
     lock = threading.Lock()
     app = FastAPI(title="rftlab policy server", docs_url=None, redoc_url=None, openapi_url=None)
@@ -111,19 +118,19 @@ def create_app(
             return _error(400, "messages must be a list of objects")
         tools = body.get("tools") or []
         tool_names = {(t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
-        if "submit_report" not in tool_names:
-            return _error(400, "the request offers no submit_report tool, so the policy cannot answer")
+        if tool not in tool_names:
+            return _error(400, f"the request offers no {tool} tool, so the policy cannot answer")
         key = (name, request.headers.get(SESSION_HEADER) or str(body.get("user") or ""))
         with lock:
             session = sessions.get(key)
             if session is None:
-                session = sessions[key] = ChatSession(served[name])
+                session = sessions[key] = adapter(served[name])
                 while len(sessions) > max_sessions:
                     sessions.popitem(last=False)
             sessions.move_to_end(key)
             try:
                 reply = session.respond(messages)
-            except (ScanParseError, ChatPolicyError, HiddenNotAvailable) as exc:
+            except (ScanParseError, ChatPolicyError, HiddenNotAvailable, PromptParseError) as exc:
                 return _error(400, f"policy {name!r} cannot answer: {exc}")
         n = body.get("n") or 1
         if not isinstance(n, int) or n < 1:
@@ -176,9 +183,10 @@ class PolicyServer:
         *,
         port: int = 0,
         api_key: str | None = None,
+        chat: Callable[[Callable[[], Any]], Any] | None = None,
     ):
         self.requests: list[dict[str, Any]] = []
-        self.app = create_app(policies, api_key=api_key, request_log=self.requests)
+        self.app = create_app(policies, api_key=api_key, request_log=self.requests, chat=chat)
         self._port = port
         self._server: Any = None
         self._thread: threading.Thread | None = None
