@@ -34,17 +34,30 @@ def test_dry_run_prints_the_exact_job_argv(capsys, monkeypatch):
     assert flags["--job-id"].startswith("rftlab-seed-")
     assert flags["--learning-rate"] == "1e-06" and flags["--temperature"] == "1.0"
     assert flags["--response-candidates-count"] == "8" and flags["--max-output-tokens"] == "1024"
-    # the poker McpGym evaluator is not built yet: the plan says so and has no upload command
-    assert len(plan["commands"]) == 2 and "not built yet" in plan["warnings"][0]
+    # the poker McpGym evaluator exists (issue 14 item 3): the plan uploads it, with no warning
+    assert len(plan["commands"]) == 3 and not plan["warnings"]
+    upload = plan["commands"][1]
+    assert upload[:4] == [
+        "eval-protocol",
+        "upload",
+        "--entry",
+        "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",
+    ]
     assert "fw-secret-0123456789" not in out
 
 
-def test_launch_is_refused_while_the_evaluator_is_missing(tmp_path, capsys, monkeypatch):
+def test_launch_without_firectl_is_refused_and_leaves_no_key(tmp_path, capsys, monkeypatch):
+    # the evaluator is built, so the launch (preflight, dataset, run record) gets as far as the Fireworks
+    # CLI, which is not installed here
     monkeypatch.setenv("FIREWORKS_API_KEY", "fw-secret-0123456789")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     code = cli_main(["poker", "launch", str(SPECS / "poker_seed.json"), "--account-id", "acct",
                      "--root", str(tmp_path / "runs")])  # fmt: skip
-    assert code == 2 and "not built yet" in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists()
+    err = capsys.readouterr().err
+    assert code == 2 and "firectl not found" in err and "fw-secret-0123456789" not in err
+    recorded = [p.read_text(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert not any("fw-secret-0123456789" in t for t in recorded)
 
 
 def test_preflight_passes_and_records_its_evidence():

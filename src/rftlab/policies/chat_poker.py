@@ -7,8 +7,8 @@ strict parser of that layout (the last ``Hand #`` block of a message): hand numb
 name, position, hole cards and board (the engine's ``[ J ♣ ]`` strings → ``"Jc"``), pot, chips, the
 situation line (→ chips to call and the system's own bet), the minimum raise total. Legal actions are
 not printed; they follow from the same facts as the engine's ``validate_move`` (FOLD always; CHECK iff
-nothing to call; CALL iff something to call; RAISE iff the system has chips beyond the call and the
-opponent is not all-in, i.e. the minimum raise total is reachable). ``instance_id``/``instance_index``
+nothing to call; CALL iff something to call; RAISE iff the system has chips and at least the amount to call:
+the engine accepts a raise to ``min(min raise, all-in)``, even an all-in that only matches the bet). ``instance_id``/``instance_index``
 are not in the prompt and are left empty.
 
 Where the prompt is in a conversation: the McpGym path's first ``user`` message, then ``tool`` results
@@ -123,7 +123,7 @@ def parse_prompt(text: str) -> PokerQuery:
     max_total = own + chips
     legal = ["FOLD"]
     legal.append("CALL" if to_call > 0 else "CHECK")
-    if chips > to_call:
+    if chips >= to_call and chips > 0:  # the engine accepts an all-in "raise" that only matches the bet
         legal.append("RAISE")
     metadata = {
         "hand_num": hand_num,
