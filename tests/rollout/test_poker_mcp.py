@@ -85,6 +85,12 @@ def test_chat_adapter_answers_with_a_poker_act_call():
     want = POKER_POLICIES["call"]().act(obs)
     assert call["function"]["name"] == "poker_act"
     assert args == {"action": want["action"], "thinking": "", "amount": -1, "notepad_update": ""}
+    # after the episode's last result no decision is pending: a plain answer without a tool call
+    done = {"observation": "FEEDBACK FROM PREVIOUS INSTANCE:\n...\n\nHAND_PROFITS_BB: 1.0000", "x": 1}
+    final = PokerChat(POKER_POLICIES["call"]).respond(
+        messages + [{"role": "tool", "content": json.dumps(done)}]
+    )
+    assert "tool_calls" not in final
 
 
 @pytest.mark.parametrize("policy", ["random", "exploit"])
@@ -123,6 +129,8 @@ def test_tool_results_equal_the_envs_own_stepping(policy):
     assert "HAND_PROFITS_BB: " in got["observation"] and "OPPONENT_POLICY: " in got["observation"]
     assert abs(sum(rewards) - sum(env.metrics()["hand_bb"])) < 1e-6
     assert session["env"].done
+    # a call after the end changes nothing
+    assert gym._execute_session_environment_step(sid, {"action": "CALL"}) == got
 
 
 def _free_port() -> int:
@@ -164,6 +172,10 @@ def test_mcp_entry_scores_equal_the_envs_own_scoring(tmp_path):
         )
         requests = list(srv.requests)
     assert not guard_log.exists(), guard_log.read_text()
+    # B.4 windowing: from hand 2 on, the model input holds the current hand only
+    marker = "FEEDBACK FROM PREVIOUS INSTANCE"
+    assert all(sum(marker in str(m.get("content")) for m in r["messages"]) <= 1 for r in requests)
+    assert any(marker in str(m.get("content")) for r in requests for m in r["messages"])
     # every model call offered the poker_act tool and was answered by the served policy
     assert requests and all([t["function"]["name"] for t in r["tools"]] == ["poker_act"] for r in requests)
     texts = [stdout, stderr, json.dumps(requests)]

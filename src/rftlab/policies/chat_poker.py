@@ -159,13 +159,15 @@ def message_text(message: Mapping[str, Any]) -> str:
     return content
 
 
-def latest_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
+def latest_prompt(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The latest env-authored message's text; ``None`` when it holds no prompt (the episode is over:
+    eval-protocol asks the model once more after the last tool result). Raises ``PromptParseError``
+    when there is no env message at all."""
     for m in reversed(messages):
         if m.get("role") in ("user", "tool"):
             text = message_text(m)
-            if "Hand #" in text:
-                return text
-    raise PromptParseError("no env message holds a poker prompt")
+            return text if "Hand #" in text else None
+    raise PromptParseError("no env message in the conversation")
 
 
 def prompt_seed(text: str) -> int:
@@ -201,6 +203,8 @@ class PokerChat:
 
     def respond(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         text = latest_prompt(messages)
+        if text is None:  # no decision pending: a plain answer, no tool call
+            return {"role": "assistant", "content": "No decision is pending."}
         query = parse_prompt(text)
         policy = self.factory()
         policy.reset(prompt_seed(query.prompt))

@@ -93,6 +93,8 @@ class PokerSession:
         self.done = False
 
     def act(self, action: str, thinking: str = "", amount: int = -1, notepad_update: str = ""):
+        if self.done:  # a call after the episode ended changes nothing
+            return self.last_text, self.instance_complete, 0.0, True
         if isinstance(notepad_update, str) and notepad_update.strip():
             self.notepad = notepad_update[:NOTEPAD_MAX_CHARS]
         name = action.strip().upper() if isinstance(action, str) else action

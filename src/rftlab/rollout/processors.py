@@ -278,10 +278,11 @@ class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
     Everything else is upstream behaviour: it runs ``python <server_script_path> --port <port>`` and
     drives the tool loop with litellm. ``rollout_processor_kwargs`` may set ``window``."""
 
-    def __init__(self, startup_timeout: float = 120.0, window: bool = True):
+    def __init__(self, startup_timeout: float = 120.0, window: bool = True, marker: str | None = None):
         super().__init__()
         self.startup_timeout = startup_timeout
         self.window = window
+        self.marker = marker  # the window's delivery marker (None: the spectrum scan marker)
 
     def __call__(self, rows, config):
         from eval_protocol.pytest import default_mcp_gym_rollout_processor as upstream
@@ -300,5 +301,6 @@ class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
             # the rollout tasks have not run yet (no await since they were created), so every model call
             # of this run goes through the windowed cleaner
             clean = policy._clean_messages_for_api
-            policy._clean_messages_for_api = lambda messages: clean(window_chat(messages))
+            marker = {"marker": self.marker} if self.marker else {}
+            policy._clean_messages_for_api = lambda messages: clean(window_chat(messages, **marker))
         return tasks

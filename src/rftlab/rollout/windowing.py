@@ -24,22 +24,26 @@ def _text(message: Mapping[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def last_delivery(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    """Index of the last user/tool message carrying the scan marker, or ``None``."""
+def last_delivery(messages: Sequence[Mapping[str, Any]], marker: str = SCAN_MARKER) -> int | None:
+    """Index of the last user/tool message carrying ``marker`` (default the scan marker), or ``None``."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
-        if m.get("role") in ("user", "tool") and SCAN_MARKER in _text(m):
+        if m.get("role") in ("user", "tool") and marker in _text(m):
             return i
     return None
 
 
-def window_chat(messages: Sequence[Mapping[str, Any]], *, window: bool = True) -> list[dict[str, Any]]:
+def window_chat(
+    messages: Sequence[Mapping[str, Any]], *, window: bool = True, marker: str = SCAN_MARKER
+) -> list[dict[str, Any]]:
     """``[system messages] + messages[start:]`` with ``start`` the current scan's delivery (see module
-    docstring); the messages unchanged (copied) when ``window`` is off or no scan was delivered yet."""
+    docstring); the messages unchanged (copied) when ``window`` is off or no scan was delivered yet.
+    ``marker`` names another delivery marker (poker, B.4: ``FEEDBACK FROM PREVIOUS INSTANCE``, so the
+    model sees the current hand only and nothing is cut during hand 1)."""
     msgs = [dict(m) for m in messages]
     if not window:
         return msgs
-    start = last_delivery(msgs)
+    start = last_delivery(msgs, marker)
     if start is None:
         return msgs
     if msgs[start].get("role") == "tool":

@@ -1,6 +1,7 @@
 """``@evaluation_test`` entry: the poker RFT env on the McpGym path (``rftlab.rollout.poker_mcp`` started
-by ``MCPGymRolloutProcessor`` through the project's ``SpectrumMcpGymProcessor``, without the spectrum
-windowing; the first hand's prompt as the first user message, later prompts as ``poker_act`` results),
+by ``MCPGymRolloutProcessor`` through the project's ``SpectrumMcpGymProcessor``, windowed as B.4: the
+model sees the system prompt and the messages from the last ``FEEDBACK FROM PREVIOUS INSTANCE`` onward,
+the row keeps the full transcript; the first hand's prompt as the first user message, later prompts as ``poker_act`` results),
 scored from the env-authored messages (``poker_scoring.score_poker_row``). Settings from the environment:
 ``settings`` (model, base URL, sampling, concurrency), ``$RFTLAB_POKER_ROWS`` (default 96),
 ``$RFTLAB_POKER_HANDS`` (default 16), ``$RFTLAB_POKER_THINK`` (default 0: ``/no_think``),
@@ -21,6 +22,7 @@ from rftlab.rollout.processors import SpectrumMcpGymProcessor
 
 SERVER_SCRIPT = str(Path(__file__).resolve().with_name("poker_mcp_server.py"))
 MCP_STEPS = 300  # B.4
+HAND_MARKER = "FEEDBACK FROM PREVIOUS INSTANCE"
 
 
 def evaluation_rows() -> list[EvaluationRow]:
@@ -36,7 +38,7 @@ def evaluation_rows() -> list[EvaluationRow]:
 @evaluation_test(
     input_rows=[evaluation_rows()],
     completion_params=[settings.completion_params()],
-    rollout_processor=SpectrumMcpGymProcessor(window=False),
+    rollout_processor=SpectrumMcpGymProcessor(marker=HAND_MARKER),
     rollout_processor_kwargs={
         "port": int(os.environ.get("RFTLAB_MCP_PORT") or 9701),
         "server_mode": "shared",
