@@ -206,3 +206,20 @@ def test_mcp_entry_scores_equal_the_envs_own_scoring(tmp_path):
         )
         cp = [m["control_plane_step"]["reward"] for m in raw["messages"] if m.get("control_plane_step")]
         assert sum(cp) == pytest.approx(sum(traj.metrics["hand_bb"]), abs=1e-6)
+
+
+def test_illegal_actions_retry_then_force_and_are_counted_from_the_transcript():
+    from rftlab.rewards.poker import illegal_count
+
+    gym = PokerMcpGym(mcp_config(3))
+    sid = "session-illegal"
+    session = _gym_session(gym, sid)
+    assert session["env"].first.next_query is not None
+    texts = [
+        gym._execute_session_environment_step(sid, {"action": "banana"})["observation"] for _ in range(3)
+    ]
+    assert texts[0].startswith("FEEDBACK: Invalid poker action: ") and texts[1] == texts[0]
+    assert "Invalid poker action" not in texts[2]  # the 3rd rejection is replaced by the forced step
+    assert session["env"].env.forced == 1
+    messages = [{"role": "tool", "content": json.dumps({"observation": t})} for t in texts]
+    assert illegal_count(messages) == 2  # B.3: a streak ending in a forced action counts 2
