@@ -167,7 +167,33 @@ display(Markdown("**Late-half minus early-half BB/hand within each stage (mean o
 display(md_table(gain_table))
 
 # %% [markdown]
-# ## 5. Findings (computed)
+# ## 5. Launching an arm, pulling its epochs, analysing them
+#
+# An RFT arm is a `PokerArmSpec` (`data/specs/poker_seed.json` holds the seed's run: Qwen3-8B, 2 epochs,
+# lr 1e-6, 8 candidates, 1024 tokens, thinking off). `rftlab poker launch SPEC` runs the poker preflight,
+# uploads the dataset and creates the job; `rftlab fireworks poll RUN_DIR` records every finished epoch's
+# rollouts and their metrics (`bb_per_hand`, `memory_gain`, `illegal_actions` from the `poker_act`
+# evaluator) in the run store, and this section reads them back — the same tidy table as every other
+# backend. The exact commands (nothing is run here):
+
+# %%
+from rftlab.launch.fireworks import FireworksLauncher
+from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
+from rftlab.runs import load_metrics
+
+arm_spec = load_poker_arm_spec("data/specs/poker_seed.json")
+plan = FireworksLauncher(account_id="<account-id>").plan(arm_spec)
+display(md_table(pd.DataFrame(prime_mapping(arm_spec))))
+display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
+poker_runs = load_metrics("runs", experiment=arm_spec.experiment)
+if poker_runs.empty:
+    display(Markdown("No poker RFT run in the local run store yet: the per-epoch curves appear here once a "
+                     "launched job has been polled."))  # fmt: skip
+else:
+    display(md_table(poker_runs.groupby(["arm", "epoch"], as_index=False)[["reward", "bb_per_hand"]].mean()))
+
+# %% [markdown]
+# ## 6. Findings (computed)
 
 # %%
 best = max(summaries, key=lambda n: summaries[n]["overall"]["bb_per_hand"])
