@@ -71,6 +71,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis import multiplicity, power
+from rftlab.analysis.display import rate_with_error
 from rftlab.analysis.noninferiority import (
     COUNT_ONLY,
     METHODS,
@@ -90,11 +91,6 @@ LABELS = {
     "paired_t": "paired t (asymptotic)",
     "tango": "Tango score test (asymptotic)",
 }
-
-
-def rate_text(rate, se, exact):
-    """A rate with its Monte Carlo standard error, or marked exact."""
-    return f"{rate:.4f} (exact)" if exact else f"{rate:.4f} ± {se:.4f}"
 
 
 # %% [markdown]
@@ -169,7 +165,7 @@ coverage = pd.concat(
     ],
     ignore_index=True,
 )
-coverage["cell"] = [rate_text(row.error_rate, row.mc_se, row.exact) for row in coverage.itertuples()]
+coverage["cell"] = [rate_with_error(row.error_rate, row.mc_se, row.exact) for row in coverage.itertuples()]
 coverage_wide = coverage.pivot(index="method", columns="discordance", values="cell").loc[list(METHODS)]
 coverage_wide.columns = [f"error rate, r = {r:g}" for r in coverage_wide.columns]
 coverage_wide.insert(0, "bound", [LABELS[m] for m in coverage_wide.index])
@@ -200,7 +196,7 @@ small = pd.concat(
     ],
     ignore_index=True,
 )
-small["cell"] = [rate_text(row.error_rate, row.mc_se, row.exact) for row in small.itertuples()]
+small["cell"] = [rate_with_error(row.error_rate, row.mc_se, row.exact) for row in small.itertuples()]
 small_wide = small.pivot(index="method", columns="n", values="cell").loc[list(METHODS)]
 small_wide.columns = [f"error rate, n = {n}" for n in small_wide.columns]
 small_wide.insert(0, "bound", [LABELS[m] for m in small_wide.index])
@@ -356,9 +352,9 @@ for fraction in REDRAW_FRACTIONS:
     look_rows.append(
         {
             "checkpoints": "independent" if fraction == 1.0 else f"{fraction:.0%} of items redrawn per epoch",
-            "one look at alpha": rate_text(sim.single_rate, sim.se(sim.single_rate), False),
-            f"naive: {N_LOOKS} looks at alpha": rate_text(sim.naive_rate, sim.se(sim.naive_rate), False),
-            f"valid: {N_LOOKS} looks at alpha/{N_LOOKS}": rate_text(sim.split_rate, sim.se(sim.split_rate), False),
+            "one look at alpha": rate_with_error(sim.single_rate, sim.se(sim.single_rate), False),
+            f"naive: {N_LOOKS} looks at alpha": rate_with_error(sim.naive_rate, sim.se(sim.naive_rate), False),
+            f"valid: {N_LOOKS} looks at alpha/{N_LOOKS}": rate_with_error(sim.split_rate, sim.se(sim.split_rate), False),
         }
     )
 display(Markdown(pd.DataFrame(look_rows).to_markdown(index=False)))

@@ -66,8 +66,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import markdown_table, pm, r3
-from rftlab.analysis.summaries import mean_se, rft_reference_runs
+from rftlab.analysis.display import markdown_table, pm, r3, relation
+from rftlab.analysis.summaries import bench90_row, mean_se, policy_table_rows, rft_reference_runs
 from rftlab.envs.spectrum.rft import NUM_SCANS
 from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
 from rftlab.rewards.spectrum import early_late
@@ -124,32 +124,11 @@ display(
 
 
 # %%
-def arm_table(arm):
-    rows = []
-    for name in RFT_POLICIES:
-        s = summaries[arm, name]
-        carry = s["carry_rate"]
-        rows.append(
-            {
-                "policy": name,
-                "what it does": RFT_DESCRIPTIONS[name],
-                "reward": s["reward"],
-                "mean_occ": s["mean_occ"],
-                "early_occ": s["early_occ"],
-                "late_occ": s["late_occ"],
-                "memory_gain ± s.e.": pm(s["memory_gain"], s["memory_gain_se"]),
-                "mean_avail": s["mean_avail"],
-                "carry_rate": "–" if carry is None else f"{carry:.3f}",
-                "report size": s["report_size"],
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 for arm in ARMS:
     label = "real running list" if arm == "echo" else "scrambled running list (the control)"
     display(Markdown(f"**Memory arm `{arm}`: {label}, {N_BANDS} bands.**"))
-    display(Markdown(markdown_table(arm_table(arm))))
+    arm_rows = policy_table_rows({name: summaries[arm, name] for name in RFT_POLICIES}, RFT_DESCRIPTIONS)
+    display(Markdown(markdown_table(pd.DataFrame(arm_rows))))
 
 # %% [markdown]
 # ### What scrambling changes
@@ -326,22 +305,18 @@ display(Markdown(markdown_table(pd.DataFrame(avail_rows))))
 
 
 # %%
-def echo_mean(name, key):
-    return summaries["echo", name][key]
-
-
-occ_ratio = echo_mean("accumulate", "mean_occ") / echo_mean("memoryless", "mean_occ")
-avail_diff = echo_mean("accumulate", "mean_avail") - echo_mean("memoryless", "mean_avail")
+occ_ratio = summaries["echo", "accumulate"]["mean_occ"] / summaries["echo", "memoryless"]["mean_occ"]
+avail_diff = summaries["echo", "accumulate"]["mean_avail"] - summaries["echo", "memoryless"]["mean_avail"]
 display(
     Markdown(
-        f"An empty report already scores **{echo_mean('empty', 'mean_avail'):.3f}** available-IoU (the free "
+        f"An empty report already scores **{summaries['echo', 'empty']['mean_avail']:.3f}** available-IoU (the free "
         f"share of the band) and **0** occupied-IoU. Going from `memoryless` to `accumulate` multiplies "
-        f"occupied-IoU by **{occ_ratio:.2f}** ({echo_mean('memoryless', 'mean_occ'):.3f} → "
-        f"{echo_mean('accumulate', 'mean_occ'):.3f}) but changes available-IoU by only "
-        f"**{r3(avail_diff):+.3f}** ({echo_mean('memoryless', 'mean_avail'):.3f} → "
-        f"{echo_mean('accumulate', 'mean_avail'):.3f}). Available-IoU moves only when the centres are right: "
-        f"`accumulate_denoised` reaches {echo_mean('accumulate_denoised', 'mean_avail'):.3f}, while dropping "
-        f"false alarms alone (`accumulate_filtered`) gives {echo_mean('accumulate_filtered', 'mean_avail'):.3f}."
+        f"occupied-IoU by **{occ_ratio:.2f}** ({summaries['echo', 'memoryless']['mean_occ']:.3f} → "
+        f"{summaries['echo', 'accumulate']['mean_occ']:.3f}) but changes available-IoU by only "
+        f"**{r3(avail_diff):+.3f}** ({summaries['echo', 'memoryless']['mean_avail']:.3f} → "
+        f"{summaries['echo', 'accumulate']['mean_avail']:.3f}). Available-IoU moves only when the centres are right: "
+        f"`accumulate_denoised` reaches {summaries['echo', 'accumulate_denoised']['mean_avail']:.3f}, while dropping "
+        f"false alarms alone (`accumulate_filtered`) gives {summaries['echo', 'accumulate_filtered']['mean_avail']:.3f}."
     )
 )
 
@@ -362,27 +337,8 @@ bench = {
 }
 
 
-def mean_gain(res):
-    """Mean normalized gain over runs (undefined when the stateless baseline is already perfect)."""
-    gains = [r["normalized_gain"] for r in res["runs"] if r.get("normalized_gain") is not None]
-    return float(np.mean(gains)) if gains else None
-
-
-def bench_row(name, res):
-    avail_runs = [r["mean_available_iou"] for r in res["runs"]]
-    return {
-        "policy": name,
-        "available-IoU": res["mean_available_iou"],
-        "available-IoU range over runs": f"{min(avail_runs):.3f}–{max(avail_runs):.3f}",
-        "occupied-IoU": res["mean_occupied_iou"],
-        "stateless available-IoU": res["baseline"]["mean_available_iou"],
-        "stateless occupied-IoU": res["baseline"]["mean_occupied_iou"],
-        "normalized_gain": mean_gain(res),
-    }
-
-
 display(Markdown(f"**Bench reference policies, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(Markdown(markdown_table(pd.DataFrame([bench_row(n, r) for n, r in bench.items()]))))
+display(Markdown(markdown_table(pd.DataFrame([bench90_row(n, r) for n, r in bench.items()]))))
 
 # %% [markdown]
 # The same bench, answered by the RFT policies through the training-to-bench bridge (`RFTPolicyOnBench`,
@@ -399,7 +355,7 @@ bridge = {
     for name in BRIDGE_POLICIES
 }
 display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(Markdown(markdown_table(pd.DataFrame([bench_row(f"rft:{n}", r) for n, r in bridge.items()]))))
+display(Markdown(markdown_table(pd.DataFrame([bench90_row(f"rft:{n}", r) for n, r in bridge.items()]))))
 
 # %% [markdown]
 # ## 5. The env through eval-protocol (the bench-shaped Fireworks path, offline)
@@ -439,19 +395,16 @@ top_gain = max(gain_by_policy, key=gain_by_policy.get)
 acc_curve = curves[(curves["arm"] == ech) & (curves["policy"] == "accumulate")].sort_values("scan")
 early_m, late_m = early_late(acc_curve["mean"].tolist())
 scr_sizes = sizes[(sizes["arm"] == scr) & (sizes["policy"] == "echo_follower")].sort_values("scan")["mean"]
-occupied_share = 1 - echo_mean("empty", "mean_avail")  # an empty report's available-IoU = free share
+occupied_share = 1 - summaries["echo", "empty"]["mean_avail"]  # an empty report's available-IoU = free share
 acc_avail_gain = mean_se(episodes.query("arm == @ech and policy == 'accumulate'")["avail_gain"])
 b_av = {n: r["mean_available_iou"] for n, r in bench.items()}
 b_occ = {n: r["mean_occupied_iou"] for n, r in bench.items()}
-b_gain = {n: mean_gain(r) for n, r in bench.items()}
+b_gain = {n: bench90_row(n, r)["normalized_gain"] for n, r in bench.items()}
 best_bench = max((n for n in b_av if n != "oracle"), key=b_av.get)
 best_bridge = max(bridge, key=lambda n: bridge[n]["mean_available_iou"])
+bridge90_gain = bench90_row(best_bridge, bridge[best_bridge])["normalized_gain"]
 bridge_oracle = bridge["oracle"]["mean_available_iou"]
 runs_text = f"{BENCH_RUNS} permuted run{'s' if BENCH_RUNS > 1 else ''}"
-
-
-def versus(a, b):
-    return "below" if a < b else "above" if a > b else "equal to"
 
 
 display(
@@ -474,7 +427,7 @@ display(
                 f"{follow_scr['mean_occ']:.3f}, from {follow_echo['mean_occ']:.3f}) and memory_gain "
                 f"{pm(follow_scr['memory_gain'], follow_scr['memory_gain_se'])} (from "
                 f"{r3(follow_echo['memory_gain']):+.3f}); policies that ignore the list do not move. It stays "
-                f"{versus(follow_scr['mean_occ'], summaries[ech, 'memoryless']['mean_occ'])} `memoryless` and keeps "
+                f"{relation(follow_scr['mean_occ'], summaries[ech, 'memoryless']['mean_occ'])} `memoryless` and keeps "
                 f"a positive gain because the scrambled list has as many entries as the last report: obeying it "
                 f"grows the report from {scr_sizes.iloc[0]:.1f} centres at scan 1 to {scr_sizes.iloc[-1]:.1f} at "
                 f"scan {NUM_SCANS}, mostly at random positions, and with about {occupied_share:.0%} of each band "
@@ -491,21 +444,21 @@ display(
                 f"(its own previous report) and {summaries[scr, 'accumulate']['carry_rate']:.3f} with the "
                 f"scrambled one.",
                 f"- **Available-IoU is nearly blind to memory.** Empty, memoryless and accumulate score "
-                f"{echo_mean('empty', 'mean_avail'):.3f}, {echo_mean('memoryless', 'mean_avail'):.3f} and "
-                f"{echo_mean('accumulate', 'mean_avail'):.3f} available-IoU, against 0, "
-                f"{echo_mean('memoryless', 'mean_occ'):.3f} and {echo_mean('accumulate', 'mean_occ'):.3f} "
+                f"{summaries['echo', 'empty']['mean_avail']:.3f}, {summaries['echo', 'memoryless']['mean_avail']:.3f} and "
+                f"{summaries['echo', 'accumulate']['mean_avail']:.3f} available-IoU, against 0, "
+                f"{summaries['echo', 'memoryless']['mean_occ']:.3f} and {summaries['echo', 'accumulate']['mean_occ']:.3f} "
                 f"occupied-IoU; the late − early change of `accumulate`'s available-IoU is "
                 f"{pm(acc_avail_gain.mean, acc_avail_gain.se)}. Only precise centres move it (`accumulate_denoised`: "
-                f"{echo_mean('accumulate_denoised', 'mean_avail'):.3f}).",
+                f"{summaries['echo', 'accumulate_denoised']['mean_avail']:.3f}).",
                 f"- **The official bench says the same.** Over {runs_text}, `accumulate` scores available-IoU "
-                f"{b_av['accumulate']:.3f}, {versus(b_av['accumulate'], b_av['memoryless'])} `memoryless` "
+                f"{b_av['accumulate']:.3f}, {relation(b_av['accumulate'], b_av['memoryless'])} `memoryless` "
                 f"({b_av['memoryless']:.3f}; normalized gain {r3(b_gain['accumulate']):+.3f}), while its "
                 f"occupied-IoU is {b_occ['accumulate']:.3f} against {b_occ['memoryless']:.3f}; the empty report "
                 f"scores {b_av['empty']:.3f} and the best non-oracle bench policy is `{best_bench}` "
                 f"({b_av[best_bench]:.3f}). Through the bridge the best RFT policy is `rft:{best_bridge}` "
                 f"({bridge[best_bridge]['mean_available_iou']:.3f}, normalized gain "
-                f"{r3(mean_gain(bridge[best_bridge])):+.3f}), and the true centres at the fixed 8 MHz width "
-                f"(`rft:oracle`) score {bridge_oracle:.3f}, {versus(bridge_oracle, b_av['empty'])} the empty "
+                f"{r3(bridge90_gain):+.3f}), and the true centres at the fixed 8 MHz width "
+                f"(`rft:oracle`) score {bridge_oracle:.3f}, {relation(bridge_oracle, b_av['empty'])} the empty "
                 f"report. A memory gain trained on the RFT variant should not be expected to show up as a large "
                 f"available-IoU gain on the bench.",
             ]

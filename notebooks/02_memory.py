@@ -66,7 +66,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import fixed_digits_table
+from rftlab.analysis.display import fixed_digits_markdown, interval
 from rftlab.analysis.trends import fit_trend, pooled_slope, slope_flatness
 from rftlab.launch import launcher_for
 from rftlab.launch.preflight import spectrum_preflight
@@ -91,14 +91,6 @@ from rftlab.training.spectrum_study import carry_of, compare_epochs, epoch_serie
 METRIC_LABEL = {"mean_occ": "occ", "carry": "carry"}
 
 
-def table(df, digits=3):
-    return Markdown(fixed_digits_table(df, digits))
-
-
-def fmt_ci(lo, hi, digits=4):
-    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
 # %% [markdown]
 # ## 1. Calibration of the simulated policy's prompt variants
 #
@@ -108,7 +100,7 @@ def fmt_ci(lo, hi, digits=4):
 
 # %%
 calib = pd.DataFrame(calibration_table(rows=CALIBRATION_ROWS))
-display(table(calib))
+display(fixed_digits_markdown(calib))
 calib_text = "; ".join(
     f"{r.variant}: measured carry-rate {r.measured_carry:.3f} vs the seed's {r.target_carry:.2f} "
     f"(mean occ {r.mean_occ:.3f}, {int(r.rollouts)} rollouts)"
@@ -139,7 +131,7 @@ for arm, spec in specs.items():
         {"arm": arm, "passed": "yes" if rep.passed else "NO"}
         | {c["name"]: "ok" if c["passed"] else "FAIL" for c in rep.checks}
     )
-display(table(pd.DataFrame(preflight_rows)))
+display(fixed_digits_markdown(pd.DataFrame(preflight_rows)))
 
 # %% [markdown]
 # ## 3. Launch (or load) the arms
@@ -161,7 +153,7 @@ series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain", "reward"
 n_epochs = {arm: len(r) for arm, r in rollouts.items()}
 sizes = {arm: (s.rows, s.response_candidates, s.num_scans, s.epochs) for arm, s in specs.items()}
 display(
-    table(
+    fixed_digits_markdown(
         pd.DataFrame(
             [
                 {
@@ -204,13 +196,13 @@ for arm in ARM_ORDER:
                 "late": fit.late,
                 "late − early": fit.delta,
                 "slope / epoch": fit.slope,
-                "95% CI": fmt_ci(*fit.slope_ci),
+                "95% CI": interval(*fit.slope_ci, signed=True, digits=4),
                 "p": fit.p_value,
                 "R²": fit.r2,
             }
         )
 trends = pd.DataFrame(trend_rows)
-display(table(trends, digits=4))
+display(fixed_digits_markdown(trends, digits=4))
 
 # %% [markdown]
 # Beside the seed's published arm results (Qwen3-1.7B on Fireworks, from the seed document; early → late
@@ -225,7 +217,7 @@ SEED_ARMS = {
     "D": "notepad memory erodes under prolonged RL (no numbers published)",
 }
 display(
-    table(
+    fixed_digits_markdown(
         pd.DataFrame(
             [
                 {
@@ -271,7 +263,7 @@ for arm in ARM_ORDER:
     for i, name in enumerate(PARAM_NAMES):
         row[name] = f"{first[f'theta.{name}']:+.2f} → {last_theta[i]:+.2f}"
     param_rows.append(row)
-display(table(pd.DataFrame(param_rows)))
+display(fixed_digits_markdown(pd.DataFrame(param_rows)))
 
 # %% [markdown]
 # ## 5. The control arms: flat or not?
@@ -293,12 +285,12 @@ for arm in ("probe", "B"):
                 "metric": METRIC_LABEL[metric],
                 "ε": EPSILON[metric],
                 "slope": verdict.slope,
-                "95% CI": fmt_ci(*verdict.slope_ci),
+                "95% CI": interval(*verdict.slope_ci, signed=True, digits=4),
                 "TOST p": verdict.tost_p_value,
                 "verdict": verdict.label,
             }
         )
-display(table(pd.DataFrame(flat_rows), digits=4))
+display(fixed_digits_markdown(pd.DataFrame(flat_rows), digits=4))
 
 # %% [markdown]
 # ## 6. Reproducibility: C vs C′
@@ -320,12 +312,12 @@ for metric in ("mean_occ", "carry"):
             "slope C′": pair[1].slope,
             "same sign": "yes" if np.sign(pair[0].slope) == np.sign(pair[1].slope) else "no",
             "pooled slope": p.slope,
-            "pooled 95% CI": fmt_ci(*p.ci),
+            "pooled 95% CI": interval(*p.ci, signed=True, digits=4),
             "C early→late": f"{pair[0].early:.3f} → {pair[0].late:.3f}",
             "C′ early→late": f"{pair[1].early:.3f} → {pair[1].late:.3f}",
         }
     )
-display(table(pd.DataFrame(repro_rows), digits=4))
+display(fixed_digits_markdown(pd.DataFrame(repro_rows), digits=4))
 
 # %% [markdown]
 # ## 7. Does the reward rank memory use within a group?
@@ -349,7 +341,7 @@ for arm in ARM_ORDER:
         }
     )
 group_table = pd.DataFrame(group_rows)
-display(table(group_table))
+display(fixed_digits_markdown(group_table))
 
 # %% [markdown]
 # ## 8. Epoch 0 vs the final epoch: per-rollout memory_gain and carry
@@ -383,7 +375,7 @@ for arm in ARM_ORDER:
                     "Mann–Whitney p": u["mannwhitney_p"],
                 }
             )
-display(table(pd.DataFrame(cmp_rows)))
+display(fixed_digits_markdown(pd.DataFrame(cmp_rows)))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
@@ -411,7 +403,7 @@ plt.show()
 
 # %%
 ceil = pd.DataFrame(ceiling_table([f"ceil_{i}" for i in range(CEILING_BANDS)]))
-display(table(ceil[["policy", "description", "mean_occ", "mean_occ_se", "early_occ", "late_occ", "memory_gain", "report_size"]]))
+display(fixed_digits_markdown(ceil[["policy", "description", "mean_occ", "mean_occ_se", "early_occ", "late_occ", "memory_gain", "report_size"]]))
 occ_of = dict(zip(ceil["policy"], ceil["mean_occ"], strict=True))
 se_of = dict(zip(ceil["policy"], ceil["mean_occ_se"], strict=True))
 matches = {
@@ -432,7 +424,7 @@ for label, value in SEED_CEILINGS.items():
                 "in s.e. units": (occ_of[name] - value) / se_of[name],
             }
         )
-display(table(pd.DataFrame(seed_rows)))
+display(fixed_digits_markdown(pd.DataFrame(seed_rows)))
 
 # %%
 avg_gap = (occ_of["averaging"] - SEED_CEILINGS["+ centre denoising"]) / se_of["averaging"]
@@ -481,7 +473,7 @@ for m in ("mean_occ", "carry"):
         }
     )
 surrogate_check = pd.DataFrame(check_rows)
-display(table(surrogate_check, digits=5))
+display(fixed_digits_markdown(surrogate_check, digits=5))
 
 # %% [markdown]
 # The simulated policy's noise is binomial choice noise on one band plus band-to-band spread; an LLM's
@@ -523,7 +515,7 @@ display(
         + "."
     )
 )
-display(table(power_table, digits=4))
+display(fixed_digits_markdown(power_table, digits=4))
 
 # %%
 GRIDS = {
@@ -547,7 +539,7 @@ for scen, cc in scenarios.items():
                 curve_rows.append({"noise": scen, "metric": METRIC_LABEL[m], "factor": factor_name, "value": r[factor_name], "power": r["power"]})
 need = pd.DataFrame(need_rows)
 display(Markdown("**Sizes for 80% power** at the seed's C-arm slopes (first→last reading), one factor varied, the others at 48 rows × 12 candidates × 12 epochs × 1 run:"))
-display(table(need, digits=4))
+display(fixed_digits_markdown(need, digits=4))
 
 # %%
 curves = pd.DataFrame(curve_rows)
@@ -574,7 +566,7 @@ noisy = curves[curves["noise"] == "floor: halves s.d."]
 for factor_name in ("rows", "candidates", "epochs", "runs"):
     sub = noisy[noisy["factor"] == factor_name].pivot(index="metric", columns="value", values="power")
     sub.columns = [f"{factor_name}={c}" for c in sub.columns]
-    display(table(sub.reset_index(), digits=2))
+    display(fixed_digits_markdown(sub.reset_index(), digits=2))
 
 # %% [markdown]
 # ## 11. Findings (computed from the numbers above)
@@ -582,7 +574,7 @@ for factor_name in ("rows", "candidates", "epochs", "runs"):
 # %%
 def slope_text(arm, metric):
     f = fits[arm, metric]
-    return f"{f.early:.3f}→{f.late:.3f} (slope {f.slope:+.4f}/epoch, 95% CI {fmt_ci(*f.slope_ci)}, R² {f.r2:.2f})"
+    return f"{f.early:.3f}→{f.late:.3f} (slope {f.slope:+.4f}/epoch, 95% CI {interval(*f.slope_ci, signed=True, digits=4)}, R² {f.r2:.2f})"
 
 
 def ci_note(arm, metric):
@@ -609,7 +601,7 @@ lines = [
     f"- **C (weak prompt, real echo)**: carry {slope_text('C', 'carry')}; occ {slope_text('C', 'mean_occ')}. "
     f"**C′**: carry {slope_text('C_prime', 'carry')}. Carry rises with a CI above zero in "
     f"{'both runs' if c_up and cp_up else ('one run' if c_up or cp_up else 'neither run')}; pooled carry slope "
-    f"{pooled['carry'].slope:+.4f}/epoch, 95% CI {fmt_ci(*pooled['carry'].ci)}, signs agree in "
+    f"{pooled['carry'].slope:+.4f}/epoch, 95% CI {interval(*pooled['carry'].ci, signed=True, digits=4)}, signs agree in "
     f"{pooled['carry'].sign_agreement:.0%} of runs.",
     f"- **A (explicit prompt)** ends at occ {fits['A', 'mean_occ'].late:.3f} in its late half, "
     f"{a_gap:+.3f} {'above' if a_gap > 0 else 'below'} the better weak-prompt run: "
@@ -626,7 +618,7 @@ lines = [
     f"{writes_fit('D').early:.2f}→{writes_fit('D').late:.2f} (slope {writes_fit('D').slope:+.3f}/epoch); "
     f"D_cost ({D_WRITE_COST:g} reward per write) writes/episode {writes_fit('D_cost').early:.2f}→"
     f"{writes_fit('D_cost').late:.2f} (slope {writes_fit('D_cost').slope:+.3f}/epoch, 95% CI "
-    f"{fmt_ci(*writes_fit('D_cost').slope_ci, digits=3)}), occ {slope_text('D_cost', 'mean_occ')}.",
+    f"{interval(*writes_fit('D_cost').slope_ci, signed=True, digits=3)}), occ {slope_text('D_cost', 'mean_occ')}.",
     "- **Surrogate check**: the probe's observed epoch-to-epoch residual sd is "
     + " and ".join(f"{r['ratio']:.2f}× ({r['metric']})" for r in check_rows)
     + " the surrogate's prediction from its own epoch-0 rollouts.",

@@ -63,3 +63,20 @@ def fixed_digits_table(df: Any, digits: int = 3) -> str:
 
     shown = df.astype(object).map(cell)
     return shown.to_markdown(index=False, disable_numparse=True)
+
+
+def rate_with_error(rate: float, se: float | None, exact: bool) -> str:
+    """A rate with its Monte Carlo standard error (``0.8012 ± 0.0050``), or marked ``(exact)``."""
+    return f"{rate:.4f} (exact)" if exact else f"{rate:.4f} ± {se:.4f}"
+
+
+def relation(a: float, b: float) -> str:
+    """``"below"``, ``"above"`` or ``"equal to"``: how ``a`` compares with ``b``, for findings prose."""
+    return "below" if a < b else "above" if a > b else "equal to"
+
+
+def fixed_digits_markdown(df: Any, digits: int = 3) -> Any:
+    """``fixed_digits_table`` wrapped for notebook display (``IPython.display.Markdown``)."""
+    from IPython.display import Markdown
+
+    return Markdown(fixed_digits_table(df, digits))

@@ -143,3 +143,47 @@ def rft_reference_runs(
                 scan_table.extend(scan_rows(traj, arm=arm, policy=name, band=band))
             summaries[arm, name] = summarize_episodes(metrics)
     return ReferenceRuns(episode_rows, scan_table, summaries)
+
+
+def policy_table_rows(
+    summaries: Mapping[str, Mapping[str, Any]], descriptions: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """One display row per policy of an arm's episode summaries (``summarize_episodes`` output):
+    the occupied-IoU halves, ``memory_gain ± s.e.``, available-IoU, carry-rate and report size."""
+    from rftlab.analysis.display import MISSING, pm
+
+    rows = []
+    for name, s in summaries.items():
+        carry = s["carry_rate"]
+        rows.append(
+            {
+                "policy": name,
+                "what it does": descriptions[name],
+                "reward": s["reward"],
+                "mean_occ": s["mean_occ"],
+                "early_occ": s["early_occ"],
+                "late_occ": s["late_occ"],
+                "memory_gain ± s.e.": pm(s["memory_gain"], s["memory_gain_se"]),
+                "mean_avail": s["mean_avail"],
+                "carry_rate": MISSING if carry is None else f"{carry:.3f}",
+                "report size": s["report_size"],
+            }
+        )
+    return rows
+
+
+def bench90_row(name: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the bench90 table from an ``evaluate_bench90`` result: means over the permuted runs,
+    their available-IoU range, the stateless baseline, and the mean normalized gain over the runs where
+    it is defined (undefined when the stateless baseline is already perfect)."""
+    avail_runs = [r["mean_available_iou"] for r in result["runs"]]
+    gains = [r["normalized_gain"] for r in result["runs"] if r.get("normalized_gain") is not None]
+    return {
+        "policy": name,
+        "available-IoU": result["mean_available_iou"],
+        "available-IoU range over runs": f"{min(avail_runs):.3f}–{max(avail_runs):.3f}",
+        "occupied-IoU": result["mean_occupied_iou"],
+        "stateless available-IoU": result["baseline"]["mean_available_iou"],
+        "stateless occupied-IoU": result["baseline"]["mean_occupied_iou"],
+        "normalized_gain": sum(gains) / len(gains) if gains else None,
+    }
