@@ -31,11 +31,11 @@ import argparse
 import os
 from typing import Any
 
-from eval_protocol.mcp import McpGym
 from eval_protocol.mcp.adapter import EnvironmentAdapter
 from mcp.server.fastmcp import Context
 
 from rftlab.envs.poker.env import ILLEGAL_RETRY_LIMIT, RFT_HANDS, PokerEnv, PokerEnvConfig
+from rftlab.rollout.mcp_sessions import SessionSeededGym
 
 NOTEPAD_MAX_CHARS = 2000
 PLACEHOLDER_KEY = "unseeded"  # the base class builds an env before any session exists; it is never scored
@@ -145,35 +145,18 @@ class PokerAdapter(EnvironmentAdapter):
         return observation.last_text
 
 
-class PokerMcpGym(McpGym):
+class PokerMcpGym(SessionSeededGym):
     """The McpGym server (module docstring)."""
 
     def __init__(self, config: "PokerEnvConfig | None" = None, **kwargs: Any):
         self.config = config or mcp_config()
         super().__init__("Poker-RFT-v1", PokerAdapter(self.config), None, **kwargs)
 
-    def _seed_session(self, session: dict[str, Any], session_id: str) -> None:
-        data = session.setdefault("session_data", {})
-        if data.get("_seeded"):
-            return
-        env, obs, _info = self.adapter.create_environment_with_seed({}, seed=session_id)
-        session["env"], session["obs"] = env, obs
-        data["_seeded"] = True
-
-    def _session(self, ctx: Any) -> tuple[str, dict[str, Any]]:
-        sid = self._get_session_id(ctx)
-        session = self._get_or_create_session(ctx)
-        with self.session_lock:
-            self._seed_session(session, sid)
-        return sid, session
+    def session_seed(self, session_id: str) -> Any:
+        return session_id
 
     def format_observation(self, obs: Any, env: Any) -> dict[str, Any]:
         return {"observation": obs.last_text, "instance_complete": bool(obs.instance_complete)}
-
-    def get_initial_state_endpoint(self, session_data: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
-        with self.session_lock:
-            self._seed_session(session_data, str(session_data.get("session_id")))
-        return self.format_observation(session_data["obs"], session_data["env"])
 
     def _register_tools(self) -> None:
         @self.mcp.tool(name="poker_act", description=TOOL_DESCRIPTION)
@@ -188,12 +171,6 @@ class PokerMcpGym(McpGym):
                 "notepad_update": notepad_update,
             }
             return self._execute_session_environment_step(sid, args)
-
-
-# The base class registers its control-plane routes by scanning for decorated methods; the override above
-# must carry the same marker so it replaces the base route rather than disappearing.
-PokerMcpGym.get_initial_state_endpoint._is_control_plane_endpoint = True  # type: ignore[attr-defined]
-PokerMcpGym.get_initial_state_endpoint._control_plane_path = "/control/initial_state"  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:

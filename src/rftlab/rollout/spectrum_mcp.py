@@ -27,7 +27,6 @@ import argparse
 import os
 from typing import Any
 
-from eval_protocol.mcp import McpGym
 from eval_protocol.mcp.adapter import EnvironmentAdapter
 from mcp.server.fastmcp import Context
 
@@ -38,6 +37,7 @@ from rftlab.envs.spectrum.rft import (
     session_band_seed,
     tool_schemas,
 )
+from rftlab.rollout.mcp_sessions import SessionSeededGym
 from rftlab.rollout.processors import env_step
 
 MCP_MAX_TOTAL_CALLS = 80
@@ -101,7 +101,7 @@ class SpectrumAdapter(EnvironmentAdapter):
         return observation_text(observation)
 
 
-class SpectrumMcpGym(McpGym):
+class SpectrumMcpGym(SessionSeededGym):
     """The McpGym server (module docstring)."""
 
     def __init__(self, config: "SpectrumRFTConfig | None" = None, **kwargs: Any):
@@ -110,30 +110,11 @@ class SpectrumMcpGym(McpGym):
 
     # ------------------------------------------------------------------ seeding per session
 
-    def _seed_session(self, session: dict[str, Any], session_id: str) -> None:
-        data = session.setdefault("session_data", {})
-        if data.get("_seeded"):
-            return
-        env, obs, _info = self.adapter.create_environment_with_seed({}, seed=session_band_seed(session_id))
-        session["env"], session["obs"] = env, obs
-        data["_seeded"] = True
-
-    def _session(self, ctx: Any) -> tuple[str, dict[str, Any]]:
-        sid = self._get_session_id(ctx)
-        session = self._get_or_create_session(ctx)
-        with self.session_lock:
-            self._seed_session(session, sid)
-        return sid, session
+    def session_seed(self, session_id: str) -> Any:
+        return session_band_seed(session_id)
 
     def format_observation(self, obs: Any, env: Any) -> dict[str, Any]:
         return {"observation": observation_text(obs), "instance_complete": bool(obs.done)}
-
-    def get_initial_state_endpoint(self, session_data: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
-        with self.session_lock:
-            self._seed_session(session_data, str(session_data.get("session_id")))
-        return self.format_observation(session_data["obs"], session_data["env"])
-
-    # ------------------------------------------------------------------ tools
 
     def _register_tools(self) -> None:
         described = {t["function"]["name"]: t["function"]["description"] for t in tool_schemas(_all_tools())}
@@ -160,12 +141,6 @@ class SpectrumMcpGym(McpGym):
 
 def _all_tools() -> SpectrumRFTConfig:
     return SpectrumRFTConfig(memory="notepad")
-
-
-# The base class registers its control-plane routes by scanning for decorated methods; the override above
-# must carry the same marker so it replaces the base route rather than disappearing.
-SpectrumMcpGym.get_initial_state_endpoint._is_control_plane_endpoint = True  # type: ignore[attr-defined]
-SpectrumMcpGym.get_initial_state_endpoint._control_plane_path = "/control/initial_state"  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:
