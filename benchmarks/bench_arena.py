@@ -14,7 +14,7 @@ import time
 from rftlab.envs.arena.cases import frozen_cases
 from rftlab.envs.arena.oracle import solve_joint_action, solve_joint_action_bruteforce
 from rftlab.envs.arena.world import generate_state
-from rftlab.policies.arena import deterministic_policy
+from rftlab.policies.arena.scripted import deterministic_policy
 
 
 def main() -> None:

@@ -30,12 +30,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, epoch_salt  # noqa: E402
-from rftlab.launch.local import trainer_config  # noqa: E402
-from rftlab.launch.specs import load_arm_spec  # noqa: E402
-from rftlab.policies.spectrum import RFTEchoFollower  # noqa: E402
+from rftlab.launch.spectrum.local import trainer_config  # noqa: E402
+from rftlab.launch.spectrum.spec import load_arm_spec  # noqa: E402
+from rftlab.policies.spectrum.reference import RFTEchoFollower  # noqa: E402
 from rftlab.rollout.episode import episode  # noqa: E402
 from rftlab.runs import RunStore  # noqa: E402
-from rftlab.training.spectrum_grpo import train_spectrum_grpo  # noqa: E402
+from rftlab.training.spectrum.grpo import train_spectrum_grpo  # noqa: E402
 
 SPECS = Path(__file__).resolve().parents[1] / "data" / "specs"
 ARMS = ["probe", "A", "B", "C", "C_prime", "D"]

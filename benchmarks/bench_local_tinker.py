@@ -9,7 +9,7 @@ time per datum, one full RL step, greedy evaluation, and peak memory.
 ``--base-dir``), then 2 arms x ``--steps`` steps x 64 rollouts (GRPO 8x8 with group-mean
 advantages; GS1 64x1 with a leave-one-out batch-mean baseline standing in for the kernel estimator)
 with ``importance_sampling`` + Adam, then greedy evaluation of the 1319 local test items per arm. The
-loop is this script's own (the study's loop lives in ``rftlab.training.rl_loop``); it measures the
+loop is this script's own (the study's loop lives in ``rftlab.training.gs1.rl_loop``); it measures the
 backend's share of the study's wall time.
 """
 
@@ -24,15 +24,15 @@ from pathlib import Path
 import torch
 from tinker import types
 
-from rftlab.envs.math import reward, test_problems, train_problems
-from rftlab.training.local_tinker import LocalServiceClient
-from rftlab.training.local_tinker.warm_start import (
+from rftlab.envs.gs1 import reward, test_problems, train_problems
+from rftlab.training.gs1.warm_start import (
     WarmStartConfig,
     build_prompt,
     prepare_base_model,
     renderer_for,
     response_text,
 )
+from rftlab.training.local_tinker import LocalServiceClient
 
 
 def peak_rss_mib() -> float:

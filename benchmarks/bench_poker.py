@@ -19,7 +19,7 @@ from rftlab.envs.poker.engine import SYSTEM, deal_from_state
 from rftlab.envs.poker.env import PokerEnv
 from rftlab.envs.poker.opponents import OPPONENTS
 from rftlab.envs.poker.schedule import SCHEDULES, schedule_deals, stage_at
-from rftlab.policies.poker import AlwaysCall
+from rftlab.policies.poker.reference import AlwaysCall
 
 
 def bare_engine(deals, stages) -> int:

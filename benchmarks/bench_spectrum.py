@@ -34,7 +34,7 @@ from rftlab.envs.spectrum.rft import (  # noqa: E402
     episode_band,
     random_layout,
 )
-from rftlab.policies.spectrum import RFTAccumulate  # noqa: E402
+from rftlab.policies.spectrum.reference import RFTAccumulate  # noqa: E402
 from rftlab.rewards.spectrum import (  # noqa: E402
     AvailableScorer,
     OccupiedBitset,

@@ -19,7 +19,7 @@
 # # Spectrum memory environment: what it rewards, before any money is spent
 #
 # A preflight for Fireworks RFT on the spectrum-memory task (spec `specs/spectrum.md`, Part B). Every
-# number here comes from the scripted reference policies of `rftlab.policies.spectrum`, played through
+# number here comes from the scripted reference policies of `rftlab.policies.spectrum.reference`, played through
 # the library's environments: no model is called. The questions are the ones a researcher should answer
 # before launching a run:
 #
@@ -67,11 +67,12 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis.display import markdown_table, pm, r3, relation
-from rftlab.analysis.summaries import bench90_row, mean_se, policy_table_rows, rft_reference_runs
+from rftlab.analysis.spectrum.summaries import bench90_row, policy_table_rows, rft_reference_runs
+from rftlab.analysis.summaries import mean_se
 from rftlab.envs.spectrum.rft import NUM_SCANS
-from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
+from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
 from rftlab.rewards.spectrum import early_late
-from rftlab.rollout.spectrum_eval import evaluate_bench90
+from rftlab.rollout.spectrum.evaluation import evaluate_bench90
 
 HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (spec B.8)
 RFT_DESCRIPTIONS = {
@@ -367,7 +368,7 @@ display(Markdown(markdown_table(pd.DataFrame([bench90_row(f"rft:{n}", r) for n, 
 # row, the env's own scoring of the same policy on the same band.
 
 # %%
-from rftlab.rollout.eval_runner import run_bench_shaped_eval
+from rftlab.rollout.spectrum.eval_runner import run_bench_shaped_eval
 
 EP_ROWS = 2 if QUICK else 6
 ep_table = pd.concat(

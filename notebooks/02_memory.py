@@ -25,7 +25,7 @@
 # arms from the same spec files (`data/specs/spectrum_*.json`), through the same environment, reward,
 # run store and analysis a Fireworks job would use.
 #
-# **On the local backend the model is a simulation.** `rftlab.policies.simulated` is a stochastic,
+# **On the local backend the model is a simulation.** `rftlab.policies.spectrum.simulated` is a stochastic,
 # differentiable stand-in for the LLM: per scan it keeps or drops each remembered item, reports or
 # skips each current peak, and (arm D) reads and writes the notepad, each choice a log-linear Bernoulli
 # draw over a few interpretable features, trained by exact score-function GRPO gradients. Its two
@@ -67,26 +67,25 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis.display import fixed_digits_markdown, interval
-from rftlab.analysis.trends import fit_trend, pooled_slope, slope_flatness
-from rftlab.launch import launcher_for
-from rftlab.launch.preflight import spectrum_preflight
-from rftlab.launch.specs import load_arm_spec
-from rftlab.policies.simulated import PARAM_NAMES
-from rftlab.runs import load_run
-from rftlab.training.spectrum_calibration import calibration_table
-from rftlab.training.spectrum_ceilings import SEED_CEILINGS, ceiling_table
-from rftlab.training.spectrum_grpo import final_theta
-from rftlab.training.spectrum_power import (
+from rftlab.analysis.spectrum.power import (
     SEED_SIZES,
     inflate,
     inflation_to_floor,
-    power_curve,
     power_slope,
     seed_slopes,
     size_for_power,
+    slope_power_by_size,
     variance_components,
 )
-from rftlab.training.spectrum_study import carry_of, compare_epochs, epoch_series, residual_sd
+from rftlab.analysis.spectrum.study import carry_of, compare_epochs, epoch_series, residual_sd
+from rftlab.analysis.trends import fit_trend, pooled_slope, slope_flatness
+from rftlab.launch.spectrum.preflight import spectrum_preflight
+from rftlab.launch.spectrum.spec import load_arm_spec
+from rftlab.policies.spectrum.simulated import PARAM_NAMES
+from rftlab.rollout.spectrum.ceilings import SEED_CEILINGS, ceiling_table
+from rftlab.studies.spectrum import launch_arms
+from rftlab.training.spectrum.calibration import calibration_table
+from rftlab.training.spectrum.grpo import final_theta
 
 METRIC_LABEL = {"mean_occ": "occ", "carry": "carry"}
 
@@ -136,18 +135,14 @@ display(fixed_digits_markdown(pd.DataFrame(preflight_rows)))
 # %% [markdown]
 # ## 3. Launch (or load) the arms
 #
-# `launcher.launch(spec)` reuses a finished run of the same spec, resumes an unfinished one, or trains a
+# `launch_arms` (one `launch_arm(spec)` per arm) reuses a finished run of the same spec, resumes an unfinished one, or trains a
 # new one (`rftlab arm launch SPEC.json --backend local` does the same from the shell). The local
 # backend maps the spec's LoRA learning rate onto the simulated policy's parameters with a fixed factor
-# (`rftlab.launch.local.SIMULATED_LR_SCALE`, ×100), so the probe's 1e-9 stays effectively zero; one Adam
+# (`rftlab.launch.spectrum.local.SIMULATED_LR_SCALE`, ×100), so the probe's 1e-9 stays effectively zero; one Adam
 # step per 8 rows (6 steps per epoch at 48 rows), group-normalised advantages (`advantage: grpo`).
 
 # %%
-launcher = launcher_for(BACKEND)
-runs = {}
-for arm, spec in specs.items():
-    ref = launcher.launch(spec, root=ROOT)
-    runs[arm] = load_run(ref.path)
+runs = launch_arms(specs, BACKEND, ROOT)
 rollouts = {arm: [run.rollouts(e) for e in range(len(run.metrics()))] for arm, run in runs.items()}
 series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain", "reward"]) for arm, rolls in rollouts.items()}
 n_epochs = {arm: len(r) for arm, r in rollouts.items()}
@@ -447,7 +442,7 @@ display(
 # %% [markdown]
 # ## 10. Design power: could the seed's sizes detect the seed's effects?
 #
-# By simulation (method in `rftlab.training.spectrum_power`): variance components of carry and occ are
+# By simulation (method in `rftlab.analysis.spectrum.power`): variance components of carry and occ are
 # estimated from the simulated policy's untrained rollouts (arm C's epoch 0: band-to-band `σ²_b` and
 # candidate-to-candidate `σ²_w`); a run's per-epoch series is then drawn as a linear trend plus noise
 # of variance `σ²_b/R + σ²_w/(R·K)`; a slope counts as detected when its 95% CI lies above zero (pooled
@@ -535,7 +530,7 @@ for scen, cc in scenarios.items():
             row[f"{factor_name} for 80%"] = n if n is not None else f">{grid[-1]}"
         need_rows.append(row)
         for factor_name in ("rows", "candidates", "epochs", "runs"):
-            for r in power_curve(slope, cc[m], factor_name, GRIDS[factor_name][::2], nsim=POWER_NSIM):
+            for r in slope_power_by_size(slope, cc[m], factor_name, GRIDS[factor_name][::2], nsim=POWER_NSIM):
                 curve_rows.append({"noise": scen, "metric": METRIC_LABEL[m], "factor": factor_name, "value": r[factor_name], "power": r["power"]})
 need = pd.DataFrame(need_rows)
 display(Markdown("**Sizes for 80% power** at the seed's C-arm slopes (first→last reading), one factor varied, the others at 48 rows × 12 candidates × 12 epochs × 1 run:"))

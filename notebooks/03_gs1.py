@@ -64,9 +64,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.cli.gs1 import DEFAULT_SPEC, decision_table, load_spec, run_study
-from rftlab.launch.tinker import make_gs1_backend
+from rftlab.launch.gs1.backend import make_gs1_backend
 from rftlab.runs.store import load_run
+from rftlab.studies.gs1 import DEFAULT_SPEC, decision_table, load_spec, run_study
 
 spec, spec_sha = load_spec(DEFAULT_SPEC)
 t0 = time.perf_counter()

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.comparisons import neighbour_comparisons, optimal_rate_table
+from rftlab.analysis.arena.comparisons import neighbour_comparisons, optimal_rate_table
 from rftlab.analysis.display import interval
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
@@ -70,7 +70,7 @@ from rftlab.envs.arena.protocol import (
     permutation_for,
 )
 from rftlab.envs.arena.world import compact_json, team_agent_ids
-from rftlab.policies.arena import (
+from rftlab.policies.arena.scripted import (
     BASELINE_POLICIES,
     STYLES,
     deterministic_policy,

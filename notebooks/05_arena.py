@@ -25,7 +25,7 @@
 # what the messages change, and evaluates the promotion gates. No language model is trained or served here:
 # the scripted policies stand in for "base" and "candidate" so that every gate is exercised on real
 # summaries, and a tiny random-init model only checks the SFT plumbing (section 7). All computation lives
-# in `rftlab.training.arena_sft*` and `rftlab.analysis.arena_*`.
+# in `rftlab.rollout.arena.sft_data*` and `rftlab.analysis.arena_*`.
 
 # %% tags=["parameters"]
 import os
@@ -52,25 +52,21 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.arena_eval import summarize_eval
-from rftlab.analysis.arena_gates import DEFAULT_GATE_SPEC, evaluate_arena_gates, gate_table, verdicts
+from rftlab.analysis.arena.audit import audit_dataset
+from rftlab.analysis.arena.gates import DEFAULT_GATE_SPEC, evaluate_arena_gates, gate_table, verdicts
+from rftlab.analysis.arena.handoff import render_handoff
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256
-from rftlab.training.arena_sft import (
+from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, ScriptedProvider
+from rftlab.policies.arena.server import ArenaPolicyServer
+from rftlab.rollout.arena.evaluation import run_frozen_eval
+from rftlab.rollout.arena.sft_data import (
     STAGE1_CONFIG,
     STAGE1_STRUCTURAL_SHA256,
     SftConfig,
     write_dataset,
 )
-from rftlab.training.arena_sft_audit import audit_dataset
-from rftlab.training.arena_sft_eval import (
-    EndpointProvider,
-    OracleProvider,
-    ScriptedProvider,
-    run_frozen_eval,
-    run_validation,
-)
-from rftlab.training.arena_sft_handoff import STAGE1_RECIPE, render_handoff
-from rftlab.training.arena_sft_server import ArenaPolicyServer
+from rftlab.studies.arena import evaluate_frozen, read_rows, write_evaluation
+from rftlab.training.arena.recipe import STAGE1_RECIPE
 
 work = Path(WORK_DIR)
 if work.exists():
@@ -194,7 +190,7 @@ print("\n".join(tamper_audit.failures[:6]))
 
 # %%
 cases_run = list(range(0, FROZEN_CASE_COUNT, CASE_STRIDE))
-validation_rows = [json.loads(line) for line in (work / "data" / "validation.jsonl").read_text().splitlines()]
+validation_rows = read_rows(work / "data" / "validation.jsonl")
 providers = {
     "oracle": OracleProvider(),
     "scripted": ScriptedProvider(),
@@ -203,16 +199,12 @@ providers = {
 summaries, eval_seconds = {}, {}
 for label, provider in providers.items():
     started = time.perf_counter()
-    records = run_frozen_eval(provider, cases_run)
-    validation = run_validation(provider, validation_rows)
-    summaries[label] = summarize_eval(records, provider.describe(), validation)
+    evaluation = evaluate_frozen(provider, cases_run, validation_rows)
+    summaries[label] = evaluation.summary
     eval_seconds[label] = time.perf_counter() - started
-    out = work / "eval" / label.replace(",", "").replace(" ", "_")
-    out.mkdir(parents=True)
-    (out / "rows.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    (out / "summary.json").write_text(json.dumps(summaries[label], indent=2, sort_keys=True) + "\n")
+    write_evaluation(work / "eval" / label.replace(",", "").replace(" ", "_"), evaluation)
     if label == "scripted":
-        local_records = records
+        local_records = evaluation.records
 
 with ArenaPolicyServer() as server:  # bound to 127.0.0.1; no key needed locally
     started = time.perf_counter()
@@ -383,7 +375,7 @@ display(
 # %% [markdown]
 # ## 7. The SFT path on the local tinker-compatible backend
 #
-# `rftlab.training.arena_sft_tinker` renders rows with the Qwen3-Instruct chat template, puts loss weight on
+# `rftlab.training.arena.sft` renders rows with the Qwen3-Instruct chat template, puts loss weight on
 # the reply and its end-of-turn token only, trains LoRA with `cross_entropy` and the recipe's AdamW
 # schedule, then samples greedily and scores the trained rows (the seed's overfit smoke test). With
 # `TINKER_API_KEY` set it runs on Tinker; here it runs on the in-process backend with a tiny random-init
@@ -391,7 +383,7 @@ display(
 # only: a few CPU steps cannot teach it strict JSON, so the verdict below is expected to be a stop.
 
 # %%
-from rftlab.training.arena_sft_tinker import (  # noqa: E402
+from rftlab.training.arena.sft import (  # noqa: E402
     LOCAL_LONG_CONTEXT,
     get_arena_renderer,
     local_long_context_model,

@@ -48,8 +48,8 @@ from IPython.display import Markdown, display
 from rftlab.analysis.display import markdown_table
 from rftlab.analysis.poker import bb_summary, opponent_table, rft_episode_rows, stage_gains
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
-from rftlab.policies.poker import AlwaysCall, Exploit, RandomLegal
-from rftlab.rollout.poker_play import hand_rows, play_rft, play_runs
+from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
+from rftlab.studies.poker import make_strategy
 
 
 def md_table(df: pd.DataFrame) -> Markdown:
@@ -61,9 +61,9 @@ def ci(pair) -> str:
 
 
 STRATEGIES = {
-    "random": lambda: RandomLegal(seed=SEED),
-    "call": AlwaysCall,
-    "exploit": lambda: Exploit(seed=SEED, samples=EQUITY_SAMPLES),
+    "random": lambda: make_strategy("random", SEED),
+    "call": lambda: make_strategy("call"),
+    "exploit": lambda: make_strategy("exploit", SEED, samples=EQUITY_SAMPLES),
 }
 DESCRIPTION = {
     "random": "a uniformly random legal action; raises to a uniform total",
@@ -177,12 +177,12 @@ display(md_table(gain_table))
 # backend. The exact commands (nothing is run here):
 
 # %%
-from rftlab.launch.fireworks import FireworksLauncher
-from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
+from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
 from rftlab.runs import load_metrics
+from rftlab.studies.poker import fireworks_launcher
 
 arm_spec = load_poker_arm_spec("data/specs/poker_seed.json")
-plan = FireworksLauncher(account_id="<account-id>").plan(arm_spec)
+plan = fireworks_launcher(account_id="<account-id>").plan(arm_spec)
 display(md_table(pd.DataFrame(prime_mapping(arm_spec))))
 display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
 poker_runs = load_metrics("runs", experiment=arm_spec.experiment)

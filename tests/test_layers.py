@@ -1,7 +1,7 @@
-"""Layers: a module imports only its own layer and the layers below it (``../shared/DESIGN.md``).
+"""Layers: a module imports only its own layer and the layers below it (``CONTRIBUTING.md``).
 
-Order, lowest first: types, rewards, envs, policies, runs, rollout, training, launch, analysis, reports,
-cli. Every ``import`` / ``from ... import`` in every module counts — at module level, inside functions,
+Order, lowest first: types, rewards, envs, policies, runs, rollout, training, launch, analysis, studies,
+reports, cli. Every ``import`` / ``from ... import`` in every module counts — at module level, inside functions,
 under ``if TYPE_CHECKING``, relative or absolute. ``rftlab/__init__.py`` runs before any submodule, so it
 may import nothing from the package; a package's own ``__init__``/``__main__`` belong to its layer.
 """
@@ -23,6 +23,7 @@ LAYERS: tuple[str, ...] = (
     "training",
     "launch",
     "analysis",
+    "studies",
     "reports",
     "cli",
 )
@@ -112,6 +113,56 @@ def test_every_allowed_exception_is_still_needed():
         assert any(m == module for _, m in imported_modules(path, SRC)), (
             f"stale ALLOWED entry: {rel} -> {module}"
         )
+
+
+FAMILIES: tuple[str, ...] = ("spectrum", "gs1", "poker", "arena")
+
+
+def all_modules(root: Path = SRC, package: str = "rftlab") -> list[str]:
+    return sorted(module_name(p, root) for p in (root / package).rglob("*.py"))
+
+
+def family_of(module: str) -> str | None:
+    """The family a module belongs to by its path: a component named after the family (``envs.spectrum``,
+    ``rewards.poker``), or a last component that starts with ``<family>_`` (``eval_entries.poker_mcp_eval``)."""
+    parts = module.split(".")[2:]
+    for family in FAMILIES:
+        if family in parts or (parts and parts[-1].startswith(family + "_")):
+            return family
+    return None
+
+
+def listed_modules(family: str) -> set[str]:
+    """The ``rftlab.*`` names the family's study driver lists in its docstring."""
+    import importlib
+    import re
+
+    doc = importlib.import_module(f"rftlab.studies.{family}").__doc__ or ""
+    return set(re.findall(r"``(rftlab\.[a-z0-9_.]+)``", doc))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_study_driver_lists_its_family(family):
+    modules = all_modules()
+    listed = listed_modules(family)
+    unknown = sorted(name for name in listed if name not in modules)
+    assert not unknown, f"rftlab.studies.{family} lists modules that do not exist: {unknown}"
+    mine = [m for m in modules if family_of(m) == family]
+    missing = [m for m in mine if not any(m == name or m.startswith(name + ".") for name in listed)]
+    assert not missing, f"rftlab.studies.{family}'s docstring does not list: {missing}"
+
+
+def test_family_code_lives_in_a_family_folder():
+    """In the generic layers, a family's module is ``<layer>/<family>.py`` or inside ``<layer>/<family>/``,
+    never a file named ``<family>_something.py`` beside the generic modules."""
+    bad = [
+        m
+        for m in all_modules()
+        if m.count(".") >= 2
+        and m.split(".")[1] in ("training", "launch", "analysis")
+        and any(m.split(".")[-1].startswith(f + "_") for f in FAMILIES)
+    ]
+    assert not bad, f"family-prefixed modules in a generic layer: {bad}"
 
 
 def test_every_package_is_a_known_layer():

@@ -1,8 +1,10 @@
 """rftlab: analysis-first research notebooks for reinforcement fine-tuning experiments.
 
 Layers, lowest first (a module imports only its own layer and lower ones; ``tests/test_layers.py``):
-types, rewards, envs, policies, runs, rollout, training, launch, analysis, reports, cli. Envs and rewards
-are pure and seeded; everything above may do I/O.
+types, rewards, envs, policies, runs, rollout, training, launch, analysis, studies, reports, cli. Envs and
+rewards are pure and seeded; everything above may do I/O. Inside a layer, a family's code (spectrum, gs1,
+poker, arena) lives at ``<layer>/<family>.py`` or ``<layer>/<family>/``; ``rftlab.studies.<family>`` lists
+it all.
 """
 
 __version__ = "0.1.0"

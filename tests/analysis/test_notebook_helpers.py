@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rftlab.analysis.display import rate_with_error, relation
-from rftlab.analysis.summaries import bench90_row, policy_table_rows
+from rftlab.analysis.spectrum.summaries import bench90_row, policy_table_rows
 
 
 def test_rate_with_error_and_relation():

@@ -31,7 +31,7 @@ def test_wilson_rejects_impossible_counts():
 
 
 def test_normal_mean_interval_on_the_oracle_rewards_of_the_frozen_cases():
-    from rftlab.policies.arena import evaluate_baselines
+    from rftlab.policies.arena.scripted import evaluate_baselines
 
     rewards = [row.reward for row in evaluate_baselines(["oracle"])]
     assert len(rewards) == 60

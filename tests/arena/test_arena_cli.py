@@ -8,7 +8,7 @@ import pytest
 
 from rftlab.cli import main
 from rftlab.envs.arena.cases import frozen_cases
-from rftlab.policies.arena import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
+from rftlab.policies.arena.scripted import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 
 
 def test_baselines_json(capsys):

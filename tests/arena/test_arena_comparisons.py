@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from rftlab.analysis.comparisons import neighbour_comparisons, optimal_rate_table, paired_comparison
-from rftlab.policies.arena import evaluate_baselines
+from rftlab.analysis.arena.comparisons import neighbour_comparisons, optimal_rate_table, paired_comparison
+from rftlab.policies.arena.scripted import evaluate_baselines
 
 
 def test_paired_comparison_by_hand():

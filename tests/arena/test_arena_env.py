@@ -6,7 +6,7 @@ import pytest
 
 from rftlab.envs.arena.env import ArenaEnv, ArenaStepInfo
 from rftlab.envs.arena.world import state_fingerprint
-from rftlab.policies.arena import ScriptedJointPolicy, deterministic_policy
+from rftlab.policies.arena.scripted import ScriptedJointPolicy, deterministic_policy
 from rftlab.rollout.episode import episode
 from rftlab.types import Env, Policy, StepResult
 

@@ -18,7 +18,7 @@ from rftlab.envs.arena.oracle import (
 )
 from rftlab.envs.arena.rules import Action, legal_actions, step
 from rftlab.envs.arena.world import build_state, generate_mechanics_state, generate_state, team_agent_ids
-from rftlab.policies.arena import (
+from rftlab.policies.arena.scripted import (
     deterministic_policy,
     local_policy_action,
     local_priority,

@@ -31,7 +31,7 @@ from rftlab.envs.arena.protocol import (
 )
 from rftlab.envs.arena.rules import Action, legal_actions
 from rftlab.envs.arena.world import generate_state
-from rftlab.policies.arena import deterministic_policy, local_policy_action
+from rftlab.policies.arena.scripted import deterministic_policy, local_policy_action
 
 STATE0 = generate_state(0, 12)
 # blue-3 knows V15 (RED EXPOSED 3), V59 (NEUTRAL SECURE 3 critical), V63 (own EXPOSED 3 critical)

@@ -22,7 +22,7 @@ import pytest
 
 from rftlab.cli import build_parser, main
 from rftlab.launch.firectl import job_id_for, rollout_dataset_id
-from rftlab.launch.specs import load_arm_spec
+from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.policies.server import PolicyServer
 from rftlab.runs import RunStore
 from rftlab.runs.secrets import secret_forms

@@ -13,7 +13,7 @@ import pytest
 from rftlab.cli import main as cli_main
 from rftlab.launch.firectl import Firectl, job_create_flags, job_id_for, rollout_dataset_id
 from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused, epoch_metrics
-from rftlab.launch.specs import load_arm_spec
+from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import load_run
 
 REPO = Path(__file__).resolve().parents[2]

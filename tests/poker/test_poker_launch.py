@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from rftlab.cli import main as cli_main
-from rftlab.launch.poker_preflight import poker_preflight
-from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
+from rftlab.launch.poker.preflight import poker_preflight
+from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
 
 SPECS = Path(__file__).resolve().parents[2] / "data" / "specs"
 

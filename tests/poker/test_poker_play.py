@@ -8,9 +8,9 @@ import pytest
 
 from rftlab.analysis.poker import bb_summary, opponent_table, rft_episode_rows, stage_gains
 from rftlab.cli import main as cli_main
-from rftlab.policies.poker import AlwaysCall, Exploit, RandomLegal
+from rftlab.policies.poker.reference import AlwaysCall, Exploit, RandomLegal
 from rftlab.rewards.poker import task_metrics
-from rftlab.rollout.poker_play import hand_rows, play_rft, play_runs
+from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
 
 
 def test_play_runs_rows_match_the_env_outcomes():

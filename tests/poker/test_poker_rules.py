@@ -177,7 +177,7 @@ def test_garbage_actions_never_crash_and_are_counted_as_illegal(actions, run_ind
 
 
 def test_an_episode_without_any_decision_ends_on_its_first_step():
-    from rftlab.policies.poker import Exploit
+    from rftlab.policies.poker.reference import Exploit
     from rftlab.rollout.episode import episode
 
     env = PokerEnv(PokerEnvConfig(mode="rft", hands=1))

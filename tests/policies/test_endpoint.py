@@ -10,7 +10,7 @@ from rftlab.cli import main
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
 from rftlab.policies.endpoint import EndpointPolicy, redact
 from rftlab.policies.server import PolicyServer
-from rftlab.policies.spectrum import RFT_POLICIES
+from rftlab.policies.spectrum.reference import RFT_POLICIES
 from rftlab.rollout import episode
 
 SENTINEL = "sk-rftlab-SENTINEL-44d1e0"

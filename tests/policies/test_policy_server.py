@@ -10,7 +10,7 @@ import pytest
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, tool_schemas
 from rftlab.policies.server import HOST, PolicyServer
-from rftlab.policies.spectrum import RFT_POLICIES
+from rftlab.policies.spectrum.reference import RFT_POLICIES
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import jupytext
 import pytest
 
-from rftlab.reports import REPO_ROOT, build_reports, discover_notebooks, report_name
+from rftlab.reports import build_reports, discover_notebooks, report_name
+from rftlab.runs.paths import PROJECT_ROOT
 
 NOTEBOOKS = discover_notebooks()
 
 
 def test_the_methods_notebook_exists():
-    assert REPO_ROOT / "notebooks" / "00_methods.py" in NOTEBOOKS
+    assert PROJECT_ROOT / "notebooks" / "00_methods.py" in NOTEBOOKS
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)

@@ -16,16 +16,16 @@ from rftlab.envs.spectrum.systems import (
     ScanReportWithNotepad,
     parse_structured,
 )
-from rftlab.policies.spectrum import (
+from rftlab.policies.spectrum.reference import (
     BENCH_POLICIES,
     RFT_POLICIES,
     ChatBenchPolicy,
     RFTPolicyOnBench,
     _BenchAsRFTObservation,
 )
-from rftlab.rollout.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
 from rftlab.rollout.episode import episode
-from rftlab.rollout.spectrum_eval import bench_records, evaluate_bench90
+from rftlab.rollout.spectrum.dataset import PROMPT_VARIANTS, dataset_rows, system_prompt
+from rftlab.rollout.spectrum.evaluation import bench_records, evaluate_bench90
 
 
 def run_episode(policy, env):

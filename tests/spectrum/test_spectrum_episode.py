@@ -7,7 +7,7 @@ import pytest
 
 from rftlab.envs.spectrum.bench import BenchStepInfo, SpectrumBenchEnv
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, SpectrumStepInfo
-from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, ChatBenchPolicy, RFTPolicyOnBench
+from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, ChatBenchPolicy, RFTPolicyOnBench
 from rftlab.rollout.episode import episode
 from rftlab.types import Env, Policy, StepResult, Trajectory
 

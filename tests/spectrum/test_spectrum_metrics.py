@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from rftlab.analysis.summaries import group_carry_stats
 from rftlab.cli import main as cli_main
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
-from rftlab.policies.spectrum import RFT_POLICIES
+from rftlab.policies.spectrum.reference import RFT_POLICIES
 from rftlab.rewards.spectrum import (
     carried_count,
     carry_rate,
@@ -20,6 +19,7 @@ from rftlab.rewards.spectrum import (
     spectrum_reward,
 )
 from rftlab.rollout.episode import episode
+from rftlab.training.group_stats import group_carry_stats
 
 
 def scan(occ, avail=0.5, report=(), echo=None, submitted=True):

@@ -587,7 +587,7 @@ def test_agent_authored_score_lines_are_not_counted():
 def test_transcript_score_lines_match_env_records():
     env = make_env(memory="echo")
     obs = env.reset("r11")
-    from rftlab.policies.spectrum import RFTAccumulate
+    from rftlab.policies.spectrum.reference import RFTAccumulate
 
     pol = RFTAccumulate()
     while not obs.done:
@@ -599,7 +599,7 @@ def test_transcript_score_lines_match_env_records():
 
 
 def test_render_off_keeps_scores_and_metrics():
-    from rftlab.policies.spectrum import RFTEchoFollower
+    from rftlab.policies.spectrum.reference import RFTEchoFollower
 
     out = []
     for render in (True, False):
@@ -668,9 +668,9 @@ def test_render_is_an_implementation_setting_not_in_the_hash_or_the_rows():
     """Two configs that produce the same episodes hash the same; an experiment field changes the hash."""
     from dataclasses import asdict, replace
 
-    from rftlab.policies.spectrum import RFTAccumulate
-    from rftlab.rollout.dataset import dataset_rows
+    from rftlab.policies.spectrum.reference import RFTAccumulate
     from rftlab.rollout.episode import episode
+    from rftlab.rollout.spectrum.dataset import dataset_rows
 
     on = SpectrumRFTConfig(memory="echo", render=True)
     off = replace(on, render=False)

@@ -11,11 +11,13 @@ import pandas as pd
 import pytest
 
 from rftlab.analysis.display import interval, markdown_table, pm, r3
-from rftlab.analysis.summaries import mean_se, pearson, rft_reference_runs, scan_rows, summarize_episodes
+from rftlab.analysis.spectrum.summaries import rft_reference_runs, scan_rows, summarize_episodes
+from rftlab.analysis.summaries import mean_se
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
-from rftlab.policies.spectrum import RFT_POLICIES, RFTAccumulate
+from rftlab.policies.spectrum.reference import RFT_POLICIES, RFTAccumulate
 from rftlab.rewards.spectrum import as_reported
 from rftlab.rollout.episode import episode
+from rftlab.training.group_stats import pearson
 
 
 def test_mean_se_matches_statistics():

@@ -1,9 +1,13 @@
-"""``rftlab arena``: the swarm arena's model-free baselines, single-case solves and prompts."""
+"""``rftlab arena``: the swarm arena's model-free baselines, single-case solves and prompts, and the Stage-1
+SFT pipeline (``build-sft | audit | manifest | eval | gates | handoff | sft-smoke``). Handlers import the
+library lazily."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 from rftlab.cli import UsageError, print_json
 
@@ -37,13 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prompt.add_argument("--permutation", type=int, default=None, help="default: seed + agent index")
     prompt.set_defaults(func=_prompt)
 
-    from rftlab.cli.arena_sft import register_subcommands  # Stage-1 SFT pipeline sub-commands
-
-    register_subcommands(commands)
+    register_subcommands(commands)  # the Stage-1 SFT pipeline
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    from rftlab.policies.arena import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
+    from rftlab.policies.arena.scripted import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 
     policies = args.policy or list(BASELINE_POLICIES)
     unknown = sorted(set(policies) - set(BASELINE_POLICIES))
@@ -84,7 +86,7 @@ def _check_generation_args(args: argparse.Namespace) -> None:
 def _solve(args: argparse.Namespace) -> int:
     from rftlab.envs.arena.oracle import solve_joint_action
     from rftlab.envs.arena.world import generate_state, state_fingerprint
-    from rftlab.policies.arena import deterministic_policy
+    from rftlab.policies.arena.scripted import deterministic_policy
 
     _check_generation_args(args)
     state = generate_state(args.seed, args.size)
@@ -126,3 +128,408 @@ def _prompt(args: argparse.Namespace) -> int:
     messages, _ = broadcast_prompt(generate_state(args.seed, args.size), args.agent, permutation)
     print_json(messages)
     return 0
+
+
+# ------------------------------------------------------------------ the Stage-1 SFT pipeline
+
+DEFAULT_DATA_DIR = "data/arena_sft_stage1"
+DEFAULT_GATE_SPEC = "data/specs/arena_gates.json"
+
+
+def register_subcommands(commands: argparse._SubParsersAction) -> None:
+    build = commands.add_parser("build-sft", help="build the Stage-1 SFT data, splits, mixture and manifest")
+    build.add_argument(
+        "--out", default=DEFAULT_DATA_DIR, help=f"output directory (default {DEFAULT_DATA_DIR})"
+    )
+    build.add_argument("--start-seed", type=int, default=0)
+    build.add_argument("--num-seeds", type=int, default=1024)
+    build.add_argument("--mechanics-per-kind", type=int, default=32)
+    build.add_argument("--silence-examples", type=int, default=512)
+    build.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    build.set_defaults(func=_build_sft)
+
+    audit = commands.add_parser(
+        "audit", help="audit an SFT data directory (exit 1 with one line per failure)"
+    )
+    audit.add_argument("directory")
+    audit.add_argument("--require-split-action-coverage", action="store_true")
+    audit.add_argument("--output", help="audit report path (default DIR/audit.json)")
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.set_defaults(func=_audit)
+    register_eval_subcommands(commands)
+    register_gate_subcommands(commands)
+    register_handoff_subcommand(commands)
+    register_sft_subcommand(commands)
+
+
+def _build_sft(args: argparse.Namespace) -> int:
+    from rftlab.rollout.arena.sft_data import (
+        STAGE1_CONFIG,
+        STAGE1_STRUCTURAL_SHA256,
+        SftConfig,
+        write_dataset,
+    )
+
+    try:
+        config = SftConfig(
+            start_seed=args.start_seed,
+            num_seeds=args.num_seeds,
+            targeted_mechanics_per_kind=args.mechanics_per_kind,
+            targeted_silence_examples=args.silence_examples,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    manifest = write_dataset(out, config)
+    if args.json:
+        print(json.dumps(manifest, indent=2, sort_keys=True))
+        return 0
+    print(f"wrote {manifest['num_examples']} rows to {out} ({manifest['examples_by_split']})")
+    print(f"content_sha256     {manifest['content_sha256']}")
+    print(f"structural_sha256  {manifest['structural_sha256']['all']}")
+    if config == STAGE1_CONFIG:
+        ok = manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256
+        print(f"fidelity digest (spec §9.6): {'MATCH' if ok else 'MISMATCH'}")
+        return 0 if ok else 1
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.audit import audit_dataset, write_audit
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise UsageError(
+            f"{directory} is not a directory (build one with `rftlab arena build-sft --out DIR`)"
+        )
+    report = audit_dataset(directory, args.require_split_action_coverage)
+    write_audit(report, args.output or directory / "audit.json")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    for failure in report.failures:
+        print(failure, file=sys.stderr)
+    if report.valid:
+        print(
+            f"audit passed: {report.num_examples} rows, {report.num_unique_seeds} seeds, "
+            f"{report.verified_solver_seeds} solver-verified seeds in {report.seconds:.1f} s"
+        )
+        return 0
+    print(f"audit FAILED: {len(report.failures)} failure(s)", file=sys.stderr)
+    return 1
+
+
+def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
+    manifest = commands.add_parser(
+        "manifest", help="print the frozen 60-case manifest SHA-256 (refused if changed)"
+    )
+    manifest.add_argument(
+        "--check", metavar="FILE", help="verify a [[seed,size,style],...] JSON file against it"
+    )
+    manifest.add_argument("--json", action="store_true", help="print the cases and hash as JSON")
+    manifest.set_defaults(func=_manifest)
+
+    ev = commands.add_parser("eval", help="frozen 60-case evaluation under the four message conditions")
+    ev.add_argument("--provider", required=True, choices=["oracle", "endpoint", "local"])
+    ev.add_argument("--output-dir", required=True)
+    ev.add_argument("--model", default=None, help="endpoint: model name sent in the request")
+    ev.add_argument(
+        "--base-url", default=None, help="endpoint: OpenAI-compatible base URL (default %(default)s)"
+    )
+    ev.add_argument(
+        "--api-key-env",
+        default=None,
+        help="endpoint: environment variable holding the key (never written out)",
+    )
+    ev.add_argument(
+        "--max-tokens", type=int, default=None, help="endpoint: completion token limit (default 192)"
+    )
+    ev.add_argument(
+        "--local-policy",
+        default="scripted",
+        choices=["scripted", "scripted-no-inbox"],
+        help="local: the in-process policy (scripted team policy, with or without reading the inbox)",
+    )
+    ev.add_argument("--case-stride", type=int, default=1, help="evaluate every k-th case (smoke runs only)")
+    ev.add_argument("--validation-data", metavar="DIR", help="also score DIR/validation.jsonl (gates G1-G4)")
+    ev.add_argument("--force", action="store_true", help="overwrite an existing evaluation in --output-dir")
+    ev.set_defaults(func=_eval)
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    from rftlab.envs.arena.cases import FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256
+
+    try:
+        cases = frozen_cases()
+    except RuntimeError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
+    if args.check:
+        path = Path(args.check)
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8"))
+            payload = json.dumps(listed, separators=(",", ":"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--check {path}: cannot read a JSON manifest ({exc})") from exc
+        import hashlib
+
+        digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        if digest != FROZEN_MANIFEST_SHA256:
+            print(
+                f"rftlab: refused: {path} hashes to {digest}, not the frozen {FROZEN_MANIFEST_SHA256}",
+                file=sys.stderr,
+            )
+            return 1
+    if args.json:
+        out = {"manifest_sha256": manifest_sha256(cases), "cases": [[c.seed, c.size, c.style] for c in cases]}
+        print(json.dumps(out, indent=2))
+    else:
+        print(manifest_sha256(cases))
+    return 0
+
+
+def _provider(args: argparse.Namespace):
+    from rftlab.policies.arena import providers as ev
+
+    if args.provider == "oracle":
+        return ev.OracleProvider()
+    if args.provider == "local":
+        return ev.ScriptedProvider(use_inbox=args.local_policy == "scripted")
+    if not args.model:
+        raise UsageError("--provider endpoint needs --model")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be >= 1")
+    return ev.EndpointProvider(
+        model=args.model,
+        base_url=args.base_url or ev.DEFAULT_BASE_URL,
+        api_key_env=args.api_key_env or ev.DEFAULT_API_KEY_ENV,
+        max_tokens=args.max_tokens or ev.OPENAI_MAX_TOKENS,
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    from rftlab.runs import atomic_write_text
+
+    atomic_write_text(path, text)
+
+
+def _read_rows(path: Path) -> list[dict]:
+    from rftlab.studies.arena import read_rows
+
+    try:
+        return read_rows(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.evaluation import format_summary
+    from rftlab.envs.arena.cases import FROZEN_CASE_COUNT
+    from rftlab.policies.arena.providers import EndpointError
+    from rftlab.studies.arena import evaluate_frozen, write_evaluation
+
+    if args.case_stride < 1:
+        raise UsageError("--case-stride must be >= 1")
+    out = Path(args.output_dir)
+    if (out / "summary.json").exists() and not args.force:
+        raise UsageError(f"{out} already holds an evaluation; pass --force to overwrite it")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--output-dir {out} exists and is not a directory")
+    validation_rows = None
+    if args.validation_data:
+        path = Path(args.validation_data) / "validation.jsonl"
+        if not path.is_file():
+            raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
+        validation_rows = _read_rows(path)
+    from rftlab.envs.arena.cases import frozen_cases
+
+    try:
+        frozen_cases()
+    except RuntimeError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
+    provider = _provider(args)
+    try:
+        evaluation = evaluate_frozen(provider, range(0, FROZEN_CASE_COUNT, args.case_stride), validation_rows)
+    except EndpointError as exc:
+        print(f"rftlab: error: endpoint failed: {exc}", file=sys.stderr)
+        return 1
+    write_evaluation(out, evaluation)
+    print(format_summary(evaluation.summary))
+    print(f"wrote {out / 'rows.jsonl'} and {out / 'summary.json'}")
+    return 0
+
+
+def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
+    gates = commands.add_parser(
+        "gates", help="Stage-1 SFT promotion gates from a base and a candidate evaluation"
+    )
+    gates.add_argument("--base", required=True, help="base model evaluation directory (or its summary.json)")
+    gates.add_argument(
+        "--candidate", required=True, help="candidate evaluation directory (or its summary.json)"
+    )
+    gates.add_argument("--spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
+    gates.add_argument("--output", help="write the evaluation as JSON here")
+    gates.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    gates.set_defaults(func=_gates)
+
+
+def _gates(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.gates import (
+        DEFAULT_GATE_SPEC as spec_default,
+    )
+    from rftlab.analysis.arena.gates import (
+        SummaryError,
+        evaluate_arena_gates,
+        gate_rows,
+        gate_table,
+        load_summary,
+        verdicts,
+    )
+
+    spec = Path(args.spec) if args.spec else spec_default
+    if not spec.is_file():
+        raise UsageError(f"gate spec {spec} does not exist")
+    try:
+        base, candidate = load_summary(args.base), load_summary(args.candidate)
+        evaluation, labels, claim_gates = evaluate_arena_gates(base, candidate, spec)
+    except SummaryError as exc:
+        raise UsageError(str(exc)) from exc
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"gate spec {spec} or a summary is malformed: {exc}") from exc
+    verdict = verdicts(evaluation, labels, claim_gates)
+    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation, labels), "verdicts": verdict}
+    if args.output:
+        _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True, default=str))
+    else:
+        print(gate_table(evaluation, labels))
+        print(f"\ngate spec {spec} sha256 {evaluation.spec_sha256}")
+        claims = ", ".join(claim_gates) or "none"
+        print(f"{out['n_failed']} of {out['n_checks']} checks failed")
+        print(f"promotion (every gate except {claims}): {'PASS' if verdict['promotion'] else 'FAIL'}")
+        supported = "supported" if verdict["communication_claim"] else "not supported"
+        print(f"communication claim ({claims}): {supported}")
+    return 0 if verdict["promotion"] else 1
+
+
+def register_handoff_subcommand(commands: argparse._SubParsersAction) -> None:
+    handoff = commands.add_parser(
+        "handoff", help="write the GPU handoff document from the built data and recipe"
+    )
+    handoff.add_argument(
+        "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
+    )
+    handoff.add_argument("--out", help="output Markdown file (default DATA/GPU_HANDOFF.md; '-' prints it)")
+    handoff.add_argument("--gate-spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
+    handoff.add_argument("--oracle-eval", help="an oracle evaluation directory whose summary is quoted")
+    handoff.set_defaults(func=_handoff)
+
+
+def _handoff(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.gates import DEFAULT_GATE_SPEC as spec_default
+    from rftlab.analysis.arena.gates import SummaryError, load_summary
+    from rftlab.analysis.arena.handoff import HandoffError, render_handoff
+
+    spec = Path(args.gate_spec) if args.gate_spec else spec_default
+    if not spec.is_file():
+        raise UsageError(f"gate spec {spec} does not exist")
+    try:
+        oracle = load_summary(args.oracle_eval) if args.oracle_eval else None
+        text = render_handoff(args.data, gate_spec=spec, oracle_summary=oracle)
+    except (HandoffError, SummaryError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.out == "-":
+        print(text, end="")
+        return 0
+    out = Path(args.out) if args.out else Path(args.data) / "GPU_HANDOFF.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_text(out, text)
+    print(f"wrote {out}")
+    return 0
+
+
+def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
+    smoke = commands.add_parser(
+        "sft-smoke",
+        help="overfit smoke test: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
+        "strict-JSON scoring of the same rows (tinker with TINKER_API_KEY, else the local backend)",
+    )
+    smoke.add_argument(
+        "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
+    )
+    smoke.add_argument("--rows", type=int, default=256, help="use the first N overfit rows (default 256)")
+    smoke.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's 96)")
+    smoke.add_argument(
+        "--batch-size", type=int, default=None, help="rows per step (default: the recipe's 16)"
+    )
+    smoke.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default: the recipe's 1e-4)"
+    )
+    smoke.add_argument("--max-tokens", type=int, default=224, help="greedy completion limit")
+    smoke.add_argument(
+        "--base-model",
+        default=None,
+        help="base model (default: the recipe's model on tinker; a tiny long-context Qwen3 built under "
+        "--work-dir on the local backend)",
+    )
+    smoke.add_argument(
+        "--work-dir", default="runs/arena_sft_smoke", help="local model and checkpoint storage"
+    )
+    smoke.add_argument("--output", help="write the verdict as JSON here")
+    smoke.set_defaults(func=_sft_smoke)
+
+
+def _sft_smoke(args: argparse.Namespace) -> int:
+    import os
+
+    from rftlab.training.arena.recipe import STAGE1_RECIPE
+    from rftlab.training.arena.sft import (
+        LOCAL_LONG_CONTEXT,
+        SftError,
+        local_long_context_model,
+        overfit_smoke_test,
+        service_client,
+    )
+
+    path = Path(args.data) / "overfit_256.jsonl"
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
+    for name in ("rows", "steps", "batch_size", "max_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    rows = _read_rows(path)[: args.rows]
+    work = Path(args.work_dir)
+    on_tinker = bool(os.environ.get("TINKER_API_KEY"))
+    if on_tinker:
+        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), None
+    else:
+        model = args.base_model or local_long_context_model(work / "tiny-qwen3-4k")
+        client = service_client(storage_dir=work / "checkpoints", model_dirs=[model])
+        max_length = LOCAL_LONG_CONTEXT
+    try:
+        result = overfit_smoke_test(
+            client,
+            rows,
+            model,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            base_lr=args.lr,
+            max_tokens=args.max_tokens,
+            max_length=max_length,
+        )
+    except SftError as exc:
+        raise UsageError(str(exc)) from exc
+    out = {
+        "backend": "tinker" if on_tinker else "local",
+        "base_model": model,
+        "rows": len(rows),
+        **result.to_dict(),
+    }
+    if args.output:
+        _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0 if result.passed else 1

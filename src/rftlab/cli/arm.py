@@ -3,7 +3,7 @@
     rftlab arm launch data/specs/spectrum_C.json --backend local [--root runs]
     rftlab arm status data/specs/spectrum_C.json [--root runs]
 
-The ``local`` backend trains the simulated policy (``rftlab.launch.local``) in-process; re-launching a
+The ``local`` backend trains the simulated policy (``rftlab.launch.spectrum.local``) in-process; re-launching a
 finished spec reuses its run. The ``fireworks`` backend needs the Fireworks launcher
 (``rftlab.launch.fireworks``).
 """
@@ -40,25 +40,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_status)
 
 
-def _load(path: str):
-    from rftlab.launch.specs import load_arm_spec
-
-    try:
-        return load_arm_spec(path)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def get_launcher(backend: str):
-    """The launcher of ``backend`` (``rftlab.launch.launcher_for``); a bad name is a usage error."""
-    from rftlab.launch import launcher_for
-
-    try:
-        return launcher_for(backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def _report(ref, status, as_json: bool, origin: str = "") -> None:
     if as_json:
         print(
@@ -82,43 +63,37 @@ def _report(ref, status, as_json: bool, origin: str = "") -> None:
         print(f"{ref.arm}: {status.state} ({status.progress}/{status.total} epochs{what}) {ref.path}{origin}")
 
 
-def _cmd_launch(args: argparse.Namespace) -> int:
-    spec = _load(args.spec)
-    launcher = get_launcher(args.backend)
-    from rftlab.runs import RunStore
+def _load(path: str):
+    from rftlab.studies.spectrum import as_spec
 
-    before = RunStore(args.root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", args.backend)
     try:
-        ref = launcher.launch(
-            spec, root=args.root, resume=not args.no_resume, **({"force": True} if args.force else {})
-        )
+        return as_spec(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _cmd_launch(args: argparse.Namespace) -> int:
+    from rftlab.studies.spectrum import launch_arm
+
+    spec = _load(args.spec)
+    try:
+        done = launch_arm(spec, args.backend, args.root, resume=not args.no_resume, force=args.force)
     except Exception as exc:  # a launcher's refusal (no key, failed preflight, firectl error) is one line
         if type(exc).__name__ not in ("LaunchRefused", "FirectlError", "PreflightFailed"):
             raise
         raise UsageError(str(exc)) from None
-    status = launcher.poll(ref)
-    reused = before is not None and before.path == ref.path and not args.force
-    _report(ref, status, args.json, " (reused a finished run)" if reused else "")
-    return 0 if status.state in ("completed", "running", "pending") else 1
+    _report(done.ref, done.status, args.json, " (reused a finished run)" if done.reused else "")
+    return 0 if done.status.state in ("completed", "running", "pending") else 1
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from rftlab.runs import CorruptRunError, RunStore
-    from rftlab.types import RunRef
+    from rftlab.runs import CorruptRunError
+    from rftlab.studies.spectrum import arm_status
 
-    spec = _load(args.spec)
-    store = RunStore(args.root)
+    _load(args.spec)
     try:
-        runs = [
-            r
-            for r in store.runs(spec.experiment, spec.arm)
-            if r.record.spec_sha256 == spec.sha256() and r.record.backend == args.backend
-        ]
-    except CorruptRunError as exc:
+        done = arm_status(args.spec, args.backend, args.root)
+    except (CorruptRunError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    if not runs:
-        raise UsageError(f"no {args.backend} run of {args.spec} under {args.root}")
-    run = max(runs, key=lambda r: (r.record.created_at, r.path.name))
-    ref = RunRef(spec.experiment, spec.arm, run.run_id, run.path, args.backend)
-    _report(ref, get_launcher(args.backend).poll(ref), args.json)
+    _report(done.ref, done.status, args.json)
     return 0

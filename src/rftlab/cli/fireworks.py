@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _spec(path: str):
-    from rftlab.launch.specs import load_arm_spec
+    from rftlab.launch.spectrum.spec import load_arm_spec
 
     try:
         return load_arm_spec(path)

@@ -56,10 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from rftlab.analysis.poker import bb_summary
     from rftlab.envs.poker import SCHEDULES
-    from rftlab.policies.poker import POKER_POLICIES
-    from rftlab.rollout.poker_play import hand_rows, play_runs
+    from rftlab.studies.poker import schedule_summary
 
     if args.schedule not in SCHEDULES:
         raise UsageError(f"--schedule {args.schedule!r}: choose one of {', '.join(SCHEDULES)}")
@@ -67,14 +65,7 @@ def _play(args: argparse.Namespace) -> int:
         raise UsageError("--runs must be between 1 and 5 (the schedule's permuted runs)")
     if args.seed < 0:
         raise UsageError("--seed must be >= 0")
-    policy = (
-        POKER_POLICIES[args.policy]()
-        if args.policy == "call"
-        else POKER_POLICIES[args.policy](seed=args.seed)
-    )
-    summary = bb_summary(hand_rows(play_runs(policy, schedule=args.schedule, runs=range(args.runs),
-                                             policy_seed=args.seed)))  # fmt: skip
-    summary = {"policy": args.policy, "schedule": args.schedule, **summary}
+    summary = schedule_summary(args.policy, args.schedule, args.runs, args.seed)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -88,7 +79,7 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def _dataset(args: argparse.Namespace) -> int:
-    from rftlab.rollout.poker_dataset import dataset_rows
+    from rftlab.rollout.poker.dataset import dataset_rows
 
     if not 1 <= args.n <= 100_000:
         raise UsageError("--n must be between 1 and 100000")
@@ -106,20 +97,14 @@ def _dataset(args: argparse.Namespace) -> int:
 
 def _launch(args: argparse.Namespace) -> int:
     from rftlab.cli.fireworks import launch_or_plan
-    from rftlab.launch.fireworks import FireworksLauncher
-    from rftlab.launch.poker_preflight import poker_preflight
-    from rftlab.launch.poker_spec import load_poker_arm_spec, prime_mapping
-    from rftlab.rollout.poker_dataset import dataset_rows
+    from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
+    from rftlab.studies.poker import fireworks_launcher
 
     try:
         spec = load_poker_arm_spec(args.spec)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    launcher = FireworksLauncher(
-        account_id=args.account_id,
-        preflight=poker_preflight,
-        dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking),
-    )
+    launcher = fireworks_launcher(args.account_id)
     mapping = prime_mapping(spec)
     notes = ["Prime/verifiers setting -> Fireworks"] + [
         f"  {m['prime']} = {m['value']}  ->  {m['fireworks']}" for m in mapping

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -56,8 +57,8 @@ def _r4(x):
 
 def bench_baselines(runs: int = 5) -> dict[str, dict]:
     """Reference-policy summary on the official corpus: run 0 .. runs-1 and the stateless baseline."""
-    from rftlab.policies.spectrum import BENCH_POLICIES
-    from rftlab.rollout.spectrum_eval import evaluate_bench90
+    from rftlab.policies.spectrum.reference import BENCH_POLICIES
+    from rftlab.rollout.spectrum.evaluation import evaluate_bench90
 
     out: dict[str, dict] = {}
     for name, factory in BENCH_POLICIES.items():
@@ -110,7 +111,7 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
                 f"--episodes must be between 1 and {MAX_RFT_EPISODES} (about 9 ms an episode), got {args.episodes}"
             )
         _check_seed(args.seed)
-        from rftlab.analysis.summaries import rft_baselines
+        from rftlab.analysis.spectrum.summaries import rft_baselines
 
         results = rft_baselines(episodes=args.episodes, seed=args.seed, memory=args.memory)
         keys = ["mean_occ", "early_occ", "late_occ", "memory_gain", "mean_avail", "report_size", "carry_rate"]
@@ -122,8 +123,8 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench90(args: argparse.Namespace) -> int:
-    from rftlab.policies.spectrum import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
-    from rftlab.rollout.spectrum_eval import evaluate_bench90
+    from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
+    from rftlab.rollout.spectrum.evaluation import evaluate_bench90
 
     name = args.policy
     if name.startswith("rft:"):
@@ -161,7 +162,7 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
 def _cmd_dataset(args: argparse.Namespace) -> int:
     import shutil
 
-    from rftlab.rollout.dataset import dataset_jsonl, dataset_rows
+    from rftlab.rollout.spectrum.dataset import dataset_jsonl, dataset_rows
     from rftlab.runs import atomic_writer
 
     if not 1 <= args.n <= MAX_DATASET_ROWS:
@@ -245,12 +246,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (per-scan rewards included)")
     p.set_defaults(func=_cmd_bench90)
 
-    from rftlab.cli.spectrum_preflight import register_preflight
-
-    register_preflight(sub)
+    _register_preflight(sub)
 
 
 def _dump(obj: object) -> None:
     from rftlab.cli import print_json
 
     print_json(obj)  # strict JSON: a non-finite number becomes null
+
+
+def _register_preflight(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("preflight", help="check an arm spec's GRPO setup before a paid launch")
+    p.add_argument("spec", help="arm spec JSON file (data/specs/spectrum_*.json)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_preflight)
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    from rftlab.launch.spectrum.preflight import spectrum_preflight
+    from rftlab.launch.spectrum.spec import load_arm_spec
+
+    try:
+        spec = load_arm_spec(args.spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    report = spectrum_preflight(spec)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.render())
+    return 0 if report.passed else 1

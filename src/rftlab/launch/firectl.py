@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rftlab.launch.specs import SpectrumArmSpec
+from rftlab.launch.spectrum.spec import SpectrumArmSpec
 
 SECRET_FLAGS = frozenset({"--api-key", "--wandb-api-key"})
 # Our rule (platforms §1.4): PAUSED can be resumed, so it is not terminal.

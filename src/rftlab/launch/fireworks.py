@@ -44,7 +44,7 @@ from rftlab.launch.firectl import (
     rollout_dataset_id,
     status_message,
 )
-from rftlab.launch.specs import SpectrumArmSpec
+from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.runs import RunStore, load_run
 from rftlab.types import RunRef, RunStatus
 
@@ -109,7 +109,7 @@ class WatchResult:
 
 
 def _default_preflight(spec: SpectrumArmSpec):
-    from rftlab.launch.preflight import spectrum_preflight
+    from rftlab.launch.spectrum.preflight import spectrum_preflight
 
     return spectrum_preflight(spec)
 
@@ -121,7 +121,7 @@ class FireworksLauncher:
     account_id: str | None = None
     style: str = "noun-verb"
     firectl_factory: Callable[..., Firectl] = Firectl
-    preflight: Callable[[SpectrumArmSpec], Any] | None = None  # None: rftlab.launch.preflight
+    preflight: Callable[[SpectrumArmSpec], Any] | None = None  # None: rftlab.launch.spectrum.preflight
     dataset_rows: Callable[[SpectrumArmSpec], Iterable[Mapping[str, Any]]] | None = None
     backend: str = field(default=BACKEND, init=False)
 
@@ -335,7 +335,7 @@ class FireworksLauncher:
 
 def default_dataset_rows(spec: SpectrumArmSpec) -> Iterable[Mapping[str, Any]]:
     """The arm's eval-protocol rows (one per row id; the band comes from the env's per-row seed)."""
-    from rftlab.rollout.dataset import dataset_rows
+    from rftlab.rollout.spectrum.dataset import dataset_rows
 
     return dataset_rows(spec.rows, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix)
 
@@ -605,6 +605,7 @@ def epoch_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _mean(xs: Sequence[float]) -> float | None:
+    """The mean, or ``None`` (JSON null) for an epoch with no values: a missing metric is not a zero."""
     return sum(xs) / len(xs) if xs else None
 
 

@@ -1,7 +1,7 @@
 """A local OpenAI-compatible chat server in front of scripted spectrum policies.
 
 ``/v1/chat/completions`` answers with the served policy's action as a ``submit_report`` tool call (see
-``rftlab.policies.chat_spectrum`` for how the observation is rebuilt from the messages); ``/v1/models``
+``rftlab.policies.spectrum.chat`` for how the observation is rebuilt from the messages); ``/v1/models``
 lists the served policies. The request's ``model`` picks the policy (``openai/accumulate`` through litellm
 arrives as ``accumulate``). A real ASGI stack (FastAPI on uvicorn) bound to 127.0.0.1 only, so
 eval-protocol, litellm and the openai client run end to end offline against it.
@@ -32,8 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rftlab.policies.chat_poker import PromptParseError
-from rftlab.policies.chat_spectrum import ChatPolicyError, ChatSession, HiddenNotAvailable, ScanParseError
+from rftlab.policies.poker.chat import PromptParseError
+from rftlab.policies.spectrum.chat import ChatPolicyError, ChatSession, HiddenNotAvailable, ScanParseError
 
 HOST = "127.0.0.1"
 SESSION_HEADER = "x-rftlab-session"  # per-episode key of windowed requests (or the body's `user`)
@@ -41,7 +41,7 @@ SESSION_HEADER = "x-rftlab-session"  # per-episode key of windowed requests (or 
 
 def default_policies() -> dict[str, Callable[[], Any]]:
     """Every RFT reference policy by name (those reading hidden ground truth answer with an error)."""
-    from rftlab.policies.spectrum import RFT_POLICIES
+    from rftlab.policies.spectrum.reference import RFT_POLICIES
 
     return dict(RFT_POLICIES)
 
@@ -71,7 +71,7 @@ def create_app(
         appended to ``request_log`` when given. At most ``max_sessions`` episode sessions are kept (the least
     recently used is dropped first). ``chat`` is the chat adapter class, built per session from a policy
     factory, with a ``respond(messages)`` method and the name of its ``tool`` (default the spectrum
-    ``ChatSession`` and ``submit_report``; ``rftlab.policies.chat_poker.PokerChat`` serves poker policies
+    ``ChatSession`` and ``submit_report``; ``rftlab.policies.poker.chat.PokerChat`` serves poker policies
     with ``poker_act``)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse

@@ -341,7 +341,8 @@ def occupied_iou_reference(
 # ------------------------------------------------------------------------------ task metrics
 
 
-def _mean(xs: Sequence[float]) -> float:
+def mean_score(xs: Sequence[float]) -> float:
+    """The mean of per-scan scores; 0.0 for none (CLBench scores an empty list as 0)."""
     return sum(xs) / len(xs) if xs else 0.0
 
 
@@ -349,15 +350,15 @@ def task_metrics(scores: Sequence[float]) -> dict[str, Any]:
     """CLBench BSM ``evaluate`` metrics over per-scan scores in presentation order (A.8)."""
     n = len(scores)
     half = max(1, n // 2)
-    first = _mean(scores[:half])
-    second = _mean(scores[half:])
+    first = mean_score(scores[:half])
+    second = mean_score(scores[half:])
     loss_curve = []
     cum = 0.0
     for s in scores:
         cum += 1.0 - s
         loss_curve.append(round(cum, 4))
     return {
-        "mean_score": round(_mean(scores), 4),
+        "mean_score": round(mean_score(scores), 4),
         "score_curve": list(scores),
         "first_half_score": round(first, 4),
         "second_half_score": round(second, 4),
@@ -413,21 +414,21 @@ def as_reported(x: float) -> float:
 def early_late(values: Sequence[float]) -> tuple[float, float]:
     """Early/late half means with ``half = max(1, n // 2)`` (B.8; with n = 1 the late mean is 0)."""
     half = max(1, len(values) // 2)
-    return _mean(values[:half]), _mean(values[half:])
+    return mean_score(values[:half]), mean_score(values[half:])
 
 
 def spectrum_reward(occ: Sequence[float]) -> float:
     """``3 × mean(occ)`` over scored scans, ``−0.2`` when none was scored (B.8)."""
     if not occ:
         return INCOMPLETE_PENALTY
-    return OCC_SCALE * _mean(occ)
+    return OCC_SCALE * mean_score(occ)
 
 
 def spectrum_avail_reward(avail: Sequence[float]) -> float:
     """Bench-pure variant: ``3 × mean(avail)``, ``−0.2`` when none was scored."""
     if not avail:
         return INCOMPLETE_PENALTY
-    return OCC_SCALE * _mean(avail)
+    return OCC_SCALE * mean_score(avail)
 
 
 def carried_count(echo: Sequence[float], report: Sequence[float], tau: float) -> int:
@@ -477,15 +478,15 @@ def episode_metrics(scans: Sequence[Mapping[str, Any]], tau: float = CARRY_TAU) 
         early, late = early_late(occ)
         a_early, a_late = early_late(avail)
         out.update(
-            mean_occ=_mean(occ),
+            mean_occ=mean_score(occ),
             early_occ=early,
             late_occ=late,
             memory_gain=late - early,
-            mean_avail=_mean(avail),
+            mean_avail=mean_score(avail),
             early_avail=a_early,
             late_avail=a_late,
             avail_gain=a_late - a_early,
-            report_size=_mean(sizes),
+            report_size=mean_score(sizes),
         )
     out["carry_rate"] = carry_rate(pairs, tau)
     for t in CARRY_TAUS_SENSITIVITY:

@@ -4,7 +4,8 @@ Advantages (one group = the candidates of one dataset row in one epoch, all faci
 
 - ``grpo``: ``A_i = (r_i − mean(r)) / sd(r)`` with the sample standard deviation (``ddof=1``); a group
   whose rewards are all equal has ``A_i = 0`` (no signal, no division by zero).
-- ``mean_only`` (the cookbook-style variant): ``A_i = r_i − mean(r)``.
+- ``mean_only`` (the cookbook-style variant): ``A_i = r_i − mean(r)``; ``group_mean`` is the one
+  implementation, for any grouping (the GS1 study's GRPO arm uses it with prompt ids as groups).
 
 The policy-gradient estimate is the score-function form ``g = (1/N) Σ_i A_i ∇θ log π(τ_i)`` over the N
 rollouts of a batch; Adam then takes an ascent step.
@@ -12,13 +13,36 @@ rollouts of a batch; Adam then takes an ascent step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 ADVANTAGE_KINDS = ("grpo", "mean_only")
+
+
+def group_mean(rewards: Sequence[float], group_ids: Sequence[Any]) -> np.ndarray:
+    """``r - mean(r over the rollouts with the same group id)`` in float64 (the cookbook's GRPO)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1:
+        raise ValueError(f"rewards must be 1-dimensional, got shape {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards contains a non-finite value")
+    if len(group_ids) != r.size:
+        raise ValueError(f"{len(group_ids)} group ids for {r.size} rewards")
+    groups: dict[Any, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        groups.setdefault(_key(g), []).append(i)
+    out = np.empty_like(r)
+    for members in groups.values():
+        idx = np.asarray(members)
+        out[idx] = r[idx] - r[idx].mean()
+    return out
+
+
+def _key(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def group_advantages(rewards: np.ndarray, kind: str = "grpo", eps: float = 1e-12) -> np.ndarray:
@@ -28,7 +52,8 @@ def group_advantages(rewards: np.ndarray, kind: str = "grpo", eps: float = 1e-12
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 2 or r.shape[1] < 2:
         raise ValueError("rewards must be (groups, candidates) with at least 2 candidates per group")
-    centred = r - r.mean(axis=1, keepdims=True)
+    rows = np.repeat(np.arange(r.shape[0]), r.shape[1])
+    centred = group_mean(r.reshape(-1), rows).reshape(r.shape)
     if kind == "mean_only":
         return centred
     sd = r.std(axis=1, ddof=1, keepdims=True)

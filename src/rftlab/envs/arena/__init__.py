@@ -4,7 +4,7 @@ Modules: ``world`` (state, generation, observations, fingerprints), ``rules`` (a
 resolution), ``reward`` (team value, zero-sum reward), ``oracle`` (exact joint-action solver),
 ``protocol`` (prompts, strict parsers, reference broadcasts), ``cases`` (the frozen 60-case manifest and
 RED's styles) and ``env`` (``ArenaEnv``). The scripted team policy, the model-free baselines and their
-evaluation are policies: ``rftlab.policies.arena``.
+evaluation are policies: ``rftlab.policies.arena.scripted``.
 Mechanics: ``specs/arena.md``.
 """
 

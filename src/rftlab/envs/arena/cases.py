@@ -7,7 +7,7 @@ import json
 from typing import NamedTuple
 
 STYLES: tuple[str, ...] = ("balanced", "aggressive", "defensive")
-"""RED's scripted styles (§6); the local-priority table of each is in ``rftlab.policies.arena``."""
+"""RED's scripted styles (§6); the local-priority table of each is in ``rftlab.policies.arena.scripted``."""
 
 FROZEN_MANIFEST_SHA256 = "b53bfc523043ec71cc69f851d0819511c5a9f0b4f09520898f30954bbe874b29"
 FROZEN_CASE_COUNT = 60

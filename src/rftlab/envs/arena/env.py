@@ -4,7 +4,7 @@ The arena is a two-team game, mapped onto the single-agent ``rftlab.types.Env`` 
 
 - the action of one ``step`` is the **joint** action of every agent that acts this turn (a mapping
   ``agent_id -> Action | JSON-form dict | None``; missing agents WAIT), BLUE's and RED's alike — a
-  policy driving the env (e.g. ``rftlab.policies.arena.ScriptedJointPolicy``) chooses for both teams;
+  policy driving the env (e.g. ``rftlab.policies.arena.scripted.ScriptedJointPolicy``) chooses for both teams;
 - ``StepResult.reward`` is **BLUE's** team reward for the turn (the arena is zero-sum: RED's is its
   negative); both teams' rewards are in ``info.team_rewards``;
 - the observation is an ``ArenaObservation``: every agent's own observation (what its prompt shows) and

@@ -134,7 +134,7 @@ def duplicate_targets(actions: Mapping[str, Action], members: list[str]) -> tupl
 
 
 @dataclass(frozen=True)
-class StepResult:
+class TurnResolution:
     """The outcome of one turn: the next state, both team rewards and the resolution record."""
 
     state: GameState
@@ -188,7 +188,7 @@ def validate_joint_action(
     return resolved, invalid, events
 
 
-def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = True) -> StepResult:
+def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = True) -> TurnResolution:
     """Resolve one simultaneous turn for all agents (§4). The input state is left untouched."""
     resolved, invalid, events = validate_joint_action(state, joint_actions)
     order = sorted(state.agents)
@@ -289,7 +289,7 @@ def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = Tr
     after = {team: team_value(nxt, team) for team in TEAMS}  # 10. rewards
     invalid_counts = {team: sum(1 for a in invalid if team_of[a] == team) for team in TEAMS}
     rewards = {team: team_reward(before[team], after[team], scans, invalid_counts, team) for team in TEAMS}
-    return StepResult(
+    return TurnResolution(
         state=nxt,
         rewards=rewards,
         events=tuple(events),

@@ -12,9 +12,9 @@
   ``rft`` (``SpectrumRFTEnv``, the episode; it re-exports the names above).
 - ``systems``: the CLBench ``icl`` and ``icl_notepad`` context regimes for text policies.
 
-Scores and metrics live in ``rftlab.rewards.spectrum``; reference policies in ``rftlab.policies.spectrum``;
-the bench90 evaluation in ``rftlab.rollout.spectrum_eval``; eval-protocol dataset rows in
-``rftlab.rollout.dataset``; summaries in ``rftlab.analysis.summaries``.
+Scores and metrics live in ``rftlab.rewards.spectrum``; reference policies in ``rftlab.policies.spectrum.reference``;
+the bench90 evaluation in ``rftlab.rollout.spectrum.evaluation``; eval-protocol dataset rows in
+``rftlab.rollout.spectrum.dataset``; summaries in ``rftlab.analysis.summaries``.
 """
 
 from rftlab.envs.spectrum.bench import (

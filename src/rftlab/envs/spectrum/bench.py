@@ -13,7 +13,7 @@ metrics, the stateless baseline, and the bench90 evaluation of any policy (spec 
 (``rftlab.rollout.episode(env, policy)`` is that loop.) The observation is always a ``BenchObservation``:
 after ``reset`` it carries no feedback (``content is None``) and the first query; after a step it carries
 the feedback on the scan just scored and the next query (``None`` when the run is over). The bench90
-evaluation lives in ``rftlab.rollout.spectrum_eval``.
+evaluation lives in ``rftlab.rollout.spectrum.evaluation``.
 """
 
 from __future__ import annotations

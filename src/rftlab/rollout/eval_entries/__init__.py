@@ -1,8 +1,8 @@
 """eval-protocol ``@evaluation_test`` entry modules for the spectrum RFT env, and their scoring.
 
 - ``spectrum_turn``: the bench-shaped path (``SpectrumTurnProcessor``: scans as user messages).
-- ``spectrum_mcp_eval``: the McpGym path (``rftlab.rollout.spectrum_mcp`` server, scans as tool results).
-- ``poker_mcp_eval``: the poker RFT env on the McpGym path (``rftlab.rollout.poker_mcp``, the ``poker_act``
+- ``spectrum_mcp_eval``: the McpGym path (``rftlab.rollout.spectrum.mcp`` server, scans as tool results).
+- ``poker_mcp_eval``: the poker RFT env on the McpGym path (``rftlab.rollout.poker.mcp``, the ``poker_act``
   tool), scored from the env-authored messages (``poker_scoring``).
 - ``scoring``: the env's own scoring of a rollout transcript (replay) as an ``EvaluateResult``.
 - ``settings``: the entry modules' rows and completion parameters, read from the environment.

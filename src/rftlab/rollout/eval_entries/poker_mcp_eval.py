@@ -1,4 +1,4 @@
-"""``@evaluation_test`` entry: the poker RFT env on the McpGym path (``rftlab.rollout.poker_mcp`` started
+"""``@evaluation_test`` entry: the poker RFT env on the McpGym path (``rftlab.rollout.poker.mcp`` started
 by ``MCPGymRolloutProcessor`` through the project's ``SpectrumMcpGymProcessor``, windowed as B.4: the
 model sees the system prompt and the messages from the last ``FEEDBACK FROM PREVIOUS INSTANCE`` onward,
 the row keeps the full transcript; the first hand's prompt as the first user message, later prompts as ``poker_act`` results),
@@ -15,10 +15,10 @@ from eval_protocol.models import EvaluationRow
 from eval_protocol.pytest import evaluation_test
 
 from rftlab.rollout.eval_entries import settings
-from rftlab.rollout.eval_entries.poker_scoring import score_poker_row
-from rftlab.rollout.poker_dataset import dataset_rows
-from rftlab.rollout.poker_mcp import poker_hands
-from rftlab.rollout.processors import SpectrumMcpGymProcessor
+from rftlab.rollout.poker.dataset import dataset_rows
+from rftlab.rollout.poker.mcp import poker_hands
+from rftlab.rollout.poker.scoring import score_poker_row
+from rftlab.rollout.spectrum.processors import SpectrumMcpGymProcessor
 
 SERVER_SCRIPT = str(Path(__file__).resolve().with_name("poker_mcp_server.py"))
 MCP_STEPS = 300  # B.4

@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig
-from rftlab.rollout.dataset import dataset_rows
+from rftlab.rollout.spectrum.dataset import dataset_rows
 
 DEFAULT_MODEL = "accounts/fireworks/models/qwen3-1p7b"
 

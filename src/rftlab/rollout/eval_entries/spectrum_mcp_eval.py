@@ -1,4 +1,4 @@
-"""``@evaluation_test`` entry: the spectrum RFT env on the McpGym path (``rftlab.rollout.spectrum_mcp``
+"""``@evaluation_test`` entry: the spectrum RFT env on the McpGym path (``rftlab.rollout.spectrum.mcp``
 started by ``MCPGymRolloutProcessor``; scan 1 as the first user message, later scans as tool results),
 scored by the env's replay of the executed tool calls (``scoring.score_mcp_row``). Settings come from the
 environment (``settings``; ``$RFTLAB_MCP_PORT`` picks the server port, default 9700). No
@@ -11,9 +11,9 @@ from eval_protocol.models import EvaluationRow
 from eval_protocol.pytest import evaluation_test
 
 from rftlab.rollout.eval_entries import settings
-from rftlab.rollout.eval_entries.scoring import score_mcp_row
-from rftlab.rollout.processors import SpectrumMcpGymProcessor
-from rftlab.rollout.spectrum_mcp import MCP_MAX_TOTAL_CALLS, mcp_config
+from rftlab.rollout.spectrum.mcp import MCP_MAX_TOTAL_CALLS, mcp_config
+from rftlab.rollout.spectrum.processors import SpectrumMcpGymProcessor
+from rftlab.rollout.spectrum.scoring import score_mcp_row
 
 SERVER_SCRIPT = str(Path(__file__).resolve().with_name("spectrum_mcp_server.py"))
 CONFIG = mcp_config()

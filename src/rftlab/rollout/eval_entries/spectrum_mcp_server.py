@@ -10,7 +10,7 @@ try:
 except ImportError:  # run from a source tree without an install: put src/ on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from rftlab.rollout.spectrum_mcp import main
+from rftlab.rollout.spectrum.mcp import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -7,8 +7,8 @@ from eval_protocol.models import EvaluationRow
 from eval_protocol.pytest import evaluation_test
 
 from rftlab.rollout.eval_entries import settings
-from rftlab.rollout.eval_entries.scoring import score_turn_row
-from rftlab.rollout.processors import SpectrumTurnProcessor
+from rftlab.rollout.spectrum.processors import SpectrumTurnProcessor
+from rftlab.rollout.spectrum.scoring import score_turn_row
 
 
 @evaluation_test(

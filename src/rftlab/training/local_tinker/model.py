@@ -110,7 +110,7 @@ def _cached_bpe_tokenizer() -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from rftlab.envs.math import QUESTION_SUFFIX, train_problems
+    from rftlab.envs.gs1 import QUESTION_SUFFIX, train_problems
 
     corpus: list[str] = []
     for p in train_problems(BPE_CORPUS_SIZE, seed=BPE_CORPUS_SEED):

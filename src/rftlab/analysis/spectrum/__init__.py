@@ -1,0 +1,1 @@
+"""Spectrum-memory analysis: episode summaries, the study's per-epoch series and comparisons, design power."""

@@ -1,0 +1,43 @@
+"""The GS1 study's one grader: tinker-cookbook's GSM8K grader from its ``math_rl`` recipe (reused, not
+copied). The last ``\\boxed{...}`` of the response (``extract_boxed``) is checked against the reference
+number with the cookbook's ``safe_grade`` (mathd normalisation, then a sympy equality check, 1 s timeout).
+No box, a wrong or unparseable answer, a grader failure or a timeout all score 0."""
+
+from __future__ import annotations
+
+from tinker_cookbook.recipes.math_rl.math_env import safe_grade
+from tinker_cookbook.recipes.math_rl.math_grading import extract_boxed
+
+QUESTION_SUFFIX = " Write your answer in \\boxed{} format."
+"""The math_rl environments' question suffix (``MathEnv.question_suffix()``), kept identical."""
+
+GRADE_TIMEOUT_S = 1.0
+
+
+def boxed_answer(response: str) -> str | None:
+    """The content of the last ``\\boxed{}`` in ``response``, or ``None`` when there is none."""
+    try:
+        return extract_boxed(response)
+    except ValueError:
+        return None
+
+
+def grade(response: str, answer: str) -> float:
+    """The exact-answer reward of the cookbook's ``rl_loop``: 1.0 when the boxed answer grades equal to
+    ``answer``, else 0.0."""
+    given = boxed_answer(response)
+    if given is None:
+        return 0.0
+    try:
+        return 1.0 if safe_grade(given, answer, "sympy", GRADE_TIMEOUT_S) else 0.0
+    except Exception:  # the grader's own parse failures on garbage answers
+        return 0.0
+
+
+def is_correct(response: str, final: str) -> bool:
+    """Whether ``response``'s boxed answer equals ``final`` under the cookbook's grader."""
+    return grade(response, final) == 1.0
+
+
+reward = grade
+"""The reward of one response (the same function as ``grade``)."""

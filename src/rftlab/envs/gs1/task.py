@@ -1,0 +1,71 @@
+"""The GS1 study's task in the loop's format: problems with ids, the prompt format, and the GSM8K rows of
+tinker-cookbook's ``math_rl`` recipe turned into problems. Pure (loading the Hub dataset is the launch
+layer's job: ``rftlab.launch.gs1.backend``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rftlab.envs.gs1.grading import QUESTION_SUFFIX
+from rftlab.envs.gs1.problems import test_problems, train_problems
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One GSM8K-style item: its id, the question and the final answer (a number as text)."""
+
+    item_id: str
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class MathTask:
+    """Train and test problems plus the prompt format (the cookbook's math_rl one by default)."""
+
+    name: str
+    train: tuple[Problem, ...]
+    test: tuple[Problem, ...]
+    convo_prefix: tuple[Mapping[str, str], ...] | None = None
+    question_suffix: str = QUESTION_SUFFIX
+
+    def prompt(self, renderer: Any, problem: Problem):
+        convo = [dict(m) for m in (self.convo_prefix or ())]
+        convo.append({"role": "user", "content": problem.question + self.question_suffix})
+        return renderer.build_generation_prompt(convo)
+
+
+def cookbook_math_prompt_format() -> dict[str, Any]:
+    """The math_rl GSM8K prompt pieces: ``MathEnv.standard_fewshot_prefix()`` and ``question_suffix()``."""
+    from tinker_cookbook.recipes.math_rl.math_env import MathEnv
+
+    return {
+        "convo_prefix": tuple(dict(m) for m in MathEnv.standard_fewshot_prefix()),
+        "question_suffix": MathEnv.question_suffix(),
+    }
+
+
+def gsm8k_problems(rows: Iterable[Mapping[str, Any]], split: str) -> tuple[Problem, ...]:
+    """GSM8K rows (``question``, ``answer`` with ``#### N``) as problems with ids ``<split>-<index>``."""
+    from tinker_cookbook.recipes.math_rl.math_env import extract_gsm8k_final_answer
+
+    return tuple(
+        Problem(f"{split}-{i}", row["question"], extract_gsm8k_final_answer(row["answer"]))
+        for i, row in enumerate(rows)
+    )
+
+
+def local_task(n_train: int) -> MathTask:
+    """The local GSM8K-style task (``rftlab.envs.gs1.problems``): ``n_train`` train-stream problems and the
+    fixed 1319-item test set, without the few-shot prefix."""
+    train = train_problems(n_train, 0)
+    test = test_problems()
+    return MathTask(
+        "local_math",
+        tuple(Problem(f"train-{i}", p.question, p.final) for i, p in enumerate(train)),
+        tuple(Problem(f"test-{i}", p.question, p.final) for i, p in enumerate(test)),
+        convo_prefix=None,
+        question_suffix=QUESTION_SUFFIX,
+    )

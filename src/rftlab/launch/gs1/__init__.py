@@ -1,0 +1,1 @@
+"""GS1 study launch: the backend composition (local or Tinker) and the correctness preflight."""

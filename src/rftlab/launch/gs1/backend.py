@@ -1,0 +1,154 @@
+"""Composition of the GS1 study's backend: the one place that builds real clients.
+
+``make_gs1_backend("tinker" | "local", spec)`` returns the service client, the renderer, the task and
+the arm configs for that backend; the loop (``rftlab.training.gs1.rl_loop``) then runs the same code on
+either. Nothing here runs at import time, and tests inject fakes instead of calling it for ``tinker``.
+
+* ``tinker`` — ``tinker.ServiceClient()`` (credentials from ``TINKER_API_KEY`` only), the spec's base
+  model with the cookbook renderer named explicitly (``qwen3_5``: the spec's ``Qwen/Qwen3.5-2B`` is not in
+  the cookbook's ``model_info``), GSM8K from the Hugging Face Hub, the spec's sizes.
+* ``local`` — the in-process tinker-compatible backend (``rftlab.training.local_tinker``) on its tiny
+  Qwen3-architecture model after its supervised warm start (a merged base-model directory, built once
+  and reused; both arms start fresh seed-0 LoRAs on it), the local GSM8K-style task (``rftlab.envs.gs1``) and the spec's recipe at the
+  sizes in ``LOCAL_SIZES`` (steps, rollouts per step and eval items as in the spec; shorter responses).
+  Checkpoints go to a folder beside the run store so a new process can resume.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rftlab.envs.gs1.task import MathTask, cookbook_math_prompt_format, gsm8k_problems, local_task
+from rftlab.training.gs1.rl_loop import DEFAULT_RENDERER, GS1ArmConfig, arms_from_spec
+
+BACKENDS = ("local", "tinker")
+LOCAL_RENDERER = "qwen3_5_disable_thinking"
+LOCAL_SIZES: dict[str, Any] = {"max_tokens": 32, "eval_max_tokens": 32}
+QUICK_SIZES: dict[str, Any] = {
+    "steps": 2,
+    "n_eval": 16,
+    "n_train": 64,
+    "max_tokens": 24,
+    "eval_max_tokens": 24,
+}
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot be built here (no credentials, missing component)."""
+
+
+@dataclass
+class GS1Backend:
+    name: str
+    service_client: Any
+    renderer: Any
+    task: MathTask
+    arms: dict[str, GS1ArmConfig]
+    warm_start: dict[str, Any] | None = None  # local backend: the supervised warm start's record
+
+
+def default_backend() -> str:
+    """``tinker`` when ``TINKER_API_KEY`` is set, else ``local``."""
+    return "tinker" if os.environ.get("TINKER_API_KEY") else "local"
+
+
+def local_storage_dir(root: str | Path) -> Path:
+    """Where the local backend keeps checkpoints for the run store at ``root`` (beside it, hidden)."""
+    root = Path(root).resolve()
+    return root.parent / f".{root.name}_local_tinker"
+
+
+def quick_arms(arms: Mapping[str, GS1ArmConfig]) -> dict[str, GS1ArmConfig]:
+    """Smoke sizes: 2 steps, a quarter of the rollouts per step, 16 eval items."""
+    from dataclasses import replace
+
+    out = {}
+    for name, cfg in arms.items():
+        groups = (
+            max(1, cfg.groups_per_batch // 4) if cfg.group_size > 1 else max(4, cfg.groups_per_batch // 4)
+        )
+        out[name] = replace(cfg, groups_per_batch=groups, **QUICK_SIZES)
+    return out
+
+
+def load_gsm8k_task() -> MathTask:
+    """``openai/gsm8k`` (``main``) from the Hugging Face Hub (needs the network or a warm cache)."""
+    import datasets
+
+    ds = datasets.load_dataset("openai/gsm8k", "main")
+    return MathTask(
+        "gsm8k",
+        gsm8k_problems(ds["train"], "train"),
+        gsm8k_problems(ds["test"], "test"),
+        **cookbook_math_prompt_format(),
+    )
+
+
+def make_gs1_backend(
+    name: str,
+    spec: Mapping[str, Any],
+    root: str | Path = "runs",
+    quick: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+) -> GS1Backend:
+    """Build the backend ``name`` for the spec (see the module docstring)."""
+    from tinker_cookbook import renderers
+
+    warm = None
+    if name not in BACKENDS:
+        raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name == "tinker":
+        if not os.environ.get("TINKER_API_KEY"):
+            raise BackendUnavailable("the tinker backend needs TINKER_API_KEY in the environment")
+        import tinker
+        from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+        arms = arms_from_spec(spec, renderer_name=DEFAULT_RENDERER, **dict(overrides or {}))
+        service = tinker.ServiceClient()
+        renderer = renderers.get_renderer(DEFAULT_RENDERER, get_tokenizer(spec["base_model"]))
+        task = load_gsm8k_task()
+    else:
+        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
+
+        if quick:  # smoke size: no warm start (expect the preflight to stop on constant rewards)
+            base_model, model_dirs = TINY_MODEL, []
+        else:
+            from rftlab.training.gs1.warm_start import WarmStartConfig, prepare_base_model
+
+            ws = prepare_base_model(
+                local_storage_dir(root) / "warm_start", WarmStartConfig(renderer_name=LOCAL_RENDERER)
+            )
+            warm = {
+                "path": ws.path,
+                "steps": ws.steps,
+                "reached_target": ws.reached_target,
+                "final_reward": ws.final_reward,
+                "history": ws.history,
+                "seconds": ws.seconds,
+                "config": ws.config,
+            }
+            base_model, model_dirs = ws.path, [ws.path]
+        sizes = {
+            "base_model": base_model,
+            "renderer_name": LOCAL_RENDERER,
+            "task": "local_math",
+            **LOCAL_SIZES,
+            **dict(overrides or {}),
+        }
+        arms = arms_from_spec(spec, **sizes)
+        service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=model_dirs)
+        # the base model's own tokenizer (a built-in name is registered with the cookbook by the backend;
+        # a warm-started directory carries its tokenizer), exactly as on the tinker path
+        from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+        renderer = renderers.get_renderer(LOCAL_RENDERER, get_tokenizer(base_model))
+        task = None
+    if quick:
+        arms = quick_arms(arms)
+    if task is None:
+        task = local_task(max(cfg.n_train for cfg in arms.values()))
+    return GS1Backend(name, service, renderer, task, arms, warm)

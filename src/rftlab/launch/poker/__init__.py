@@ -1,0 +1,1 @@
+"""Poker RFT launch: arm specs (with the Prime/verifiers → Fireworks mapping) and the preflight."""

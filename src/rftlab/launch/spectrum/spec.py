@@ -1,0 +1,59 @@
+"""Arm specs of the spectrum-memory study: one JSON file per arm under ``data/specs/``.
+
+A spec holds everything that decides the experiment's outcome on every backend (prompt variant, memory
+channel, sizes, optimiser settings, seed) plus the settings only the Fireworks job uses (``fireworks``).
+Its SHA-256 (``sha256()``, canonical JSON of ``to_dict()``) is what the run store keys reuse on; a
+changed spec is a new spec. Implementation settings (which occupied-IoU scorer, whether prompts are
+rendered, progress bars) are not part of a spec.
+
+    spec = load_arm_spec("data/specs/spectrum_C.json")
+    spec.arm, spec.prompt, spec.memory, spec.learning_rate
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rftlab.launch.specs import FireworksJobSettings, load_spec_file
+from rftlab.runs.hashing import spec_sha256
+
+
+class SpectrumArmSpec(BaseModel):
+    """One arm of the spectrum-memory study (spec B.10 arms, plus D: agent-managed notepad)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    experiment: str = "spectrum_memory"
+    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    # --- the task
+    prompt: Literal["explicit", "weak"]
+    memory: Literal["none", "echo", "scrambled", "notepad"]
+    rows: int = Field(48, ge=1, le=100_000)
+    row_prefix: str | None = None  # None: the dataset's default prefix for (prompt, memory)
+    num_scans: int = Field(12, ge=2, le=200)
+    epoch_salt: bool = True  # fresh bands every epoch
+    notepad_write_cost: float = Field(0.0, ge=0.0)  # arm D: reward cost per notepad write
+    # --- GRPO
+    epochs: int = Field(12, ge=1, le=1000)
+    response_candidates: int = Field(12, ge=2, le=256)
+    learning_rate: float = Field(1e-4, ge=0.0, lt=1.0)
+    temperature: float = Field(1.2, gt=0.0, le=10.0)
+    advantage: Literal["grpo", "mean_only"] = "grpo"  # group-normalised, or cookbook-style r - mean
+    seed: int = Field(0, ge=0)
+    # --- Fireworks-only settings (None: the arm is local-only)
+    fireworks: FireworksJobSettings | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def sha256(self) -> str:
+        return spec_sha256(self.to_dict())
+
+
+def load_arm_spec(path: str | Path) -> SpectrumArmSpec:
+    """Read and validate a spectrum arm spec file (``data/specs/spectrum_*.json``)."""
+    return load_spec_file(path, SpectrumArmSpec)

@@ -1,0 +1,1 @@
+"""Poker rollouts: play over schedules, eval-protocol dataset rows, the McpGym server and its scoring."""

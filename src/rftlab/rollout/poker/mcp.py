@@ -1,0 +1,189 @@
+"""The poker RFT env as an eval-protocol ``McpGym`` server (spec B.1, B.2; issue 14 item 3).
+
+One tool, ``poker_act(action, thinking="", amount=-1, notepad_update="")`` (B.2's parameters and
+sentinels: ``amount < 0`` → no amount; a blank ``notepad_update`` keeps the notepad). The notepad
+(≤ ``NOTEPAD_MAX_CHARS``, longer updates are cut) is applied before the action is stepped, also when the
+action turns out illegal. The first hand's prompt is the initial observation (the row's first user
+message through the template ``{observation}``); every tool result is ``{"observation": <text>,
+"instance_complete": bool}`` with the text formatted as B.1: mid-hand ``FEEDBACK: {obs}\\n\\n{prompt}``;
+after a hand ends ``FEEDBACK FROM PREVIOUS INSTANCE:\\n{obs}``, the notepad block (if non-empty) and the
+next hand's prompt joined by blank lines. The last result carries the env's ``HAND_PROFITS_BB:`` /
+``OPPONENT_POLICY:`` lines. The per-step control-plane reward is the BB result of the hands the step
+completed (the env's step reward); termination goes to the control plane too.
+
+Env per session, RFT mode (``$RFTLAB_POKER_HANDS`` hands, default 16; illegal-action retry limit 3).
+Row-shared seeding (B.1): the server only sees eval-protocol's session id, which is a deterministic hash
+of the dataset row (row id, environment context) and the model (``mcp_env.gen_session_id``), so the env is
+reset with the **session id as the row key**: ``(opponent, card_seed) = row_assignment(session_id)``.
+Every candidate of a row (same row, model and config → same session id) faces the same opponent and
+cards; ``rftlab.rollout.poker.scoring.row_key`` recomputes the key from a result row. The
+env is seeded the first time the session is touched (initial-state request or tool call), as in
+``rftlab.rollout.spectrum.mcp``.
+
+Launch: ``python -m rftlab.rollout.poker.mcp --port 9701`` or the launcher script
+``rftlab/rollout/eval_entries/poker_mcp_server.py --port N`` (what ``MCPGymRolloutProcessor`` runs).
+
+No ``from __future__ import annotations`` in this module: FastMCP reads the tool function's annotations
+at registration time (platforms G1).
+"""
+
+import argparse
+import os
+from typing import Any
+
+from eval_protocol.mcp.adapter import EnvironmentAdapter
+from mcp.server.fastmcp import Context
+
+from rftlab.envs.poker.env import ILLEGAL_RETRY_LIMIT, RFT_HANDS, PokerEnv, PokerEnvConfig
+from rftlab.rollout.mcp_sessions import SessionSeededGym
+
+NOTEPAD_MAX_CHARS = 2000
+PLACEHOLDER_KEY = "unseeded"  # the base class builds an env before any session exists; it is never scored
+TOOL_DESCRIPTION = (
+    "Take your poker action for the current decision and optionally update your notepad. thinking: your "
+    "reasoning. action: FOLD, CALL, CHECK or RAISE. amount: the total to raise to (RAISE only; -1 "
+    "otherwise). notepad_update: replaces your notepad entirely (empty keeps it); the notepad is your "
+    "only memory across hands."
+)
+
+
+def poker_hands() -> int:
+    raw = os.environ.get("RFTLAB_POKER_HANDS") or ""
+    hands = int(raw) if raw.strip() else RFT_HANDS
+    if hands < 1:
+        raise ValueError(f"RFTLAB_POKER_HANDS must be >= 1, got {hands}")
+    return hands
+
+
+def mcp_config(hands: int | None = None) -> PokerEnvConfig:
+    return PokerEnvConfig(mode="rft", hands=hands or poker_hands(), illegal_retry_limit=ILLEGAL_RETRY_LIMIT)
+
+
+def initial_text(obs: Any) -> str:
+    """The first message: the first hand's prompt ("" when every hand ended before the first decision)."""
+    return obs.next_query.prompt if obs.next_query is not None else ""
+
+
+def step_text(obs: Any, notepad: str) -> str:
+    """A step's observation text (module docstring, B.1)."""
+    if not obs.instance_complete:
+        prompt = obs.next_query.prompt if obs.next_query is not None else ""
+        return f"FEEDBACK: {obs.content}\n\n{prompt}"
+    parts = [f"FEEDBACK FROM PREVIOUS INSTANCE:\n{obs.content}"]
+    if notepad:
+        parts.append(f"=== YOUR NOTEPAD ===\n{notepad}\n===================")
+    if obs.next_query is not None:
+        parts.append(obs.next_query.prompt)
+    return "\n\n".join(parts)
+
+
+class PokerSession:
+    """One session's env and notepad: ``act`` applies the notepad update, steps the env and returns
+    ``(observation text, instance_complete, reward, done)``."""
+
+    def __init__(self, config: PokerEnvConfig, key: Any = PLACEHOLDER_KEY):
+        self.env = PokerEnv(config)
+        self.reset(key)
+
+    def reset(self, key: Any) -> None:
+        self.first = self.env.reset(key)
+        self.notepad = ""
+        self.last_text = initial_text(self.first)
+        self.instance_complete = False
+        self.done = False
+
+    def act(self, action: str, thinking: str = "", amount: int = -1, notepad_update: str = ""):
+        if self.done:  # a call after the episode ended changes nothing
+            return self.last_text, self.instance_complete, 0.0, True
+        if isinstance(notepad_update, str) and notepad_update.strip():
+            self.notepad = notepad_update[:NOTEPAD_MAX_CHARS]
+        name = action.strip().upper() if isinstance(action, str) else action
+        args = {
+            "action": name,
+            "amount": int(amount) if isinstance(amount, int | float) and amount >= 0 else None,
+            "thinking": thinking if isinstance(thinking, str) else "",
+        }
+        result = self.env.step(args)
+        obs = result.observation
+        self.last_text = step_text(obs, self.notepad)
+        self.instance_complete = bool(obs.instance_complete)
+        self.done = bool(result.done)
+        return self.last_text, self.instance_complete, float(result.reward), self.done
+
+
+class PokerAdapter(EnvironmentAdapter):
+    """``EnvironmentAdapter`` over ``PokerSession``; actions are ``poker_act`` argument dicts."""
+
+    def __init__(self, config: PokerEnvConfig):
+        self.config = config
+
+    def get_default_config(self) -> dict[str, Any]:
+        return {}
+
+    def create_environment(self, config: dict[str, Any] | None = None, key: Any = PLACEHOLDER_KEY):
+        return PokerSession(self.config, key)
+
+    def create_environment_with_seed(self, config, *, seed=None):
+        env = self.create_environment(config, seed if seed else PLACEHOLDER_KEY)
+        return env, env, {"opponent": env.env.opponent}
+
+    def reset_environment(self, env: PokerSession, seed: Any = None):
+        env.reset(seed if seed else PLACEHOLDER_KEY)
+        return env, {}
+
+    def step_environment(self, env: PokerSession, action: dict[str, Any]):
+        _text, _complete, reward, done = env.act(**action)
+        return env, reward, done, False, {}
+
+    def close_environment(self, env: PokerSession) -> None:
+        pass
+
+    def parse_action(self, action_str: str) -> Any:
+        return action_str
+
+    def format_observation(self, observation: Any) -> Any:
+        return observation.last_text
+
+
+class PokerMcpGym(SessionSeededGym):
+    """The McpGym server (module docstring)."""
+
+    def __init__(self, config: "PokerEnvConfig | None" = None, **kwargs: Any):
+        self.config = config or mcp_config()
+        super().__init__("Poker-RFT-v1", PokerAdapter(self.config), None, **kwargs)
+
+    def session_seed(self, session_id: str) -> Any:
+        return session_id
+
+    def format_observation(self, obs: Any, env: Any) -> dict[str, Any]:
+        return {"observation": obs.last_text, "instance_complete": bool(obs.instance_complete)}
+
+    def _register_tools(self) -> None:
+        @self.mcp.tool(name="poker_act", description=TOOL_DESCRIPTION)
+        def poker_act(
+            ctx: Context, action: str, thinking: str = "", amount: int = -1, notepad_update: str = ""
+        ) -> dict[str, Any]:
+            sid, _session = self._session(ctx)
+            args = {
+                "action": action,
+                "thinking": thinking,
+                "amount": amount,
+                "notepad_update": notepad_update,
+            }
+            return self._execute_session_environment_step(sid, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Poker RFT McpGym server (streamable HTTP at /mcp/).")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+    parser.add_argument("--hands", type=int, default=None, help="hands per episode ($RFTLAB_POKER_HANDS, 16)")
+    args = parser.parse_args(argv)
+    os.environ["PORT"] = str(args.port)  # FastMCP reads the port from $PORT
+    server = PokerMcpGym(mcp_config(args.hands))
+    server.mcp.settings.host = "127.0.0.1"
+    server.run(transport="streamable-http")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Spectrum training: local GRPO of the simulated policy, group rollouts and calibration."""
