@@ -18,7 +18,7 @@
 # %% [markdown]
 # # Spectrum memory environment: what it rewards, before any money is spent
 #
-# A preflight for Fireworks RFT on the spectrum-memory task (spec `specs/spectrum.md`, Part B). Every
+# A preflight for Fireworks RFT on the spectrum-memory task (`docs/spectrum.md`, Part B). Every
 # number here comes from the scripted reference policies of `rftlab.policies.spectrum.reference`, played through
 # the library's environments: no model is called. The questions are the ones a researcher should answer
 # before launching a run:
@@ -74,7 +74,7 @@ from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, RFT
 from rftlab.rewards.spectrum import early_late
 from rftlab.rollout.spectrum.evaluation import evaluate_bench90
 
-HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (spec B.8)
+HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (docs/spectrum.md §B.8)
 RFT_DESCRIPTIONS = {
     "empty": "submits an empty report every scan",
     "memoryless": "the current scan's peak centres only",
@@ -120,7 +120,7 @@ display(
 # Columns: `reward` = 3 × mean occupied-IoU (the RFT reward); `mean_occ`, `early_occ` (scans 1–6),
 # `late_occ` (scans 7–12); `memory_gain` = late − early (measured, never rewarded), with its standard
 # error over bands; `mean_avail` = mean available-IoU (the bench metric, tracked only); `carry_rate` =
-# share of the displayed running list found again in the next report (τ = 0.05 MHz; spec B.11);
+# share of the displayed running list found again in the next report (τ = 0.05 MHz; docs/spectrum.md §B.11);
 # `report size` = mean number of centres submitted per scan.
 
 
@@ -328,7 +328,7 @@ display(
 # plays each bench reference policy through the official 90-scan `mixed_grid_lifecycle` schedule, on
 # each permuted run, and on the stateless-baseline protocol (a fresh policy for every scan alone).
 # Available-IoU is the official score; occupied-IoU is the RFT metric on the bench's 13 channels (168
-# MHz, spec B.13). `normalized_gain` is (run − stateless) / (perfect − stateless), summed over scans,
+# MHz, docs/spectrum.md §B.13). `normalized_gain` is (run − stateless) / (perfect − stateless), summed over scans,
 # averaged over runs. The range column shows how much the permuted runs differ.
 
 # %%

@@ -18,7 +18,7 @@
 # %% [markdown]
 # # Spectrum memory study: the seed's controlled RFT experiment, end to end on the local backend
 #
-# The seed trained Qwen3-1.7B with GRPO on the spectrum-memory task (spec `specs/spectrum.md`, Part B) in
+# The seed trained Qwen3-1.7B with GRPO on the spectrum-memory task (`docs/spectrum.md`, Part B) in
 # six arms: a learning-rate-zero **probe** (the band-noise floor), **A** (explicit prompt, real
 # running-list echo), **B** (explicit prompt, scrambled echo: the skill-drift control), **C** and **C′**
 # (weak prompt, real echo, two seeds) and **D** (agent-managed notepad). This notebook runs the same
@@ -392,7 +392,7 @@ plt.show()
 #
 # The seed publishes occupied-IoU ceilings of 0.447 (naive accumulate-all), 0.513 (+ perfect
 # false-alarm filtering) and 0.549 (+ centre denoising, described upstream as averaging away each
-# channel's frequency jitter; the RFT spec B.12 defines it as reporting the true centres of the
+# channel's frequency jitter; docs/spectrum.md §B.12 defines it as reporting the true centres of the
 # detected channels). Both readings of the last one are computed here on the same bands, beside
 # variants of the first two.
 

@@ -19,9 +19,9 @@
 # # Swarm arena: the environment and what the frozen 60-case evaluation can distinguish
 #
 # A preflight before the Stage-1 arena SFT handoff. Four BLUE agents play four scripted RED agents for one
-# turn on a small, partially observed graph (`specs/arena.md` §1–§6). Each case is scored against an exact
+# turn on a small, partially observed graph (`docs/arena.md` §1–§6). Each case is scored against an exact
 # oracle that enumerates every BLUE joint action (§7). This notebook uses model-free policies only. It
-# shows one generated world, then the five baselines of spec Appendix A.5 on the frozen 60 cases (§10.1),
+# shows one generated world, then the five baselines of docs/arena.md §A.5 on the frozen 60 cases (§10.1),
 # then how hard those cases are, and finally the message protocol the model must follow (§8). All
 # mechanics live in `rftlab.envs.arena`; this notebook only calls them and shows the numbers.
 
@@ -29,7 +29,7 @@
 import os
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
-WORLD_SEED = 0  # the example world of section 1 (spec Appendix A.1)
+WORLD_SEED = 0  # the example world of section 1 (docs/arena.md §A.1)
 WORLD_SIZE = 12
 CASE_STRIDE = 5 if QUICK else 1  # quick mode keeps every 5th frozen case (12 of 60, all sizes and styles)
 RANDOM_REPEATS = 4 if QUICK else 16  # random-legal draws per case; 16 is the spec's A.5 setting
@@ -88,7 +88,7 @@ POLICY_LABELS = {
 
 
 def mean_ci(x, z=Z):
-    """mean ± z·sd/√n with the sample (n−1) sd (spec §10.3 `mean_ci`)."""
+    """mean ± z·sd/√n with the sample (n−1) sd (docs/arena.md §10.3 `mean_ci`)."""
     return normal_mean_interval([float(v) for v in x], z)
 
 
@@ -126,7 +126,7 @@ display(
     Markdown(
         f"Seed {WORLD_SEED}, size {WORLD_SIZE}: {len(world.nodes)} nodes, "
         f"{sum(len(n.neighbors) for n in world.nodes.values()) // 2} edges; state fingerprint "
-        f"`{state_fingerprint(world)[:16]}…` (spec Appendix A.2 lists the full value for this seed)."
+        f"`{state_fingerprint(world)[:16]}…` (docs/arena.md §A.2 lists the full value for this seed)."
     )
 )
 
@@ -187,7 +187,7 @@ plt.show()
 # - **regret**: the oracle's reward minus R_BLUE (0 for an optimal joint action);
 # - **optimal**: regret ≤ 1e-9.
 #
-# The policies are those of spec Appendix A.5. *oracle* plays the canonical optimum. *sequential* is the
+# The policies are those of docs/arena.md §A.5. *oracle* plays the canonical optimum. *sequential* is the
 # claim-avoiding team heuristic that RED itself uses, in balanced style. *independent* lets each agent pick
 # its own local best with no coordination. *random legal* picks a uniform legal action per agent (several
 # draws per case). *all WAIT* does nothing. The Wilson 95% interval on the optimal rate is the spec's

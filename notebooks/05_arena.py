@@ -18,7 +18,7 @@
 # %% [markdown]
 # # Arena Stage-1 SFT: data, audit, frozen evaluation under message interventions, gates
 #
-# Everything the GPU handoff for the arena SFT run assumes, built and checked on CPU (`specs/arena.md`
+# Everything the GPU handoff for the arena SFT run assumes, built and checked on CPU (`docs/arena.md`
 # §9–§11). The notebook builds the SFT data from seeds, checks its structural digest against the spec,
 # audits it (and shows the audit catching a one-byte edit), runs the frozen 60-case evaluation for the
 # oracle and for two scripted policies that answer through the same prompts and strict parsers, measures

@@ -18,7 +18,7 @@
 # %% [markdown]
 # # Exploitable poker: what the reference strategies earn, and what an RFT reward would pay for
 #
-# CLBench `exploitable_poker` (`specs/poker.md`): heads-up no-limit hold'em, one hand per instance, fresh
+# CLBench `exploitable_poker` (`docs/poker.md`): heads-up no-limit hold'em, one hand per instance, fresh
 # 100-BB stacks every hand, against three deterministic opponents — Tom (calling station), Adam
 # (fit-or-fold) and Alex (loose-aggressive). The official schedule plays 120 hands in five stages with
 # a notice at each opponent change; the RFT port plays 16 hands against one opponent per rollout. The

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# Must be set before litellm is ever imported (specs/platforms.md §4.5).
+# Must be set before litellm is ever imported (docs/platforms.md §4.5).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MPLBACKEND", "Agg")
 

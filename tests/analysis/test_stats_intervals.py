@@ -18,7 +18,7 @@ def test_wilson_matches_statsmodels_at_the_exact_quantile(k, n):
 
 
 def test_wilson_spec_vector_for_a_perfect_oracle():
-    # arena spec §10.4: the oracle's optimal rate 60/60 has Wilson interval [0.93983, 1.0] at z = 1.96
+    # docs/arena.md §10.4: the oracle's optimal rate 60/60 has Wilson interval [0.93983, 1.0] at z = 1.96
     low, high = wilson_interval(60, 60)
     assert round(low, 5) == 0.93983 and high == pytest.approx(1.0, abs=1e-12)
 
@@ -36,7 +36,7 @@ def test_normal_mean_interval_on_the_oracle_rewards_of_the_frozen_cases():
     rewards = [row.reward for row in evaluate_baselines(["oracle"])]
     assert len(rewards) == 60
     mean, low, high = normal_mean_interval(rewards)
-    # arena spec §10.4: mean reward 2.645 with 95% interval [2.02854, 3.26146]
+    # docs/arena.md §10.4: mean reward 2.645 with 95% interval [2.02854, 3.26146]
     assert round(mean, 3) == 2.645 and round(low, 5) == 2.02854 and round(high, 5) == 3.26146
 
 

@@ -1,4 +1,4 @@
-"""Every noninferiority bound against an independent computation from the formulas in specs/statistics.md."""
+"""Every noninferiority bound against an independent computation from the formulas in docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def binary_differences(n: int, p_plus: float, p_minus: float, seed: int) -> np.n
 
 
 def test_spec_sanity_vector_half_width_and_clearing_difference():
-    # specs/statistics.md §3.1: half-width 0.0674 at n = 1319, alpha = 0.05 for 0/1 items
+    # docs/statistics.md §3.1: half-width 0.0674 at n = 1319, alpha = 0.05 for 0/1 items
     assert hoeffding_half_width(1319, 0.05) == pytest.approx(math.sqrt(2 * math.log(20) / 1319))
     assert round(hoeffding_half_width(1319, 0.05), 4) == 0.0674
     # "Hoeffding at n = 1319 needs d̄ ≳ +0.037 to clear delta = 0.03"
@@ -350,7 +350,7 @@ def test_asymptotic_methods_need_ten_discordant_pairs():
 
 
 def test_two_sided_convention_equals_one_sided_half_alpha():
-    # specs/statistics.md §3.1: the lower end of a two-sided 95% interval is the one-sided 0.025 bound
+    # docs/statistics.md §3.1: the lower end of a two-sided 95% interval is the one-sided 0.025 bound
     d = binary_differences(1319, 0.12, 0.1, seed=20)
     assert hoeffding_lower_bound(d, 0.05, two_sided=True) == pytest.approx(
         hoeffding_lower_bound(d, 0.025), abs=1e-15

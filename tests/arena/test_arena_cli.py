@@ -1,4 +1,4 @@
-"""``rftlab arena`` commands and the model-free baselines (spec Appendix A.5, §13 gap 7)."""
+"""``rftlab arena`` commands and the model-free baselines (docs/arena.md §A.5, §13 gap 7)."""
 
 from __future__ import annotations
 

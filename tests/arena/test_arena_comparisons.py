@@ -1,4 +1,4 @@
-"""``analysis.comparisons`` on hand-made vectors and on the frozen cases (spec §10.3, §10.4, gate G5)."""
+"""``analysis.comparisons`` on hand-made vectors and on the frozen cases (docs/arena.md §10.3, §10.4, gate G5)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_rate_table_reproduces_the_spec_oracle_vectors_and_slices():
     )
     by = {(r.slice, r.policy): r for r in rows}
     oracle = by["all", "oracle"]
-    # arena spec §10.4: 60/60 optimal, Wilson [0.93983, 1.0], mean reward 2.645
+    # docs/arena.md §10.4: 60/60 optimal, Wilson [0.93983, 1.0], mean reward 2.645
     assert (oracle.n, oracle.optimal, oracle.optimal_rate) == (60, 60, 1.0)
     assert round(oracle.wilson_low, 5) == 0.93983 and oracle.wilson_high == pytest.approx(1.0)
     assert round(oracle.mean_reward, 3) == 2.645 and oracle.mean_regret == pytest.approx(0.0, abs=1e-9)

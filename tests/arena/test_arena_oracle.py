@@ -1,4 +1,4 @@
-"""Scripted styles, the exact oracle and its tie-breaks (spec §6, §7, Appendix A.1/A.4/A.6)."""
+"""Scripted styles, the exact oracle and its tie-breaks (docs/arena.md §6, §7, Appendix A.1/A.4/A.6)."""
 
 from __future__ import annotations
 

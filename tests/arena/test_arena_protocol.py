@@ -1,4 +1,4 @@
-"""Prompts, strict parsers (one test per error code), permutations and reference broadcasts (spec §8)."""
+"""Prompts, strict parsers (one test per error code), permutations and reference broadcasts (docs/arena.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Team value terms, resource potential, zero-sum reward, float determinism (spec §5)."""
+"""Team value terms, resource potential, zero-sum reward, float determinism (docs/arena.md §5)."""
 
 from __future__ import annotations
 

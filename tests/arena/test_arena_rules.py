@@ -1,4 +1,4 @@
-"""Legality and turn resolution on hand-built states (spec §3, §4, Appendix A.3)."""
+"""Legality and turn resolution on hand-built states (docs/arena.md §3, §4, Appendix A.3)."""
 
 from __future__ import annotations
 

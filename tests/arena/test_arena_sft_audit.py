@@ -1,4 +1,4 @@
-"""The SFT data audit (spec §9.7): passes on fresh data, fails on every kind of corruption, one line per failure."""
+"""The SFT data audit (docs/arena.md §9.7): passes on fresh data, fails on every kind of corruption, one line per failure."""
 
 from __future__ import annotations
 

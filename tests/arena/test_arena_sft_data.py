@@ -1,4 +1,4 @@
-"""Stage-1 SFT data (spec §9): test vectors, the §9.6 fidelity digest, counts, strata and byte-identical rebuilds."""
+"""Stage-1 SFT data (docs/arena.md §9): test vectors, the §9.6 fidelity digest, counts, strata and byte-identical rebuilds."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_small_rebuild_is_byte_identical(tmp_path):
 def test_stage1_build_cli_rebuilds_byte_identically(tmp_path, capsys):
     first, second = tmp_path / "one", tmp_path / "two"
     assert main(["arena", "build-sft", "--out", str(first)]) == 0
-    assert "fidelity digest (spec §9.6): MATCH" in capsys.readouterr().out
+    assert "fidelity digest (docs/arena.md §9.6): MATCH" in capsys.readouterr().out
     assert main(["arena", "build-sft", "--out", str(second)]) == 0
     for path in sorted(first.iterdir()):
         assert path.read_bytes() == (second / path.name).read_bytes(), path.name

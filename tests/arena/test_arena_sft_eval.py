@@ -1,4 +1,4 @@
-"""Frozen arena evaluation (spec §10): the oracle validates the harness, the local scripted policy reproduces the
+"""Frozen arena evaluation (docs/arena.md §10): the oracle validates the harness, the local scripted policy reproduces the
 model-free baselines through the protocol, the endpoint provider speaks OpenAI-compatible HTTP, and the
 validation scorer applies the strict type rules of §11."""
 

@@ -1,4 +1,4 @@
-"""Promotion gates (spec §11) on constructed summaries at, just above and just below every threshold."""
+"""Promotion gates (docs/arena.md §11) on constructed summaries at, just above and just below every threshold."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generation, observations and fingerprints against spec Appendix A.1/A.2."""
+"""Generation, observations and fingerprints against docs/arena.md §A.1/A.2."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_decision_is_the_paired_hoeffding_rule_with_tighter_bounds_beside(tmp_pa
     t, b = _eval_file(tmp_path / "t.jsonl", treat), _eval_file(tmp_path / "b.jsonl", base)
     out = decide(DEFAULT_SPEC, t, b)
     d = treat.astype(float) - base.astype(float)
-    lcb = d.mean() - math.sqrt(2 * math.log(1 / 0.05) / 1319)  # statistics.md §3.1 for 0/1 items
+    lcb = d.mean() - math.sqrt(2 * math.log(1 / 0.05) / 1319)  # docs/statistics.md §3.1 for 0/1 items
     crit = out["rule"]["criteria"][0]
     assert crit["lower"] == pytest.approx(lcb, abs=1e-12) and crit["margin"] == -0.03
     expected = "noninferior" if lcb > -0.03 else None

@@ -68,7 +68,7 @@ def test_train_split_is_seeded_and_never_contains_a_test_question():
 
 
 def test_grader_is_the_cookbook_gsm8k_grader():
-    # reference behaviour of math_rl grading (platforms.md §3.7)
+    # reference behaviour of math_rl grading (docs/platforms.md §3.7)
     assert reward("so \\boxed{1,234}", "1234") == 1.0
     assert reward("\\boxed{18.00}", "18") == 1.0
     assert reward("\\boxed{18 dollars}", "18") == 0.0

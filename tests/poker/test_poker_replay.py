@@ -1,4 +1,4 @@
-"""Faithfulness: deals, run orders and the published CLBench trace (poker spec A.3, A.4, A.5, B.7)."""
+"""Faithfulness: deals, run orders and the published CLBench trace (docs/poker.md §A.3, A.4, A.5, B.7)."""
 
 from __future__ import annotations
 

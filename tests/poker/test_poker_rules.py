@@ -1,4 +1,4 @@
-"""Opponent rules on hand-built states, legality edge cases and malformed actions (poker spec A.6, A.8)."""
+"""Opponent rules on hand-built states, legality edge cases and malformed actions (docs/poker.md §A.6, A.8)."""
 
 from __future__ import annotations
 

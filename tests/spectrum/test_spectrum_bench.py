@@ -1,4 +1,4 @@
-"""BSM-official scoring, rendering and exact replay of the recorded sonnet trace (spec A.6–A.11)."""
+"""BSM-official scoring, rendering and exact replay of the recorded sonnet trace (docs/spectrum.md §A.6–A.11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BSM-official generator and frozen corpus (spec A.3, A.4, A.5, A.11)."""
+"""BSM-official generator and frozen corpus (docs/spectrum.md §A.3, A.4, A.5, A.11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RFT datasets (B.10), the icl / icl_notepad regimes (A.10), bench90 evaluation and the RFT bridge."""
+"""RFT datasets (docs/spectrum.md §B.10), the icl / icl_notepad regimes (A.10), bench90 evaluation and the RFT bridge."""
 
 from __future__ import annotations
 

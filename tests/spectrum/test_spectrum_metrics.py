@@ -1,4 +1,4 @@
-"""Reward and behaviour metrics on hand-built episodes (spec B.8, B.11), reference policies, RFT CLI."""
+"""Reward and behaviour metrics on hand-built episodes (docs/spectrum.md §B.8, B.11), reference policies, RFT CLI."""
 
 from __future__ import annotations
 

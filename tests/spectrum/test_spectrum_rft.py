@@ -1,4 +1,4 @@
-"""BSM-RFT: band seeding, layout, scans, scoring, memory channels, action handling (spec Part B)."""
+"""BSM-RFT: band seeding, layout, scans, scoring, memory channels, action handling (docs/spectrum.md Part B)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Statistics for RFT experiments: trends, paired noninferiority bounds, gates, decision rules, power.
 
-Formulas and conventions follow ``specs/statistics.md``; every bound reports its level, sidedness and
+Formulas and conventions follow ``docs/statistics.md``; every bound reports its level, sidedness and
 replication unit.
 
 Where to look (each module is small and self-contained):
@@ -26,7 +26,7 @@ Where to look (each module is small and self-contained):
 * ``decision_rules`` — ``evaluate_decision_rule_file(spec.json, treatment.jsonl, baseline.jsonl)``;
   order-dependent methods need ``permutation_seed`` in the rule (recorded with every result).
 * ``intervals`` — ``wilson_interval(k, n)`` and ``normal_mean_interval(values)`` for evaluation
-  summaries (arena spec §10.3).
+  summaries (docs/arena.md §10.3).
 * ``power`` — ``coverage_table``, ``power_curve``, ``minimum_detectable_difference(_table)``,
   ``required_n`` under the binomial discordance model: exact (``exact_pass_rate``, a sum over the
   trinomial distribution of the counts) for the count-only bounds, Monte Carlo with standard errors

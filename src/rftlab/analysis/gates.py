@@ -1,4 +1,4 @@
-"""Declarative gates (``specs/statistics.md`` §4; the GS1 spec's ``activation_gate.checks`` format).
+"""Declarative gates (``docs/statistics.md`` §4; the GS1 spec's ``activation_gate.checks`` format).
 
 A check is ``{metric, measures, min?, max?, one_of?}``. Evaluating it against a metrics dict gives the
 observed value, the threshold, pass/fail, a reason and the evidence. Gates are never relaxed after

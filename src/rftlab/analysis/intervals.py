@@ -1,4 +1,4 @@
-"""Simple two-sided intervals used in evaluation summaries (arena ``summary.json``, spec §10.3).
+"""Simple two-sided intervals used in evaluation summaries (arena ``summary.json``, docs/arena.md §10.3).
 
 ``wilson_interval`` uses the normal quantile ``z = 1.96`` by default, as the upstream summaries do;
 ``normal_mean_interval`` uses Student's t quantile below ``T_BELOW_N`` values (where 1.96 would
@@ -18,7 +18,7 @@ T_BELOW_N = 30  # below this many values the mean interval uses t_{0.975, n-1} i
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval ``[c − r, c + r]`` for ``successes`` out of ``n`` (spec §10.3 formula).
+    """Wilson score interval ``[c − r, c + r]`` for ``successes`` out of ``n`` (docs/arena.md §10.3 formula).
 
     ``d = 1 + z²/n``, ``c = (p + z²/(2n))/d``, ``r = z·sqrt(p(1−p)/n + z²/(4n²))/d`` with ``p = k/n``.
     """
@@ -53,7 +53,7 @@ def normal_mean_interval(values: Sequence[float], z: float | None = None) -> tup
 
     ``q`` is ``mean_interval_quantile(n, z)``: Student's t for fewer than 30 values, 1.96 from 30 on
     (the arena spec's ``mean_ci``), or the given ``z``. With fewer than two values the interval is
-    ``[mean, mean]`` (spec §10.3 ``mean_ci``). Two-sided ≈95%; assumes roughly normal means: use it
+    ``[mean, mean]`` (docs/arena.md §10.3 ``mean_ci``). Two-sided ≈95%; assumes roughly normal means: use it
     to describe, not to gate.
     """
     n = len(values)

@@ -1,4 +1,4 @@
-"""Paired noninferiority on per-item outcomes (``specs/statistics.md`` §3).
+"""Paired noninferiority on per-item outcomes (``docs/statistics.md`` §3).
 
 Items i = 1..n carry a difference ``d_i = y_i^B - y_i^A`` in a declared range ``[a, b]`` (0/1
 correctness: ``[-1, 1]``). With margin ``delta > 0`` the hypotheses are ``H0: mu <= -delta`` vs

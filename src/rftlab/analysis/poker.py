@@ -64,7 +64,7 @@ def stage_gains(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def rft_episode_rows(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
-    """One row per RFT-mode episode: opponent, BB/hand, both evaluator rewards (B.3 gain-based and the
+    """One row per RFT-mode episode: opponent, BB/hand, both evaluator rewards (docs/poker.md §B.3 gain-based and the
     B.5 mean-instance rubric), illegal and forced actions."""
     from rftlab.rewards.poker import gain_reward, mean_instance_reward
 

@@ -1,4 +1,4 @@
-"""Power, coverage and planning for paired noninferiority (``specs/statistics.md`` §3.3).
+"""Power, coverage and planning for paired noninferiority (``docs/statistics.md`` §3.3).
 
 The simulation model is the *binomial discordance model* for paired 0/1 outcomes: each item's
 difference ``d_i`` is +1 with probability ``p_plus`` (treatment right, baseline wrong), -1 with

@@ -1,4 +1,4 @@
-"""Trends over training (``specs/statistics.md`` §2): one point per epoch/step is the replication unit.
+"""Trends over training (``docs/statistics.md`` §2): one point per epoch/step is the replication unit.
 
 * ``early_late_halves`` — split at ``h = T // 2``: ``early = mean(y[:h])``, ``late = mean(y[h:])``.
 * ``fit_trend`` — OLS ``y = a + b·x`` (statsmodels) with a 95% CI on b, p-value and R², optionally

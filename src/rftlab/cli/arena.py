@@ -191,7 +191,7 @@ def _build_sft(args: argparse.Namespace) -> int:
     print(f"structural_sha256  {manifest['structural_sha256']['all']}")
     if config == STAGE1_CONFIG:
         ok = manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256
-        print(f"fidelity digest (spec §9.6): {'MATCH' if ok else 'MISMATCH'}")
+        print(f"fidelity digest (docs/arena.md §9.6): {'MATCH' if ok else 'MISMATCH'}")
         return 0 if ok else 1
     return 0
 

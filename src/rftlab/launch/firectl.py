@@ -1,6 +1,6 @@
 """``firectl`` through a subprocess: argv builders, one runner seam, JSON parsing, key redaction.
 
-Design (``specs/platforms.md`` §1.2, §1.8): argv builders are pure (``list[str]``), the one process call
+Design (``docs/platforms.md`` §1.2, §1.8): argv builders are pure (``list[str]``), the one process call
 is an injectable ``runner`` (``subprocess.run`` without a shell, with a timeout), and the executable is
 resolved at call time from ``$RFTLAB_FIRECTL`` or ``PATH``, so a fake earlier on ``PATH`` wins in tests.
 ``--api-key`` is passed explicitly (firectl was seen to ignore ``FIREWORKS_API_KEY``) and masked in every
@@ -29,7 +29,7 @@ from typing import Any
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 
 SECRET_FLAGS = frozenset({"--api-key", "--wandb-api-key"})
-# Our rule (platforms §1.4): PAUSED can be resumed, so it is not terminal.
+# Our rule (docs/platforms.md §1.4): PAUSED can be resumed, so it is not terminal.
 TERMINAL_JOB_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "EXPIRED", "EARLY_STOPPED", "DELETED"})
 SUCCESS_JOB_STATES = frozenset({"COMPLETED"})
 NOUNS = {"rftj": "reinforcement-fine-tuning-job", "dataset": "dataset", "deployment": "deployment"}
@@ -234,7 +234,7 @@ def job_id_for(spec: SpectrumArmSpec) -> str:
 def job_create_flags(
     spec: SpectrumArmSpec, *, account_id: str, wandb_api_key: str | None = None
 ) -> list[str]:
-    """Every hyper-parameter of the arm as ``firectl rftj create`` flags (platforms §1.3: pass every
+    """Every hyper-parameter of the arm as ``firectl rftj create`` flags (docs/platforms.md §1.3: pass every
     value explicitly; defaults differ between doc pages). ``--job-id`` is added by ``job_create``."""
     fw = _fireworks(spec)
     flags = [

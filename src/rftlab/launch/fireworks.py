@@ -7,14 +7,14 @@ poller that keeps the run folder in step with the job.
     status = launcher.poll(ref)                                     # one look: RunStatus
     launcher.watch(ref, every=60, stall_after=1800)                 # until a terminal state or a stall
 
-What the run folder gets (``DESIGN.md`` run store): ``run.json`` with the job name, dataset and evaluator
+What the run folder gets (the run store of ``README.md``): ``run.json`` with the job name, dataset and evaluator
 ids; ``provider/job_create.json``, ``provider/job_snapshots.jsonl`` (every polled job JSON, in order),
 ``provider/firectl_calls.jsonl`` (redacted argv, exit code, time of every call), ``provider/epoch-<k>/``
 (each downloaded per-epoch rollout file, raw); ``rollouts/epoch-<k>.jsonl`` (one record per rollout) and
 one ``metrics.jsonl`` row per epoch computed from those rollouts — the same metric names a local run
 writes. Every write is atomic, so an interrupted ``watch`` loses nothing and a re-run continues from the
 first epoch not yet in ``metrics.jsonl``. A stall is reported with the diagnosis steps of
-``specs/platforms.md`` §1.7 and never cancels the job.
+``docs/platforms.md`` §1.7 and never cancels the job.
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ def evaluator_upload_argv(
     experiment: str, interface: str, ev_id: str, exe: str = "eval-protocol"
 ) -> list[str]:
     """``eval-protocol upload`` of the interface's entry with an explicit ``--id`` (never rely on id
-    normalisation, platforms §1.9) and an explicit empty ``--env-file`` (so no ``.env`` secret is
+    normalisation, docs/platforms.md §1.9) and an explicit empty ``--env-file`` (so no ``.env`` secret is
     uploaded, G11). Never ``create rft --dry-run``: it is not dry (G8)."""
     entry = ENTRY_POINTS.get((experiment, interface))
     if entry is None:

@@ -1,4 +1,4 @@
-"""Poker scoring (spec A.9, B.3, B.5): task metrics, normalisation, and the two RFT evaluator rewards.
+"""Poker scoring (docs/poker.md §A.9, B.3, B.5): task metrics, normalisation, and the two RFT evaluator rewards.
 
 Per-hand results are chips (``profit``) or big blinds (``bb`` = chips / 10). Pure functions.
 """

@@ -1,4 +1,4 @@
-"""Spectrum scoring and per-episode metrics (``specs/spectrum.md`` A.8, A.9, B.7, B.8, B.11). Pure.
+"""Spectrum scoring and per-episode metrics (``docs/spectrum.md`` A.8, A.9, B.7, B.8, B.11). Pure.
 
 Two scores share one interval core:
 

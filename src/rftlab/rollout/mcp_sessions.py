@@ -1,6 +1,6 @@
 """Per-session seeding shared by the project's McpGym servers (spectrum, poker).
 
-eval-protocol creates a session's env before any row seed reaches it (platforms G3), so each server seeds
+eval-protocol creates a session's env before any row seed reaches it (docs/platforms.md G3), so each server seeds
 the env itself the first time a session is touched — by the initial-state request (whose
 ``mcp-session-id`` is the session id) or by a tool call — from ``session_seed(session_id)``. Every
 candidate of a row (same row, model and config → same session id) therefore faces the same episode, and

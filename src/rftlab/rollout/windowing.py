@@ -1,4 +1,4 @@
-"""ICL-off windowing of OpenAI-format chat messages (spec B.5).
+"""ICL-off windowing of OpenAI-format chat messages (docs/spectrum.md §B.5).
 
 The policy's input is ``[system messages] + [messages from the current scan's delivery onward]``; the
 full transcript is kept for scoring, only the model input is cut. A delivery is the last ``user`` or

@@ -1,6 +1,6 @@
 """The run store: one folder per run, atomic writes, immutable once finished.
 
-Layout (``DESIGN.md``)::
+Layout::
 
     runs/<experiment>/<arm>/<run_id>/
         run.json                  RunRecord: ids, backend, spec + SHA-256, git state, inputs, provider ids, status

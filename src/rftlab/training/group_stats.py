@@ -1,4 +1,4 @@
-"""Statistics of GRPO groups (spec B.11): Pearson correlation and the within-group carry statistics.
+"""Statistics of GRPO groups (docs/spectrum.md §B.11): Pearson correlation and the within-group carry statistics.
 
 The trainer logs them every epoch and the analysis layer reports them, so the one implementation sits
 here (training is below analysis). Pure functions of plain numbers.

@@ -1,4 +1,4 @@
-"""Audit of an arena SFT data directory (spec §9.7 plus the rftlab additions).
+"""Audit of an arena SFT data directory (docs/arena.md §9.7 plus the rftlab additions).
 
 Every state is rebuilt from its seed and every row is checked: chat schema, versions, split by seed hash,
 frozen-seed leakage, answer leakage, strict parse of the label, solver optimality and prompt

@@ -1,4 +1,4 @@
-"""Comparisons of policies on the frozen arena cases (arena spec §10.3, §11 gate G5).
+"""Comparisons of policies on the frozen arena cases (docs/arena.md §10.3, §11 gate G5).
 
 - ``paired_comparison(left, right)``: the per-case paired difference ``left − right`` of a score (e.g.
   regret), its 95% ``mean_ci`` (``analysis.intervals.normal_mean_interval``), half-width, and how many

@@ -1,4 +1,4 @@
-"""Summaries of the frozen arena evaluation (spec §10.3, §10.5) and of validation scoring (§11).
+"""Summaries of the frozen arena evaluation (docs/arena.md §10.3, §10.5) and of validation scoring (§11).
 
 ``summarize_eval`` turns the per-case records of ``rftlab.rollout.arena.evaluation.evaluate_case`` into
 ``summary.json``: strict parse rates, legal-action rate, mean oracle regret with its 95% interval, optimal

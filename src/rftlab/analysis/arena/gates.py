@@ -1,4 +1,4 @@
-"""Stage-1 arena SFT promotion gates (spec §11) from a base and a candidate evaluation summary.
+"""Stage-1 arena SFT promotion gates (docs/arena.md §11) from a base and a candidate evaluation summary.
 
 ``gate_metrics`` turns the two ``summary.json`` files of ``rftlab arena eval`` into the metrics named in
 ``data/specs/arena_gates.json``; ``evaluate_arena_gates`` runs them through the gate engine

@@ -132,7 +132,7 @@ def render_handoff(
         f"| dataset version | `{manifest['dataset_version']}` (structurally the upstream `{UPSTREAM_DATASET_VERSION}`) |"
     )
     add(f"| dataset content SHA-256 (sorted row ids) | `{manifest['content_sha256']}` |")
-    add(f"| structural digest, all rows (spec §9.6) | `{digest.get('all')}` |")
+    add(f"| structural digest, all rows (docs/arena.md §9.6) | `{digest.get('all')}` |")
     add(
         f"| structural digest equals the spec's Stage-1 value | {'yes' if stage1 else 'NO (not the Stage-1 configuration)'} |"
     )

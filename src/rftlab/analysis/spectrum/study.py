@@ -1,6 +1,6 @@
 """Summaries of the spectrum-memory study's runs (the numbers ``notebooks/02_memory.py`` shows).
 
-The replication unit of a training curve is the epoch (``specs/statistics.md`` §1): per-epoch means are
+The replication unit of a training curve is the epoch (``docs/statistics.md`` §1): per-epoch means are
 the points of a trend; inside an epoch the band (row) is the unit, so per-epoch standard errors are taken
 over the rows' group means. ``compare_epochs`` reproduces the seed's epoch-0 vs final-epoch comparison
 on per-rollout values (Welch t and Mann–Whitney U) and repeats it on per-row means, the unit that is

@@ -5,7 +5,7 @@ resolution), ``reward`` (team value, zero-sum reward), ``oracle`` (exact joint-a
 ``protocol`` (prompts, strict parsers, reference broadcasts), ``cases`` (the frozen 60-case manifest and
 RED's styles) and ``env`` (``ArenaEnv``). The scripted team policy, the model-free baselines and their
 evaluation are policies: ``rftlab.policies.arena.scripted``.
-Mechanics: ``specs/arena.md``.
+Mechanics: ``docs/arena.md``.
 """
 
 from .cases import STYLES, FrozenCase, frozen_cases

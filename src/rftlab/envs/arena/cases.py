@@ -1,4 +1,4 @@
-"""The frozen 60-case evaluation manifest (§10.1), shipped as a constant and checked on load."""
+"""The frozen 60-case evaluation manifest (docs/arena.md §10.1), shipped as a constant and checked on load."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ArenaEnv``: a small multi-turn wrapper around generation and ``rules.step`` (spec §4, last paragraph).
+"""``ArenaEnv``: a small multi-turn wrapper around generation and ``rules.step`` (docs/arena.md §4, last paragraph).
 
 The arena is a two-team game, mapped onto the single-agent ``rftlab.types.Env`` contract as follows:
 

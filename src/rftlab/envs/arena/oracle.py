@@ -1,4 +1,4 @@
-"""Exact centralized oracle: every joint action of one team against the other team's fixed actions (§7).
+"""Exact centralized oracle: every joint action of one team against the other team's fixed actions (docs/arena.md §7).
 
 ``solve_joint_action`` evaluates all combinations at once with numpy. Each resolution step of §4 is
 applied to a ``[combination, node]`` / ``[combination, agent]`` array, in the same order and with the same

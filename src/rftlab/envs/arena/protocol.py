@@ -1,4 +1,4 @@
-"""The arena message protocol (spec §8): prompts, strict reply parsers, action-order permutations and the
+"""The arena message protocol (docs/arena.md §8): prompts, strict reply parsers, action-order permutations and the
 reference ("oracle") broadcast.
 
 The system wording is the project's own (``rftlab-arena-prompt-v2``); the user message carries the same
@@ -142,7 +142,7 @@ EMPTY_BROADCAST = Broadcast()
 @dataclass(frozen=True)
 class ParseResult:
     """A strict parse: ``valid`` with the parsed ``value``, or invalid with exactly one error code.
-    ``notes`` records what was accepted only as an upstream quirk (spec §13 #6): ``duplicate_key:<key>``
+    ``notes`` records what was accepted only as an upstream quirk (docs/arena.md §13 #6): ``duplicate_key:<key>``
     for each object key the reply repeated (the last value wins, as in Python's ``json``)."""
 
     valid: bool

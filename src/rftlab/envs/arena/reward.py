@@ -1,4 +1,4 @@
-"""Team value and the one-step zero-sum team reward (spec §5).
+"""Team value and the one-step zero-sum team reward (docs/arena.md §5).
 
 Floats are accumulated in exactly the order of §5.3 (nodes in generation index order, agents in
 blue-0..red-3 order), so values are bit-identical to the reference implementation.

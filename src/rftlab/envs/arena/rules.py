@@ -1,4 +1,4 @@
-"""Arena rules: actions, legality from the agent's own knowledge, costs and turn resolution (spec §3-§4).
+"""Arena rules: actions, legality from the agent's own knowledge, costs and turn resolution (docs/arena.md §3-§4).
 
 ``step`` never mutates its input: it resolves a joint action on a copy, in the fixed order
 validate -> record values -> pay costs -> transfers -> recover/fortify -> scan/probe collection ->

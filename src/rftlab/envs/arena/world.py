@@ -1,6 +1,6 @@
 """Arena world: the graph state, its seeded generator, observations, knowledge and fingerprints.
 
-Mechanics follow ``specs/arena.md`` §2 (``arena-core-v1`` / ``arena-gen-v1``). Everything here is pure:
+Mechanics follow ``docs/arena.md`` §2 (``arena-core-v1`` / ``arena-gen-v1``). Everything here is pure:
 a seed in, the same state out, with the RNG calls in exactly the upstream order (§2.2).
 """
 
@@ -183,7 +183,7 @@ class GameState:
 
 
 def state_fingerprint(state: GameState) -> str:
-    """``sha256(compact_json(state_dict))`` (spec Appendix A.2)."""
+    """``sha256(compact_json(state_dict))`` (docs/arena.md §A.2)."""
     return sha256_hex(compact_json(state.to_dict()))
 
 
@@ -217,7 +217,7 @@ def check_invariants(state: GameState) -> None:
 
 
 def generate_state(seed: int, size: int = 12) -> GameState:
-    """The turn-0 state for ``seed`` (``arena-gen-v1``), with the RNG calls in the order of spec §2.2."""
+    """The turn-0 state for ``seed`` (``arena-gen-v1``), with the RNG calls in the order of docs/arena.md §2.2."""
     if size < 10:
         raise ValueError(f"size must be >= 10, got {size}")
     rng = random.Random(seed)

@@ -1,4 +1,4 @@
-"""The ``texasholdem==0.11.0`` engine, seeded without touching the global RNG (spec A.1, A.3).
+"""The ``texasholdem==0.11.0`` engine, seeded without touching the global RNG (docs/poker.md §A.1, A.3).
 
 The engine draws from the module-level ``random`` in two places: ``random.choice`` in the
 ``TexasHoldEm`` constructor (the button) and ``random.shuffle`` in ``Deck()``. ``seeded_hand`` swaps

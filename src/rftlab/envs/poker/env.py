@@ -1,6 +1,6 @@
 """``PokerEnv``: the poker task in the project's ``Env`` contract (``rftlab.types``).
 
-Two modes (spec A and B.1):
+Two modes (docs/poker.md Part A and §B.1):
 
 - ``official``: a CLBench schedule; ``reset(run_index)`` plays that permuted run (0 = canonical).
 - ``rft``: one opponent, ``hands`` hands (16 upstream), illegal-action retry limit 3 then a forced

@@ -1,4 +1,4 @@
-"""The three exploitable opponents (spec A.8): deterministic functions of the game state, no RNG.
+"""The three exploitable opponents (docs/poker.md §A.8): deterministic functions of the game state, no RNG.
 
 Each takes the game (the bot to act) and returns ``(ActionType, total)`` with ``total`` the raise-to
 amount for RAISE (else ``None``).

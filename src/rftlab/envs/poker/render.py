@@ -1,4 +1,4 @@
-"""Poker prompt and observation text (spec A.5–A.7).
+"""Poker prompt and observation text (docs/poker.md §A.5–A.7).
 
 Formats — the prompt layout, labels, numbers, card strings, the action menu, observation texts — are
 reproduced exactly. The brief's sentences are prose: the project writes its own by default; the

@@ -1,4 +1,4 @@
-"""Schedules, pre-generated deals, permuted run orders and stage notices (spec A.3, A.4)."""
+"""Schedules, pre-generated deals, permuted run orders and stage notices (docs/poker.md §A.3, A.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CLBench ``exploitable_poker`` on ``texasholdem==0.11.0`` (spec Part A) and its RFT adaptations (B.1).
+"""CLBench ``exploitable_poker`` on ``texasholdem==0.11.0`` (docs/poker.md Part A) and its RFT adaptations (B.1).
 
 One hand per instance, fresh 1000-chip stacks every hand, the system is player 0 and the opponent
 ("bot") player 1. ``PokerTask`` is the official task: ``reset()`` returns the first query, ``step(action)``

@@ -1,4 +1,4 @@
-"""Spectrum memory environments (``specs/spectrum.md``).
+"""Spectrum memory environments (``docs/spectrum.md``).
 
 - ``generator``: the CLBench ``blind_spectrum_monitoring`` scan generator (exact RNG call order).
 - ``official``: BSM-official data — variants, the 3-stage ``default`` schedule, the frozen

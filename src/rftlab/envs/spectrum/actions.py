@@ -1,4 +1,4 @@
-"""BSM-RFT actions (what a model call may be) and how they are read (spec B.6, B.15 and rftlab rules).
+"""BSM-RFT actions (what a model call may be) and how they are read (docs/spectrum.md §B.6, B.15 and rftlab rules).
 
 ``interpret_turn`` turns one model call into tool calls; ``decode_arguments`` reads a call's arguments;
 ``normalize_center_freqs`` turns ``submit_report``'s ``center_freqs`` into the report's centres with a

@@ -1,5 +1,5 @@
 """BSM-official as an env: queries, the ``ScanReport`` action, available-IoU scoring, feedback, task
-metrics, the stateless baseline, and the bench90 evaluation of any policy (spec A.5–A.9, A.12, B.13).
+metrics, the stateless baseline, and the bench90 evaluation of any policy (docs/spectrum.md §A.5–A.9, A.12, B.13).
 
     env = SpectrumBenchEnv(run_index=0)
     obs = env.reset()                      # BenchObservation: obs.next_query is the scan to answer

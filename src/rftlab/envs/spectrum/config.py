@@ -36,7 +36,9 @@ class SpectrumRFTConfig:
     memory: MemoryChannel = "echo"
     window: bool = True  # ICL-off: the model input is [system] + the current scan's messages
     delivery: Literal["user", "tool"] = "user"  # turn processor (user messages) or McpGym (tool results)
-    show_scores: bool = False  # show the previous scan's score line with the next scan (B.15 #2)
+    show_scores: bool = (
+        False  # show the previous scan's score line with the next scan (docs/spectrum.md §B.15 #2)
+    )
     multi_submit: Literal["first", "upstream"] = "first"  # B.15 #4
     max_calls_per_scan: int | None = MAX_CALLS_PER_SCAN  # None = unlimited (McpGym)
     max_total_calls: int | None = None  # McpGym caps the episode at 80 steps

@@ -1,6 +1,6 @@
 """The CLBench ``blind_spectrum_monitoring`` scan generator, reproduced to the exact RNG call order.
 
-Spec: ``specs/spectrum.md`` A.3. One ``random.Random(seed)`` drives everything (round-robin schedule,
+Spec: ``docs/spectrum.md`` A.3. One ``random.Random(seed)`` drives everything (round-robin schedule,
 centre jitter, activity draws, detections, interference, false alarms, dashed ids), so equality with the
 upstream corpus depends on calling it in exactly the documented order. ``round`` is Python's
 round-half-even on the binary double. Nothing here reads files, clocks or the global RNG.

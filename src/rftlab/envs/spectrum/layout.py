@@ -1,4 +1,4 @@
-"""BSM-RFT bands (spec B.2–B.5): band seeds (row id + epoch salt, session ids), the scrambled-echo
+"""BSM-RFT bands (docs/spectrum.md §B.2–B.5): band seeds (row id + epoch salt, session ids), the scrambled-echo
 seeds, the random channel layout of a band and the band's scans.
 
 Cached: ``episode_band`` (``functools.lru_cache``, 256 entries) keeps the layout, scans and rendered scan

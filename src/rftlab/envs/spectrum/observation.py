@@ -1,5 +1,5 @@
 """What the BSM-RFT model and scripted policies see: the tool schemas, the observation of a step, the
-running list (echo) as displayed, and ICL-off windowing of a transcript (spec B.5, B.6).
+running list (echo) as displayed, and ICL-off windowing of a transcript (docs/spectrum.md §B.5, B.6).
 
 Cached: ``_echo_text`` / ``_echo_value`` (``functools.lru_cache``, 8192 entries each) map a reported centre
 to its displayed text and value (``f"{x:.1f}"`` and its ``float``), which recur scan after scan.

@@ -1,6 +1,6 @@
 """BSM-official: the three CLBench variants, the ``default`` 3-stage schedule, the frozen
 ``mixed_grid_lifecycle`` corpus (built in memory, byte-identical to upstream), its loader contract and the
-permuted run orderings. Spec: ``specs/spectrum.md`` A.1, A.2, A.4, A.5.
+permuted run orderings. Spec: ``docs/spectrum.md`` A.1, A.2, A.4, A.5.
 
 Cached: ``_corpus_rows_cached`` (``functools.lru_cache``, one entry): the corpus rows as JSON lines, built
 once per process (callers get fresh dicts decoded from them).

@@ -1,4 +1,4 @@
-"""Rendering of spectrum prompts: brief, instructions, the instance block and feedback (spec A.6, B.5).
+"""Rendering of spectrum prompts: brief, instructions, the instance block and feedback (docs/spectrum.md §A.6, B.5).
 
 Formats (labels, layout, number formatting, ids) are reproduced exactly. Prose (brief sentences,
 instructions) is the project's own wording by default (``PROJECT_TEXT``); ``load_upstream_text(folder)``

@@ -1,4 +1,4 @@
-"""BSM-RFT: the memory-training variant (spec Part B) — the env.
+"""BSM-RFT: the memory-training variant (docs/spectrum.md Part B) — the env.
 
 One random band per dataset row (11–14 channels of 8 MHz in a 180 MHz band), seeded from the row id and
 an optional epoch salt so every GRPO candidate of a row faces the same band and no band repeats across

@@ -1,4 +1,4 @@
-"""CLBench context regimes for text policies on BSM-official (spec A.10): ``icl`` and ``icl_notepad``.
+"""CLBench context regimes for text policies on BSM-official (docs/spectrum.md §A.10): ``icl`` and ``icl_notepad``.
 
 A *context* turns bench queries and feedback into the message list a chat model sees, and records the
 model's parsed action. ``rftlab.policies.spectrum.reference.ChatBenchPolicy`` wraps a chat model into a bench policy

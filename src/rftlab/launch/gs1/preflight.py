@@ -568,7 +568,7 @@ def preflight_resolved(preflight: Mapping[str, Any] | None) -> bool:
 
 # Checks of *our* datum construction and estimator wiring that need a backend exposing gradients or
 # weights. The hosted Tinker service exposes neither, so on it they are ``not_run``; the same loop code
-# passing them on the local backend is what the spec's preflight asks for (platforms §4.4).
+# passing them on the local backend is what the spec's preflight asks for (docs/platforms.md §4.4).
 GRADIENT_CHECKS = ("loss_and_gradient", "restoration")
 
 

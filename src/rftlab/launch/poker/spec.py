@@ -1,4 +1,4 @@
-"""Arm specs of poker RFT (seed ``poker_fireworks_rft_port.md``; spec B.1, B.4, B.5) and the mapping
+"""Arm specs of poker RFT (seed ``poker_fireworks_rft_port.md``; docs/poker.md §B.1, B.4, B.5) and the mapping
 from the Prime/verifiers TOML settings the seed started from to the Fireworks job flags.
 
 A ``PokerArmSpec`` carries the same job fields as ``SpectrumArmSpec`` (epochs, learning rate,

@@ -22,7 +22,7 @@ from rftlab.runs.hashing import spec_sha256
 
 
 class SpectrumArmSpec(BaseModel):
-    """One arm of the spectrum-memory study (spec B.10 arms, plus D: agent-managed notepad)."""
+    """One arm of the spectrum-memory study (docs/spectrum.md §B.10 arms, plus D: agent-managed notepad)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -4,7 +4,7 @@
 is an in-process policy that reads only the prompt (the scripted local-priority team policy rendered as
 protocol replies) and ``EndpointProvider`` calls any OpenAI-compatible ``/chat/completions`` URL greedily
 with thinking disabled. The frozen evaluation (``rftlab.rollout.arena.evaluation``) and the local arena
-server (``rftlab.policies.arena.server``) use them.
+server (``rftlab.policies.arena.server``) use them. Sections (§) are those of ``docs/arena.md``.
 """
 
 from __future__ import annotations

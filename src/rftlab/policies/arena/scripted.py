@@ -1,4 +1,4 @@
-"""Arena policies (spec §6, Appendix A.5): the scripted local-priority table, its three styles and the
+"""Arena policies (docs/arena.md §6, Appendix A.5): the scripted local-priority table, its three styles and the
 claim-avoiding team policy; the model-free BLUE baselines and their evaluation on the frozen cases; and
 ``ScriptedJointPolicy``, a ``rftlab.types.Policy`` that drives ``ArenaEnv`` with scripted teams.
 
@@ -76,7 +76,7 @@ def priority_score(
     receiver_resource: int | None = None,
     own_resource: int = 0,
 ) -> int:
-    """The local-priority table (spec §6) before the style bonus: one action's score from what the acting
+    """The local-priority table (docs/arena.md §6) before the style bonus: one action's score from what the acting
     agent knows of its target. Used on the world state (``local_priority``) and on a prompt's JSON alone
     (the arena SFT evaluation's prompt-only policy), so both rank actions identically."""
     if kind == RECOVER:

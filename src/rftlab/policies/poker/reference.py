@@ -1,4 +1,4 @@
-"""Reference poker strategies (spec B.6 calls for references; values are computed, not given).
+"""Reference poker strategies (docs/poker.md §B.6 calls for references; values are computed, not given).
 
 All act on a ``PokerObservation`` (its ``next_query``) and return ``PokerAction`` fields as a dict.
 

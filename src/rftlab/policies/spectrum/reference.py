@@ -1,4 +1,4 @@
-"""Reference and control policies for the spectrum envs (spec A.12, B.12).
+"""Reference and control policies for the spectrum envs (docs/spectrum.md §A.12, B.12).
 
 Every policy satisfies ``rftlab.types.Policy``: ``reset(seed=None)`` for a new episode and
 ``act(observation) -> action``. Bench policies read a ``BenchObservation`` (the query to answer is its
@@ -300,7 +300,7 @@ class RFTPolicyOnBench:
 
 
 class ChatBenchPolicy:
-    """A chat model as a bench policy (CLBench ``icl`` / ``icl_notepad`` context, spec A.10), so a deployed
+    """A chat model as a bench policy (CLBench ``icl`` / ``icl_notepad`` context, docs/spectrum.md §A.10), so a deployed
     model — or a local fake — runs on bench90 with ``evaluate_bench90(lambda: ChatBenchPolicy(chat))``.
     ``chat(messages, response_schema)`` returns the reply (text or a parsed dict). Up to ``retries`` extra
     attempts on JSON/validation errors, then an empty report. The feedback on each scan reaches the

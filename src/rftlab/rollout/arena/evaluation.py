@@ -1,4 +1,4 @@
-"""Frozen 60-case arena evaluation under message interventions (spec §10.2, §10.4) and the validation scorer (§11).
+"""Frozen 60-case arena evaluation under message interventions (docs/arena.md §10.2, §10.4) and the validation scorer (§11).
 
 A *provider* (``rftlab.policies.arena.providers``) turns chat messages into reply text.
 

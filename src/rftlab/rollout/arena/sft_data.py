@@ -1,4 +1,4 @@
-"""Stage-1 arena SFT data (spec §9): chat rows from seeded states, oracle labels, hash splits, manifest.
+"""Stage-1 arena SFT data (docs/arena.md §9): chat rows from seeded states, oracle labels, hash splits, manifest.
 
 ``build_rows`` regenerates every row from its seed: the four BROADCAST rows of each natural seed (labels:
 the reference broadcast of the agent's local-policy action), its ACT rows that survive the three filters of

@@ -12,7 +12,7 @@ decorator's arguments are evaluated when pytest imports the module).
 | ``RFTLAB_SPECTRUM_THINK`` | 1 | 0 appends ``/no_think`` to the system prompt |
 | ``RFTLAB_SPECTRUM_PREFIX`` | the arm's default (``sc1`` ...) | row-id prefix |
 
-Keys never go into completion parameters (platforms G12): litellm reads ``OPENAI_API_KEY`` /
+Keys never go into completion parameters (docs/platforms.md G12): litellm reads ``OPENAI_API_KEY`` /
 ``FIREWORKS_API_KEY`` from the environment itself. eval-protocol's own ``--ep-completion-params`` and
 ``--ep-max-rows`` still override these.
 """

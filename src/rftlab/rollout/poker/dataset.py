@@ -1,4 +1,4 @@
-"""Eval-protocol rows for poker RFT (spec B.4): one row per row id; the env derives the opponent and the
+"""Eval-protocol rows for poker RFT (docs/poker.md §B.4): one row per row id; the env derives the opponent and the
 card seed from the row id (row-shared mode), so every GRPO candidate of a row plays the same hands."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The poker RFT env as an eval-protocol ``McpGym`` server (spec B.1, B.2; issue 14 item 3).
+"""The poker RFT env as an eval-protocol ``McpGym`` server (docs/poker.md §B.1, B.2; issue 14 item 3).
 
 One tool, ``poker_act(action, thinking="", amount=-1, notepad_update="")`` (B.2's parameters and
 sentinels: ``amount < 0`` → no amount; a blank ``notepad_update`` keeps the notepad). The notepad
@@ -24,7 +24,7 @@ Launch: ``python -m rftlab.rollout.poker.mcp --port 9701`` or the launcher scrip
 ``rftlab/rollout/eval_entries/poker_mcp_server.py --port N`` (what ``MCPGymRolloutProcessor`` runs).
 
 No ``from __future__ import annotations`` in this module: FastMCP reads the tool function's annotations
-at registration time (platforms G1).
+at registration time (docs/platforms.md G1).
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""Scoring of poker McpGym rollouts for eval-protocol (spec B.3, B.5).
+"""Scoring of poker McpGym rollouts for eval-protocol (docs/poker.md §B.3, B.5).
 
 The per-hand BB come from the env-authored messages only (``tool``/``user``; a tool result's JSON is
 decoded to its ``observation`` text first, so the ``HAND_PROFITS_BB:`` line is read as the env wrote it):
@@ -6,7 +6,7 @@ decoded to its ``observation`` text first, so the ``HAND_PROFITS_BB:`` line is r
 ``REWARDS[$RFTLAB_POKER_REWARD]`` (``mean_instance`` by default, or ``gain``); the metrics are
 ``bb_per_hand``, ``memory_gain`` (the gain reward's clipped late − early), ``illegal_actions`` and
 ``hands_completed``. A failed rollout, or a transcript without any hand result, scores 0 with
-``is_score_valid=False`` and the reason (platforms G6).
+``is_score_valid=False`` and the reason (docs/platforms.md G6).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The seed publishes three ceilings: naive accumulate-all-detections, + perfect false-alarm filtering, and
 + "centre denoising", described upstream as averaging away each channel's frequency jitter, while the
-RFT spec (B.12) defines it as reporting the true centres of the detected channels. These two
+RFT spec (docs/spectrum.md §B.12) defines it as reporting the true centres of the detected channels. These two
 definitions give very different numbers, so both are computed here:
 
 - ``true_centre`` (``RFTAccumulate(denoise=True)``): false alarms dropped, every detected channel at its

@@ -1,4 +1,4 @@
-"""Training rows for the spectrum RFT arms in eval-protocol's row format (spec B.10).
+"""Training rows for the spectrum RFT arms in eval-protocol's row format (docs/spectrum.md §B.10).
 
 One row per ``row_id``: a system prompt chosen by prompt variant (``explicit`` / ``weak``) and memory
 channel (``none`` / ``echo`` / ``scrambled`` / ``notepad``); the band itself comes from the env

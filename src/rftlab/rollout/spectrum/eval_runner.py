@@ -6,7 +6,7 @@ eval-protocol wrote (``--ep-output-dir``). ``run_bench_shaped_eval`` serves a re
 policy server, runs the bench-shaped entry on ``n_rows`` rows through real eval-protocol + litellm, plays
 the same policy directly through the env (``rftlab.rollout.episode``) and returns both scores side by side.
 
-The subprocess never sees Fireworks/Tinker/W&B keys (no upload can happen, platforms G7) and talks to the
+The subprocess never sees Fireworks/Tinker/W&B keys (no upload can happen, docs/platforms.md G7) and talks to the
 local server with the placeholder key ``EMPTY``.
 """
 

@@ -1,7 +1,7 @@
 """Reference evaluations of spectrum policies, played through the one episode loop.
 
 - ``evaluate_bench90(policy_factory, runs=..., baseline=...)``: a bench policy on the official 90-scan
-  schedule (each listed permuted run) and on the stateless-baseline protocol (spec A.9, B.13).
+  schedule (each listed permuted run) and on the stateless-baseline protocol (docs/spectrum.md §A.9, B.13).
 - ``bench_records(trajectory)``: the per-position rows of one bench episode.
 - ``rft_trajectories(env, policy_factory, row_ids)``: one RFT episode per row id, a fresh policy each.
 

@@ -1,4 +1,4 @@
-"""The spectrum RFT env as an eval-protocol ``McpGym`` server (the McpGym path of spec B.9).
+"""The spectrum RFT env as an eval-protocol ``McpGym`` server (the McpGym path of docs/spectrum.md §B.9).
 
 Tools ``notepad_read``, ``notepad_write(text)`` and ``submit_report(center_freqs)`` (all three always
 registered; the env's memory channel decides whether the notepad tools work). Scan 1 is the initial
@@ -6,7 +6,7 @@ observation (the row's first user message through the template ``{observation}``
 in ``submit_report`` results. Tools return the observation only; the per-step reward (the scan's exact
 occupied-IoU on a submit, else 0) and termination go to eval-protocol's control plane.
 
-Band seed (B.2, platforms G3/G15): envs are created per session and seeded from the framework's session
+Band seed (B.2, docs/platforms.md G3/G15): envs are created per session and seeded from the framework's session
 id, ``session_band_seed(session_id)`` (md5 → integer ≥ 1 in practice; never the "seed 0 = no seed" trap),
 the first time the session is touched — by the initial-state request (whose ``mcp-session-id`` header is
 that session id) or by a tool call (``clientInfo._extra["session_id"]``). So every candidate of a row

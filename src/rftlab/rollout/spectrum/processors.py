@@ -1,4 +1,4 @@
-"""The bench-shaped eval-protocol rollout processor for the spectrum RFT env (spec B.9, platforms §2.5).
+"""The bench-shaped eval-protocol rollout processor for the spectrum RFT env (docs/spectrum.md §B.9, docs/platforms.md §2.5).
 
 Every scan arrives as a ``user`` message and the agent answers with ``assistant`` tool calls; the env runs
 in-process (no MCP server). The policy is whatever ``config.completion_params`` names (in the cloud, the

@@ -7,7 +7,7 @@ executed tool call (what the MCP server did). The replayed env's per-scan record
 never inject a score (B.15 #1). The replay is checked against what the rollout saw: every tool result in
 the transcript must equal the replayed env's result (and, on the turn path, the processor's recorded
 metrics must equal the replay's). A mismatch or a failed rollout gives score 0 with
-``is_score_valid=False`` and the reason (platforms G6: the row still reaches the evaluator).
+``is_score_valid=False`` and the reason (docs/platforms.md G6: the row still reaches the evaluator).
 """
 
 from __future__ import annotations

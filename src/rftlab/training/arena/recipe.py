@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SftRecipe:
-    """The Stage-1 LoRA SFT recipe (seed handoff; spec §11 and §9.5)."""
+    """The Stage-1 LoRA SFT recipe (seed handoff; docs/arena.md §11 and §9.5)."""
 
     base_model: str = "Qwen/Qwen3-4B-Instruct-2507"
     lora_rank: int = 32

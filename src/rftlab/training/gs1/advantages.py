@@ -1,4 +1,4 @@
-"""Advantage estimators of the GS1-vs-GRPO study (``seeds/gs1_vs_grpo_spec.json``), pure NumPy in float64.
+"""Advantage estimators of the GS1-vs-GRPO study (``data/specs/gs1_vs_grpo.json``), pure NumPy in float64.
 
 * ``group_mean`` — GRPO as in tinker-cookbook's ``compute_advantages``: ``A = r - mean(r of its group)``,
   no std scaling. A group is every rollout of one prompt in one step.

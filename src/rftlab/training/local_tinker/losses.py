@@ -1,4 +1,4 @@
-"""Datum validation and the two losses, with the tinker service's definitions (platforms.md §3.4).
+"""Datum validation and the two losses, with the tinker service's definitions (docs/platforms.md §3.4).
 
 - ``cross_entropy``: ``-(logp * weights).sum()``
 - ``importance_sampling``: ``-(exp(logp - sampler_logprobs) * advantages).sum()`` (token sum,

@@ -1,6 +1,6 @@
 """The local backend's model: a tiny Qwen3-architecture causal LM (or any local Hugging Face model
 directory) with ``peft`` LoRA adapters, and an offline byte-level tokenizer carrying the Qwen chat
-special tokens so the tinker-cookbook renderers work without the Hub (platforms.md §3.10).
+special tokens so the tinker-cookbook renderers work without the Hub (docs/platforms.md §3.10).
 
 Built-in base models are deterministic functions of their name: the same name always yields the
 same base weights, so every arm of a study starts from the same base. A ``base_model`` that is a

@@ -1,6 +1,6 @@
 """Local GRPO on the spectrum-memory task with the simulated policy (a simulation of the seed's RFT loop).
 
-Per epoch ``e`` (bands are fresh every epoch through the epoch salt, B.2):
+Per epoch ``e`` (bands are fresh every epoch through the epoch salt, docs/spectrum.md §B.2):
 
 1. the ``rows`` dataset rows are taken in order in batches of ``batch_rows`` rows;
 2. for every row of a batch, ``candidates`` rollouts share the row's band (``band_seed(row_id, salt_e)``)

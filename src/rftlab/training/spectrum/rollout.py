@@ -2,7 +2,7 @@
 lockstep so the policy's choices are computed with numpy over candidates.
 
 The band each candidate faces comes from a *band assignment* function ``(row_id, salt, candidate) ->
-band seed``. The correct one, ``band_per_row``, ignores the candidate (B.2: every candidate of a row
+band seed``. The correct one, ``band_per_row``, ignores the candidate (docs/spectrum.md §B.2: every candidate of a row
 shares one band); ``band_per_rollout`` reproduces the seed's historical bug (a band per rollout), for the
 preflight's tests. Every env call goes through ``_env_reset`` / ``_env_step`` (the one place that knows
 the env's call signature). The K episodes advance in lockstep, so this is a vectorised counterpart of
