@@ -31,12 +31,12 @@ lab: setup
 	$(VENV)/bin/jupyter lab notebooks/
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks notebooks/*.py
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples notebooks/*.py
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
 format: setup
-	$(VENV)/bin/ruff format src tests benchmarks
-	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks examples
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples
 
 clean-venv:
 	rm -rf $(VENV)
