@@ -336,7 +336,16 @@ def required_n(
     model = DiscordanceModel.from_difference(difference, discordance)
     exact = method in COUNT_ONLY if exact is None else exact
     reps_used = 0 if exact else (mc_reps_for(0.01, power) if reps is None else reps)
-    draws = np.zeros((reps_used, 0), dtype=np.int8)
+    rate = _pass_rate_at(method, model, margin, alpha, exact, reps_used, rng)
+    n, n_rate = _first_passing_size(rate, power, n_min, n_max, n_hint)
+    return PowerSearch(method, n, n_rate, _se(n_rate, reps_used), reps_used, exact)
+
+
+def _pass_rate_at(method, model, margin, alpha, exact: bool, reps: int, rng):
+    """``rate(n)``: the probability that ``method`` passes at ``n`` items — exact for count-only methods,
+    else simulated with ``reps`` repetitions on nested samples (the first ``n`` columns of one growing
+    draw, so sizes share their randomness)."""
+    draws = np.zeros((reps, 0), dtype=np.int8)
 
     def rate(size: int) -> float:
         nonlocal draws
@@ -346,15 +355,21 @@ def required_n(
             raise ValueError("a Monte Carlo search needs an explicit numpy.random.Generator")
         if draws.shape[1] < size:
             extra = differences_from_uniforms(
-                rng.random((reps_used, size - draws.shape[1]), dtype=np.float32), model
+                rng.random((reps, size - draws.shape[1]), dtype=np.float32), model
             )
             draws = np.concatenate([draws, extra.astype(np.int8)], axis=1)
         passes = 0
-        for start in range(0, reps_used, _CHUNK):
+        for start in range(0, reps, _CHUNK):
             d = draws[start : start + _CHUNK, :size].astype(float)
             passes += int(batch_noninferior(method, d, margin, alpha).sum())
-        return passes / reps_used
+        return passes / reps
 
+    return rate
+
+
+def _first_passing_size(rate, power: float, n_min: int, n_max: int, n_hint: int | None):
+    """``(n, rate(n))`` for the first size on the search path of ``required_n`` whose rate reaches
+    ``power`` (``n`` is ``None``, with the last rate, when ``n_max`` fails)."""
     growth = 1.25 if n_hint is not None else 2.0
     n = max(n_min, 2) if n_hint is None else max(n_hint, n_min, 2)
     n_rate = rate(n)
@@ -368,14 +383,14 @@ def required_n(
                 break
             n, n_rate = smaller, smaller_rate
         else:
-            return PowerSearch(method, n, n_rate, _se(n_rate, reps_used), reps_used, exact)
+            return n, n_rate
     elif n_rate >= power:
-        return PowerSearch(method, n, n_rate, _se(n_rate, reps_used), reps_used, exact)
+        return n, n_rate
     else:
         lo = n  # checked: fails
         while True:
             if n >= n_max:
-                return PowerSearch(method, None, n_rate, _se(n_rate, reps_used), reps_used, exact)
+                return None, n_rate
             n = min(max(int(n * growth), n + 1), n_max)
             n_rate = rate(n)
             if n_rate >= power:
@@ -389,7 +404,7 @@ def required_n(
             hi, hi_rate = mid, mid_rate
         else:
             lo = mid
-    return PowerSearch(method, hi, hi_rate, _se(hi_rate, reps_used), reps_used, exact)
+    return hi, hi_rate
 
 
 def hoeffding_clearing_difference(n: int, margin: float, alpha: float) -> float:

@@ -152,35 +152,30 @@ class _LazyCombos:
         return tuple(self.legal[k][j] for k, j in enumerate(self.index[i].tolist()))
 
 
-def joint_action_rewards(
-    state: GameState, team: str = BLUE, opponent_actions: Mapping[str, Any] | None = None
-) -> tuple[np.ndarray, np.ndarray, list[tuple[Action, ...]]]:
-    """``R_team`` of every joint action of ``team`` (enumeration order), vectorised over combinations.
+@dataclass
+class _Combinations:
+    """Every joint action of one team as arrays over combinations (``[agent, combination]``)."""
 
-    Returns ``(rewards_C, choice_CxM, legal)``: ``choice[c, k]`` indexes member ``k``'s sorted legal list.
-    """
-    other = opponent(team)
-    members, legal = _members_and_legal(state, team)
-    sizes = [len(actions) for actions in legal]
-    count = math.prod(sizes)
-    choice = np.stack(np.unravel_index(np.arange(count), sizes), axis=1)  # C-order == itertools.product
+    order: list[str]  # agent ids, sorted
+    node_index: dict[str, int]
+    rows: np.ndarray  # arange(count)
+    team_code: np.ndarray  # [agent] owner code of the agent's team
+    kind: np.ndarray  # [agent, combination] kind codes
+    node_target: np.ndarray  # [agent, combination] node index (0 when the action has none)
+    agent_target: np.ndarray  # [agent, combination] agent index (0 unless TRANSFER)
+    choices_of: dict[str, list[Action]]
 
-    # Validation and pre-turn values are the same for every combination (§7 implementation note).
-    fixed = {
-        agent_id: action for agent_id, action in (opponent_actions or {}).items() if agent_id not in members
-    }
-    resolved_fixed, invalid, _ = validate_joint_action(state, fixed)
+
+def _enumerate_actions(
+    state: GameState, members: Sequence[str], legal: Sequence[tuple[Action, ...]], choice: np.ndarray, fixed
+) -> _Combinations:
+    """Per-agent action arrays: members pick from their legal lists by ``choice``; everyone else plays
+    their resolved fixed action in every combination."""
+    count = choice.shape[0]
     order = sorted(state.agents)
     agent_index = {agent_id: i for i, agent_id in enumerate(order)}
-    node_ids = list(state.nodes)
-    node_index = {nid: j for j, nid in enumerate(node_ids)}
-    n_nodes, n_agents = len(node_ids), len(order)
-    rows = np.arange(count)
-    team_code = np.array([_OWNER_CODE[state.agents[a].team] for a in order])
-    invalid_other = sum(1 for a in invalid if state.agents[a].team == other)
-    value_before = team_value(state, team)
-
-    # Per-agent action arrays over combinations: kind code, node target (or 0), agent target (or 0).
+    node_index = {nid: j for j, nid in enumerate(state.nodes)}
+    n_agents = len(order)
     kind = np.zeros((n_agents, count), dtype=np.int8)
     node_target = np.zeros((n_agents, count), dtype=np.int64)
     agent_target = np.zeros((n_agents, count), dtype=np.int64)
@@ -192,7 +187,7 @@ def joint_action_rewards(
             table = legal[member_slot[agent_id]]
             pick = choice[:, member_slot[agent_id]]
         else:
-            table = (resolved_fixed[agent_id],)
+            table = (fixed[agent_id],)
             pick = np.zeros(count, dtype=np.int64)
         choices_of[agent_id] = list(table)
         kind[i] = np.array([_KIND_CODE[a.kind] for a in table], dtype=np.int8)[pick]
@@ -200,20 +195,37 @@ def joint_action_rewards(
             [node_index[a.target] if a.target in node_index and a.kind != TRANSFER else 0 for a in table]
         )[pick]
         agent_target[i] = np.array([agent_index[a.target] if a.kind == TRANSFER else 0 for a in table])[pick]
+    team_code = np.array([_OWNER_CODE[state.agents[a].team] for a in order])
+    return _Combinations(
+        order, node_index, np.arange(count), team_code, kind, node_target, agent_target, choices_of
+    )
 
-    code = _KIND_CODE
-    resource = np.tile(np.array([state.agents[a].resource for a in order], dtype=np.int64), (count, 1))
+
+def _pay_and_transfer(state: GameState, combos: _Combinations) -> np.ndarray:
+    """Steps 3–4 of §4: action costs, then transfers in agent order. ``[combination, agent]`` resources."""
+    code, kind, rows = _KIND_CODE, combos.kind, combos.rows
+    resource = np.tile(
+        np.array([state.agents[a].resource for a in combos.order], dtype=np.int64), (rows.size, 1)
+    )
     paid = np.isin(kind, [code[k] for k in PAID_KINDS])
     resource -= paid.T.astype(np.int64)  # 3. costs
-    for i in range(n_agents):  # 4. transfers, agent order
+    for i in range(len(combos.order)):  # 4. transfers, agent order
         moving = kind[i] == code[TRANSFER]
         if not moving.any():
             continue
-        receiver = agent_target[i]
+        receiver = combos.agent_target[i]
         ok = moving & (resource[rows, receiver] < MAX_RESOURCE)
         resource[:, i] -= ok
         resource[rows, receiver] += ok
+    return resource
 
+
+def _resolve_nodes(state: GameState, team: str, combos: _Combinations):
+    """Steps 5–8 of §4 over combinations: recover/fortify, scans, probes, captures (contested when both
+    teams attack) and the capturers' moves. Returns ``(scan_count, owner, fort, exposed, compromised,
+    position)``."""
+    code, kind, rows, node_target = _KIND_CODE, combos.kind, combos.rows, combos.node_target
+    count, n_nodes, n_agents = rows.size, len(state.nodes), len(combos.order)
     nodes = list(state.nodes.values())
     fort = np.tile(np.array([n.fortification for n in nodes], dtype=np.int64), (count, 1))
     exposed = np.tile(np.array([n.exposed for n in nodes], dtype=bool), (count, 1))
@@ -234,11 +246,11 @@ def joint_action_rewards(
     scan_count = {BLUE: np.zeros(count, dtype=np.int64), RED: np.zeros(count, dtype=np.int64)}
     valid_probes = np.zeros((count, n_nodes), dtype=np.int64)
     attackers = {0: np.zeros((count, n_nodes), dtype=np.int64), 1: np.zeros((count, n_nodes), dtype=np.int64)}
-    for i, agent_id in enumerate(order):  # 6. scans; probe and capture collection
+    for i, agent_id in enumerate(combos.order):  # 6. scans; probe and capture collection
         t = node_target[i]
         scan_count[state.agents[agent_id].team] += kind[i] == code[SCAN]
-        valid_probes[rows, t] += (kind[i] == code[PROBE]) & (owner0[t] != team_code[i])
-        attackers[team_code[i]][rows, t] += kind[i] == code[CAPTURE]
+        valid_probes[rows, t] += (kind[i] == code[PROBE]) & (owner0[t] != combos.team_code[i])
+        attackers[combos.team_code[i]][rows, t] += kind[i] == code[CAPTURE]
     probed = valid_probes > 0  # 7. probe resolution
     shields = fort
     fort = np.where(probed, np.maximum(0, shields - valid_probes), shields)
@@ -258,17 +270,22 @@ def joint_action_rewards(
     exposed &= ~captured
     compromised &= ~captured
     position = np.tile(
-        np.array([node_index[state.agents[a].position] for a in order], dtype=np.int64), (count, 1)
+        np.array([combos.node_index[state.agents[a].position] for a in combos.order], dtype=np.int64),
+        (count, 1),
     )
     for i in range(n_agents):
         t = node_target[i]
-        moved = (kind[i] == code[CAPTURE]) & success[int(team_code[i])][rows, t]
+        moved = (kind[i] == code[CAPTURE]) & success[int(combos.team_code[i])][rows, t]
         position[:, i] = np.where(moved, t, position[:, i])
+    return scan_count, owner, fort, exposed, compromised, position
 
-    # 9-10. Team value of the post-turn state, accumulated exactly as reward.team_value does.
-    own_code, enemy_code = _OWNER_CODE[team], _OWNER_CODE[other]
-    value = np.zeros(count)
-    for j, node in enumerate(nodes):
+
+def _node_value(state: GameState, team: str, owner, fort, exposed, compromised) -> np.ndarray:
+    """Steps 9–10 of §4: the node part of the post-turn team value, accumulated exactly as
+    ``reward.team_value`` does (node order, same float operations)."""
+    own_code, enemy_code = _OWNER_CODE[team], _OWNER_CODE[opponent(team)]
+    value = np.zeros(owner.shape[0])
+    for j, node in enumerate(state.nodes.values()):
         weight = node.weight
         own = owner[:, j] == own_code
         enemy = owner[:, j] == enemy_code
@@ -287,13 +304,50 @@ def joint_action_rewards(
             value - COMPROMISED_PENALTY * weight,
             np.where(enemy & co, value + COMPROMISED_PENALTY * weight, value),
         )
+    return value
+
+
+def joint_action_rewards(
+    state: GameState, team: str = BLUE, opponent_actions: Mapping[str, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray, list[tuple[Action, ...]]]:
+    """``R_team`` of every joint action of ``team`` (enumeration order), vectorised over combinations.
+
+    Returns ``(rewards_C, choice_CxM, legal)``: ``choice[c, k]`` indexes member ``k``'s sorted legal list.
+    """
+    other = opponent(team)
+    members, legal = _members_and_legal(state, team)
+    sizes = [len(actions) for actions in legal]
+    choice = np.stack(np.unravel_index(np.arange(math.prod(sizes)), sizes), axis=1)  # == itertools.product
+
+    # Validation and pre-turn values are the same for every combination (§7 implementation note).
+    fixed = {
+        agent_id: action for agent_id, action in (opponent_actions or {}).items() if agent_id not in members
+    }
+    resolved_fixed, invalid, _ = validate_joint_action(state, fixed)
+    invalid_other = sum(1 for a in invalid if state.agents[a].team == other)
+    value_before = team_value(state, team)
+
+    combos = _enumerate_actions(state, members, legal, choice, resolved_fixed)
+    resource = _pay_and_transfer(state, combos)
+    scan_count, owner, fort, exposed, compromised, position = _resolve_nodes(state, team, combos)
+    value = _node_value(state, team, owner, fort, exposed, compromised)
     after = _PostTurn(
-        order, choices_of, kind, node_target, position, resource, owner, fort, exposed, compromised
+        combos.order,
+        combos.choices_of,
+        combos.kind,
+        combos.node_target,
+        position,
+        resource,
+        owner,
+        fort,
+        exposed,
+        compromised,
     )
-    potential = {t_code: _potential(state, t_code, after, node_index) for t_code in (0, 1)}
+    own_code, enemy_code = _OWNER_CODE[team], _OWNER_CODE[other]
+    potential = {t_code: _potential(state, t_code, after, combos.node_index) for t_code in (0, 1)}
     value = value + (potential[own_code] - potential[enemy_code])
 
-    scan_bonus = np.array([scan_bonus_total(k) for k in range(n_agents + 1)])  # S for k scanning agents
+    scan_bonus = np.array([scan_bonus_total(k) for k in range(len(combos.order) + 1)])  # S for k scanners
     invalid_own = 0  # the enumerated team only plays actions from its legal lists
     reward = value - value_before
     reward = reward + scan_bonus[scan_count[team]]

@@ -188,23 +188,12 @@ def validate_joint_action(
     return resolved, invalid, events
 
 
-def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = True) -> TurnResolution:
-    """Resolve one simultaneous turn for all agents (§4). The input state is left untouched."""
-    resolved, invalid, events = validate_joint_action(state, joint_actions)
-    order = sorted(state.agents)
-    team_of = {agent_id: state.agents[agent_id].team for agent_id in order}
-    before = {team: team_value(state, team) for team in TEAMS}
-    duplicates = {
-        team: duplicate_targets(resolved, [a for a in order if team_of[a] == team]) for team in TEAMS
-    }
-
-    nxt = state.copy()
-    nodes, agents = nxt.nodes, nxt.agents
-
+def _pay_and_transfer(nxt: GameState, order: list[str], resolved, events: list[Event]) -> None:
+    """Steps 3–4 of §4: every paid action costs 1, then transfers in agent order (a full receiver refuses)."""
+    agents = nxt.agents
     for agent_id in order:  # 3. costs
         if resolved[agent_id].kind in PAID_KINDS:
             agents[agent_id].resource -= 1
-
     for agent_id in order:  # 4. transfers
         action = resolved[agent_id]
         if action.kind != TRANSFER:
@@ -217,19 +206,28 @@ def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = Tr
         receiver.resource += 1
         events.append(Event(TRANSFER, agent_id, action.target, True, "transferred"))
 
-    for agent_id in order:  # 5. recover / fortify
+
+def _recover_and_fortify(nxt: GameState, order: list[str], resolved, events: list[Event]) -> None:
+    """Step 5 of §4, in agent order."""
+    for agent_id in order:
         action = resolved[agent_id]
         if action.kind == RECOVER:
-            node = nodes[action.target]
+            node = nxt.nodes[action.target]
             node.compromised = False
             node.exposed = False
             events.append(Event(RECOVER, agent_id, action.target, True, "recovered"))
         elif action.kind == FORTIFY:
-            node = nodes[action.target]
+            node = nxt.nodes[action.target]
             node.fortification = min(MAX_FORTIFICATION, node.fortification + 1)
             node.exposed = False
             events.append(Event(FORTIFY, agent_id, action.target, True, "fortified"))
 
+
+def _scan_and_probe(
+    state: GameState, nxt: GameState, order: list[str], team_of, resolved, events: list[Event]
+) -> dict[str, float]:
+    """Steps 6–7 of §4: scans (a bonus per newly known node) and probe resolution by target.
+    Returns the scan bonus of each team."""
     scans = {team: 0.0 for team in TEAMS}
     probes: dict[str, list[str]] = {}
     for agent_id in order:  # 6. scan and probe collection
@@ -245,7 +243,7 @@ def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = Tr
             probes.setdefault(action.target, []).append(agent_id)
 
     for target in sorted(probes):  # 7. probe resolution
-        node = nodes[target]
+        node = nxt.nodes[target]
         valid = [a for a in probes[target] if team_of[a] != node.owner]
         for agent_id in probes[target]:
             if team_of[agent_id] == node.owner:
@@ -258,13 +256,17 @@ def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = Tr
         for index, agent_id in enumerate(valid):
             detail = "exposed" if index >= shields else "fortification_reduced"
             events.append(Event(PROBE, agent_id, target, True, detail))
+    return scans
 
+
+def _capture(nxt: GameState, order: list[str], team_of, resolved, events: list[Event]) -> None:
+    """Step 8 of §4: captures by target; contested when both teams attack the same node."""
     captures: dict[str, list[str]] = {}
     for agent_id in order:
         if resolved[agent_id].kind == CAPTURE:
             captures.setdefault(resolved[agent_id].target, []).append(agent_id)
-    for target in sorted(captures):  # 8. contested captures
-        node = nodes[target]
+    for target in sorted(captures):
+        node = nxt.nodes[target]
         attackers = captures[target]
         teams = {team_of[a] for a in attackers}
         if len(teams) > 1:
@@ -276,10 +278,27 @@ def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = Tr
             node.exposed = False
             node.compromised = False
             for agent_id in attackers:
-                agents[agent_id].position = target
+                nxt.agents[agent_id].position = target
             events.extend(Event(CAPTURE, a, target, True, "captured") for a in attackers)
         else:
             events.extend(Event(CAPTURE, a, target, False, "not_exposed") for a in attackers)
+
+
+def step(state: GameState, joint_actions: Mapping[str, Any], *, check: bool = True) -> TurnResolution:
+    """Resolve one simultaneous turn for all agents (§4). The input state is left untouched."""
+    resolved, invalid, events = validate_joint_action(state, joint_actions)
+    order = sorted(state.agents)
+    team_of = {agent_id: state.agents[agent_id].team for agent_id in order}
+    before = {team: team_value(state, team) for team in TEAMS}
+    duplicates = {
+        team: duplicate_targets(resolved, [a for a in order if team_of[a] == team]) for team in TEAMS
+    }
+
+    nxt = state.copy()
+    _pay_and_transfer(nxt, order, resolved, events)
+    _recover_and_fortify(nxt, order, resolved, events)
+    scans = _scan_and_probe(state, nxt, order, team_of, resolved, events)
+    _capture(nxt, order, team_of, resolved, events)
 
     nxt.turn = state.turn + 1  # 9. refresh
     refresh_knowledge(nxt)

@@ -127,40 +127,12 @@ def round_robin_sets(
     return sets
 
 
-def generate_scans(
-    channels: Sequence[ChannelDef | Mapping[str, Any]],
-    n_scans: int,
-    seed: int,
-    params: GeneratorParams,
-    *,
-    annotate: bool = False,
-    with_ground_truth: bool = True,
-) -> list[dict[str, Any]]:
-    """Generate ``n_scans`` scan records (A.3). Each record has the corpus row keys from ``scan_id`` on:
-    ``scan_id, sensor_id, detector_version, integration_time_ms, estimated_noise_floor_dbm,
-    detected_peaks, ground_truth, interference_freqs`` (plus the caller adds ``scan_idx`` etc.).
-
-    ``annotate=True`` adds ``channel_id`` (``None`` for interference/noise) to every peak, for ceiling
-    policies and diagnostics; ``with_ground_truth=False`` leaves ``ground_truth`` empty (the RFT env keeps
-    its layout instead). Neither changes any draw."""
-    chans = as_channel_defs(channels)
-    rng = random.Random(seed)
-    rand = rng.random
-    gauss = rng.gauss
-    uniform = rng.uniform
+def _channel_constants(
+    chans: Sequence[ChannelDef], params: GeneratorParams, with_ground_truth: bool
+) -> list[tuple[ChannelDef, float, float, float, float, Mapping[str, Any] | None]]:
+    """Per channel: (def, nominal centre, bandwidth, power, width sigma, ground-truth channel_def)."""
     W, G = params.W, params.G
-    nf = params.noise_floor_dbm
-    band = params.band_width
-    jitter = params.center_jitter
-    p_miss = params.p_miss
-    p_active = params.p_active
-    freq_noise = params.freq_noise
-    power_noise = params.power_noise
-    schedule: list[set[int]] | None = None
-    if params.n_active is not None and chans:
-        schedule = round_robin_sets(rng, chans, params.n_active, n_scans)
-    # per-channel constants: (def, nominal centre, bandwidth, power, width sigma, gt channel_def)
-    consts = [
+    return [
         (
             ch,
             ch.nominal_center(W, G),
@@ -172,8 +144,12 @@ def generate_scans(
         for ch in chans
     ]
 
+
+def _peak_maker(rng: random.Random, annotate: bool):
+    """``make_peak(f, pw, width, source, channel_id)``: a peak dict; its id's five draws come after the
+    peak's own draws, as upstream builds its dict."""
+
     def make_peak(f: float, pw: float, width: float, source: str, channel_id: int | None) -> dict[str, Any]:
-        # The peak id's five draws come after the peak's own draws, as upstream builds its dict.
         peak = {
             "freq_mhz": round(f, 1),
             "power_dbm": round(pw, 1),
@@ -185,12 +161,18 @@ def generate_scans(
             peak["channel_id"] = channel_id
         return peak
 
-    scans: list[dict[str, Any]] = []
-    for i in range(n_scans):
-        scan_id = dashed_id(rng, "scan")
-        active_ids = schedule[i] if schedule is not None else None
-        peaks: list[dict[str, Any]] = []
-        ground_truth: list[dict[str, Any]] = []
+    return make_peak
+
+
+def _channel_peaks(rng: random.Random, consts, params: GeneratorParams, make_peak):
+    """``scan(active_ids, peaks, ground_truth)``: one scan's channels in channel order (centre jitter,
+    activity, the ground-truth entry and, for an active channel that is not missed, its noisy peak).
+    A closure, so the per-scan loop pays no lookups."""
+    rand, gauss, uniform = rng.random, rng.gauss, rng.uniform
+    jitter, p_miss, p_active = params.center_jitter, params.p_miss, params.p_active
+    freq_noise, power_noise, nf = params.freq_noise, params.power_noise, params.noise_floor_dbm
+
+    def scan(active_ids, peaks: list, ground_truth: list) -> None:
         for ch, nominal, bw, power, w_sigma, gt_def in consts:
             center = nominal + uniform(-jitter, jitter) if jitter > 0 else nominal
             if ch.p_active is not None:
@@ -213,20 +195,75 @@ def generate_scans(
                 pw = power + gauss(0, power_noise)
                 w = bw + gauss(0, w_sigma)
                 peaks.append(make_peak(f, pw, round(max(1.0, w), 1), "channel", ch.id))
+
+    return scan
+
+
+def _interference_and_noise(rng: random.Random, params: GeneratorParams, make_peak):
+    """``scan(peaks) -> interference_freqs``: one scan's interference bursts (1–3 with probability
+    ``p_interference``) and its false alarm (with probability ``p_false_alarm``), appended to ``peaks``."""
+    rand, uniform, gauss = rng.random, rng.uniform, rng.gauss
+    nf, band, p_interference, p_false_alarm = (
+        params.noise_floor_dbm,
+        params.band_width,
+        params.p_interference,
+        params.p_false_alarm,
+    )
+
+    def scan(peaks: list) -> list[float]:
         interference_freqs: list[float] = []
-        if rand() < params.p_interference:
-            m = rng.randint(1, 3)
-            for _ in range(m):
+        if rand() < p_interference:
+            for _ in range(rng.randint(1, 3)):
                 f = uniform(0, band)
                 pw = uniform(nf + 5, nf + 20)
                 interference_freqs.append(round(f, 2))
                 w = round(uniform(0.5, 3.0), 1)
                 peaks.append(make_peak(f, pw, w, "interference", None))
-        if rand() < params.p_false_alarm:
+        if rand() < p_false_alarm:
             f = uniform(0, band)
             pw = nf + gauss(5, 2)
             w = round(uniform(1.0, 5.0), 1)
             peaks.append(make_peak(f, pw, w, "noise", None))
+        return interference_freqs
+
+    return scan
+
+
+def generate_scans(
+    channels: Sequence[ChannelDef | Mapping[str, Any]],
+    n_scans: int,
+    seed: int,
+    params: GeneratorParams,
+    *,
+    annotate: bool = False,
+    with_ground_truth: bool = True,
+) -> list[dict[str, Any]]:
+    """Generate ``n_scans`` scan records (A.3). Each record has the corpus row keys from ``scan_id`` on:
+    ``scan_id, sensor_id, detector_version, integration_time_ms, estimated_noise_floor_dbm,
+    detected_peaks, ground_truth, interference_freqs`` (plus the caller adds ``scan_idx`` etc.).
+
+    ``annotate=True`` adds ``channel_id`` (``None`` for interference/noise) to every peak, for ceiling
+    policies and diagnostics; ``with_ground_truth=False`` leaves ``ground_truth`` empty (the RFT env keeps
+    its layout instead). Neither changes any draw. One ``random.Random(seed)`` drives everything, in this
+    order per scan: the scan id, the channels (``_channel_peaks``), then interference and the false alarm."""
+    chans = as_channel_defs(channels)
+    rng = random.Random(seed)
+    schedule: list[set[int]] | None = None
+    if params.n_active is not None and chans:
+        schedule = round_robin_sets(rng, chans, params.n_active, n_scans)
+    make_peak = _peak_maker(rng, annotate)
+    channel_peaks = _channel_peaks(
+        rng, _channel_constants(chans, params, with_ground_truth), params, make_peak
+    )
+    extra_peaks = _interference_and_noise(rng, params, make_peak)
+    nf = float(params.noise_floor_dbm)
+    scans: list[dict[str, Any]] = []
+    for i in range(n_scans):
+        scan_id = dashed_id(rng, "scan")
+        peaks: list[dict[str, Any]] = []
+        ground_truth: list[dict[str, Any]] = []
+        channel_peaks(schedule[i] if schedule is not None else None, peaks, ground_truth)
+        interference_freqs = extra_peaks(peaks)
         peaks.sort(key=_freq_key)
         scans.append(
             {
@@ -234,7 +271,7 @@ def generate_scans(
                 "sensor_id": SENSOR_ID,
                 "detector_version": DETECTOR_VERSION,
                 "integration_time_ms": INTEGRATION_TIME_MS,
-                "estimated_noise_floor_dbm": float(nf),
+                "estimated_noise_floor_dbm": nf,
                 "detected_peaks": peaks,
                 "ground_truth": ground_truth,
                 "interference_freqs": interference_freqs,

@@ -29,7 +29,7 @@ of recent bands, shared by the candidates of a GRPO group; scorers are read-only
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -159,6 +159,21 @@ def _band_scorers(
 ) -> tuple[OccupiedBitset, AvailableScorer]:
     """The band's (occupied, available) scorers; read-only after construction."""
     return OccupiedBitset(regions, band), AvailableScorer(regions, band)
+
+
+@dataclass
+class _CallRun:
+    """What the tool calls of one model turn produced so far (``SpectrumRFTEnv.step``)."""
+
+    tool_errors: list[str] = field(default_factory=list)
+    notes: list[ReportNote] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    occ: float | None = None
+    avail: float | None = None
+    line: str | None = None
+    submitted: int = 0
+    next_scan: str | None = None  # the latest scan rendered for delivery during this turn
 
 
 class SpectrumRFTEnv:
@@ -309,11 +324,10 @@ class SpectrumRFTEnv:
         if self.done:
             raise RuntimeError("episode finished: call reset() to start a new one")
         cfg = self.config
-        render = cfg.render
         self._calls_this_scan += 1
         self._total_calls = n_call = self._total_calls + 1
         calls, content = interpret_turn(action)
-        if render:
+        if cfg.render:
             self.transcript.append(
                 {
                     "role": "assistant",
@@ -324,92 +338,92 @@ class SpectrumRFTEnv:
                     ],
                 }
             )
-
-        # ---- run the tool calls in order
-        tool_errors: list[str] = []
-        notes: list[ReportNote] = []
-        results: list[dict[str, Any]] = []
-        reward = 0.0
-        occ = avail = None
-        line: str | None = None
-        submitted_now = 0
-        next_scan: str | None = None  # the latest scan rendered for delivery during this call
+        run = _CallRun()
         for idx, call in enumerate(calls):
-            call_id = (call.id if call else None) or f"call_{n_call}_{idx}"
-            if call is None:
-                self._error(tool_errors, results, call_id, "error: tool call without a name")
-                continue
-            name = call.name
-            if name not in self._tool_names:
-                names = ", ".join(cfg.tool_names())
-                self._error(
-                    tool_errors, results, call_id, f"error: tool {name!r} is not available (tools: {names})"
-                )
-                continue
-            args, arg_err = decode_arguments(call.arguments)
-            if arg_err:
-                tool_errors.append(f"{name}: {arg_err}")
-            if name == "notepad_read":
-                results.append(self._tool_result(call_id, self.notepad or self.text.rft_notepad_empty))
-                self._reads += 1
-            elif name == "notepad_write":
-                raw = args.get("text")
-                self.notepad = str(raw if raw is not None else "")[: cfg.notepad_max_chars]
-                results.append(self._tool_result(call_id, "ok"))
-                self._writes += 1
-            elif submitted_now and cfg.multi_submit == "first":
-                msg = "error: this scan's report was already submitted; extra submit ignored"
-                self._error(tool_errors, results, call_id, msg)
-            elif self.done:
-                self._error(tool_errors, results, call_id, "error: all scans are completed")
-            else:
-                centres, note = normalize_center_freqs(
-                    args.get("center_freqs"), max_report=cfg.max_report, band=cfg.band_width
-                )
-                if arg_err and note.malformed == "center_freqs missing":
-                    note = replace(note, malformed=arg_err)
-                occ, avail = self._score_and_advance(centres, note, submitted=True)
-                line = self._last_line
-                submitted_now += 1
-                reward = occ
-                notes.append(note)
-                next_scan = None if self.done else self._deliver()
-                results.append(self._submit_result(call_id, line, next_scan))
-
-        # ---- no submit: force-advance with an empty, unscored report (B.9)
-        forced = False
-        if not submitted_now:
-            out_of_calls = (
-                cfg.max_calls_per_scan is not None and self._calls_this_scan >= cfg.max_calls_per_scan
-            )
-            if not calls or out_of_calls:
-                occ, avail = self._score_and_advance([], ReportNote(malformed="no submit"), submitted=False)
-                forced = True
-                next_scan = None if self.done else self._deliver()
-        if submitted_now or forced:
+            self._run_call(call, (call.id if call else None) or f"call_{n_call}_{idx}", run)
+        forced = self._force_advance_if_idle(run, bool(calls))
+        if run.submitted or forced:
             self._calls_this_scan = 0  # a submit (or a forced advance) ends the scan's call budget
         truncated = False
         if cfg.max_total_calls is not None and n_call >= cfg.max_total_calls and not self.done:
             self.done = truncated = True
-            next_scan = None
-        if render:
-            self.transcript.extend(results)
-            if next_scan is not None and (cfg.delivery == "user" or not submitted_now):
+            run.next_scan = None
+        if cfg.render:
+            self.transcript.extend(run.results)
+            if run.next_scan is not None and (cfg.delivery == "user" or not run.submitted):
                 # user delivery: every scan is a user message; tool delivery: scans ride in the submit
                 # result, except after a forced advance (no submit result to carry it)
-                self.transcript.append({"role": "user", "content": next_scan, "scan_boundary": True})
+                self.transcript.append({"role": "user", "content": run.next_scan, "scan_boundary": True})
         info = SpectrumStepInfo(
-            self.records[-1]["scan"] if (submitted_now or forced) else self.scan_index + 1,
-            bool(submitted_now),
+            self.records[-1]["scan"] if (run.submitted or forced) else self.scan_index + 1,
+            bool(run.submitted),
             forced,
             truncated,
-            occ,
-            avail,
-            line,
-            tuple(notes),
-            tuple(tool_errors),
+            run.occ,
+            run.avail,
+            run.line,
+            tuple(run.notes),
+            tuple(run.tool_errors),
         )
-        return StepResult(self._observation(next_scan, results), reward, self.done, info, truncated)
+        return StepResult(
+            self._observation(run.next_scan, run.results), run.reward, self.done, info, truncated
+        )
+
+    def _run_call(self, call, call_id: str, run: _CallRun) -> None:
+        """Run one tool call of a model turn, in order: a nameless or unavailable tool is an error result;
+        the notepad tools read or write; ``submit_report`` scores the scan and delivers the next one."""
+        cfg = self.config
+        if call is None:
+            self._error(run.tool_errors, run.results, call_id, "error: tool call without a name")
+            return
+        name = call.name
+        if name not in self._tool_names:
+            names = ", ".join(cfg.tool_names())
+            msg = f"error: tool {name!r} is not available (tools: {names})"
+            self._error(run.tool_errors, run.results, call_id, msg)
+            return
+        args, arg_err = decode_arguments(call.arguments)
+        if arg_err:
+            run.tool_errors.append(f"{name}: {arg_err}")
+        if name == "notepad_read":
+            run.results.append(self._tool_result(call_id, self.notepad or self.text.rft_notepad_empty))
+            self._reads += 1
+        elif name == "notepad_write":
+            raw = args.get("text")
+            self.notepad = str(raw if raw is not None else "")[: cfg.notepad_max_chars]
+            run.results.append(self._tool_result(call_id, "ok"))
+            self._writes += 1
+        elif run.submitted and cfg.multi_submit == "first":
+            msg = "error: this scan's report was already submitted; extra submit ignored"
+            self._error(run.tool_errors, run.results, call_id, msg)
+        elif self.done:
+            self._error(run.tool_errors, run.results, call_id, "error: all scans are completed")
+        else:
+            centres, note = normalize_center_freqs(
+                args.get("center_freqs"), max_report=cfg.max_report, band=cfg.band_width
+            )
+            if arg_err and note.malformed == "center_freqs missing":
+                note = replace(note, malformed=arg_err)
+            run.occ, run.avail = self._score_and_advance(centres, note, submitted=True)
+            run.line = self._last_line
+            run.submitted += 1
+            run.reward = run.occ
+            run.notes.append(note)
+            run.next_scan = None if self.done else self._deliver()
+            run.results.append(self._submit_result(call_id, run.line, run.next_scan))
+
+    def _force_advance_if_idle(self, run: _CallRun, any_calls: bool) -> bool:
+        """No submit in this turn: a turn with no tool call, or the last call of the scan's budget, advances
+        with an empty, unscored report (docs/spectrum.md §B.9). Returns whether it did."""
+        if run.submitted:
+            return False
+        cfg = self.config
+        out_of_calls = cfg.max_calls_per_scan is not None and self._calls_this_scan >= cfg.max_calls_per_scan
+        if any_calls and not out_of_calls:
+            return False
+        run.occ, run.avail = self._score_and_advance([], ReportNote(malformed="no submit"), submitted=False)
+        run.next_scan = None if self.done else self._deliver()
+        return True
 
     def _submit_result(self, call_id: str, line: str | None, next_scan: str | None) -> dict[str, Any]:
         """The tool result of a scored ``submit_report``: ``ok`` + score line (user delivery), or the next
