@@ -70,5 +70,5 @@ def test_interval_text_has_no_negative_zero_and_matches_rounding(low, high, sign
     text = interval(low, high, signed=signed, digits=digits)
     assert not re.search(r"-0(\.0*)?(?![0-9.])", text.replace("[", " ").replace(",", " ").replace("]", " "))
     left, right = text[1:-1].split(", ")
-    assert float(left) == pytest.approx(round(low, digits), abs=10 ** -digits)
-    assert float(right) == pytest.approx(round(high, digits), abs=10 ** -digits)
+    assert float(left) == pytest.approx(round(low, digits), abs=10**-digits)
+    assert float(right) == pytest.approx(round(high, digits), abs=10**-digits)
