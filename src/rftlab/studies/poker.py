@@ -10,8 +10,10 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - rewards: ``rftlab.rewards.poker``
 - envs: ``rftlab.envs.poker`` (engine, opponents, schedules, prompt rendering, task, env)
 - policies: ``rftlab.policies.poker`` (reference strategies, chat adapter)
-- rollout: ``rftlab.rollout.poker`` (play, dataset rows, McpGym server, scoring); entry modules
-  ``rftlab.rollout.eval_entries.poker_mcp_eval``, ``rftlab.rollout.eval_entries.poker_mcp_server``
+- rollout: ``rftlab.rollout.poker`` (play, dataset rows, McpGym server, scoring, what the entries share);
+  entry modules ``rftlab.rollout.eval_entries.poker_mcp_eval`` (mean-instance reward),
+  ``rftlab.rollout.eval_entries.poker_mcp_gain_eval`` (gain reward),
+  ``rftlab.rollout.eval_entries.poker_mcp_server``
 - launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight)
 - analysis: ``rftlab.analysis.poker``
 - studies: ``rftlab.studies.poker``
