@@ -18,18 +18,9 @@
 # %% [markdown]
 # # Methods: which noninferiority bound to pre-register
 #
-# Every comparison in this project that asks "is arm B no worse than arm A on a fixed eval set?"
-# uses paired per-item outcomes: the item is the replication unit, never the rollout. This notebook
-# checks that each bound in `rftlab.analysis.noninferiority` keeps its error rate at or below alpha,
-# shows what each bound can detect at the GS1 eval size (n = 1319 GSM8K test items, margin 3 points,
-# one-sided alpha = 0.05), and measures two ways of losing that guarantee in practice: re-checking a
-# gate after every epoch, and trying several permutation seeds. All formulas live in
-# `rftlab.analysis`; this notebook only calls them and shows the numbers.
-#
-# Where a bound depends only on the counts of +1 and −1 differences (Hoeffding, Maurer–Pontil,
-# paired t, Tango), its error rate and power are computed **exactly**, by summing over the trinomial
-# distribution of the counts. The order-dependent bounds (plug-in empirical Bernstein, betting) are
-# simulated, and every simulated number comes with its Monte Carlo standard error.
+# **Question.** For paired per-item comparisons ("is arm B no worse than arm A by 3 points?" on a fixed eval
+# set), which lower confidence bound keeps its error at or below alpha, what can it detect at the GS1 eval
+# size, and what does keeping the GS1 spec's pre-registered Hoeffding rule cost?
 
 # %% tags=["parameters"]
 import os
@@ -63,12 +54,11 @@ EXAMPLE_COUNTS = (100, 111)  # (#+1, #-1) of a fixed n = 1319 data set: mean dif
 
 # %%
 # (imports follow the parameters cell, which must come first)
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import Markdown, display, update_display
 
 from rftlab.analysis import multiplicity, power
 from rftlab.analysis.display import rate_with_error
@@ -81,7 +71,6 @@ from rftlab.analysis.noninferiority import (
     hoeffding_half_width,
 )
 
-started = time.perf_counter()
 rng = np.random.default_rng(SEED)
 LABELS = {
     "hoeffding": "Hoeffding (pre-registered)",
@@ -92,6 +81,29 @@ LABELS = {
     "tango": "Tango score test (asymptotic)",
 }
 
+
+# %% [markdown]
+# ## Summary
+
+# %%
+summary_handle = display(Markdown("(The summary is filled in by the last cell of this notebook.)"), display_id="summary")
+
+# %% [markdown]
+# ## What this notebook checks
+#
+# Every comparison in this project that asks "is arm B no worse than arm A on a fixed eval set?"
+# uses paired per-item outcomes: the item is the replication unit, never the rollout. This notebook
+# checks that each bound in `rftlab.analysis.noninferiority` keeps its error rate at or below alpha,
+# shows what each bound can detect at the GS1 eval size (n = 1319 GSM8K test items, margin 3 points,
+# one-sided alpha = 0.05), and measures two ways of losing that guarantee in practice: re-checking a
+# gate after every epoch, and trying several permutation seeds. All formulas live in
+# `rftlab.analysis`; this notebook only calls them and shows the numbers. Every number comes from the
+# paired binary discordance model below (a simulation model, not GS1 data).
+#
+# Where a bound depends only on the counts of +1 and −1 differences (Hoeffding, Maurer–Pontil,
+# paired t, Tango), its error rate and power are computed **exactly**, by summing over the trinomial
+# distribution of the counts. The order-dependent bounds (plug-in empirical Bernstein, betting) are
+# simulated, and every simulated number comes with its Monte Carlo standard error.
 
 # %% [markdown]
 # ## The bounds
@@ -145,6 +157,42 @@ display(
         f"**{half_width:.4f}**. To clear −{MARGIN} the observed mean difference must exceed "
         f"**{clearing:+.4f}**: the treatment has to look about {100 * clearing:.1f} points *better* than "
         f"the baseline before Hoeffding will call it no worse."
+    )
+)
+
+# %% [markdown]
+# ### What keeping Hoeffding means for GS1
+#
+# The GS1 spec pre-registers Hoeffding at n = 1319, margin 0.03, one-sided alpha = 0.05, and a spec is
+# never changed after its data are seen. The table gives the exact probability that the rule says
+# "noninferior" when GS1's true accuracy is equal to GRPO's, or better by the given amount, at three
+# discordance rates (the share of items where exactly one arm is right). The minimum detectable difference
+# and the items needed come from the sections below.
+
+# %%
+CONSEQUENCE_DIFFERENCES = [0.0, 0.01, 0.02, 0.03, round(clearing, 4), 0.045]
+consequence = power.exact_pass_rate_grid("hoeffding", N_ITEMS, MARGIN, ALPHA, CONSEQUENCE_DIFFERENCES, POWER_DISCORDANCE)
+consequence_wide = consequence.pivot(index="difference", columns="discordance", values="pass_rate")
+consequence_wide.columns = [f"P(pass), r = {r:g}" for r in consequence_wide.columns]
+consequence_wide = consequence_wide.reset_index()
+consequence_wide["true difference θ"] = [f"{100 * d:+.2f} points" for d in consequence_wide.pop("difference")]
+display(Markdown(consequence_wide[["true difference θ", *consequence_wide.columns[:-1]]].to_markdown(index=False, floatfmt=".5f")))
+equal_arms = consequence[consequence["difference"] == 0.0].set_index("discordance")["pass_rate"]
+strict_clearing = power.hoeffding_clearing_difference(N_ITEMS, MARGIN, ALPHA / 2)
+display(
+    Markdown(
+        f"**Consequence.** If GS1 and GRPO are equally good, the pre-registered rule says \"noninferior\" with "
+        f"probability {equal_arms.min():.5f} to {equal_arms.max():.4f} (r = {min(POWER_DISCORDANCE):g} to "
+        f"{max(POWER_DISCORDANCE):g}): at n = {N_ITEMS} it cannot pass at equality, and an inconclusive result "
+        "is the expected outcome for two equal arms, not evidence against GS1. For 80% power GS1 must be truly "
+        "better by Hoeffding's minimum detectable difference (its row in the table below), or the eval would "
+        "need the items of the planning table.\n\n"
+        f"**Alpha.** The GS1 spec's one-sided alpha = {ALPHA} is looser than the usual convention for "
+        f"noninferiority trials, one-sided {ALPHA / 2} (the lower end of a two-sided 95% interval). Hoeffding "
+        f"hides this at the GS1 size, because its actual error at the null boundary is about 0 (coverage table "
+        f"below); at alpha = {ALPHA / 2} the observed difference would have to exceed {strict_clearing:+.4f} "
+        f"instead of {clearing:+.4f}. A rule with an exact or near-exact error (betting, paired t) spends the "
+        "whole alpha, so for it the choice between 0.05 and 0.025 matters."
     )
 )
 
@@ -229,22 +277,33 @@ display(
 #
 # This is the probability of claiming noninferiority as the true difference θ varies, for three
 # discordance rates. The grey dashed line is the 0.8 power target. The dotted line is the null
-# boundary θ = −margin, where each curve should sit at or below alpha. Asymptotic tests are drawn
-# dashed. Count-only bounds are exact. The order-dependent bounds are simulated on one set of random
-# draws per panel (common random numbers), with a standard error of at most 0.016 at 1,000
-# replications.
+# boundary θ = −margin, where each curve should sit at or below alpha. Count-only bounds are exact
+# (solid lines; the asymptotic ones dashed and dotted). The order-dependent bounds are simulated on one
+# set of random draws per panel (common random numbers); their shaded bands are ±1.96 Monte Carlo standard
+# errors. Paired t (dotted, open squares) and Tango (dashed) nearly coincide, so paired t is drawn on top.
 
 # %%
 curves = power.power_curve(
     N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, POWER_DIFFERENCES, rng, reps=POWER_REPS, methods=METHODS
 )
+STYLE = {
+    "hoeffding": {"linestyle": "-", "marker": "o", "markersize": 3},
+    "empirical_bernstein": {"linestyle": "-", "marker": "o", "markersize": 3},
+    "plugin_empirical_bernstein": {"linestyle": "-", "marker": "^", "markersize": 4},
+    "betting": {"linestyle": "-", "marker": "^", "markersize": 4},
+    "tango": {"linestyle": "--", "linewidth": 2.2, "alpha": 0.7},
+    "paired_t": {"linestyle": ":", "linewidth": 1.6, "marker": "s", "markersize": 5, "markerfacecolor": "none", "zorder": 5},
+}
 fig, axes = plt.subplots(1, len(POWER_DISCORDANCE), figsize=(4.2 * len(POWER_DISCORDANCE), 3.8), sharey=True)
 for ax, r in zip(np.atleast_1d(axes), POWER_DISCORDANCE, strict=True):
     panel = curves[curves["discordance"] == r]
-    for method in METHODS:
+    for k, method in enumerate(METHODS):
         line = panel[panel["method"] == method].sort_values("difference")
-        style = "--" if VALIDITY[method].startswith("asymptotic") else "-"
-        ax.plot(line["difference"], line["pass_rate"], style, marker="o", markersize=3, label=LABELS[method])
+        ax.plot(line["difference"], line["pass_rate"], color=f"C{k}", label=LABELS[method], **STYLE.get(method, {}))
+        if not line["exact"].all():
+            band = 1.96 * line["mc_se"]
+            ax.fill_between(line["difference"], (line["pass_rate"] - band).clip(0, 1), (line["pass_rate"] + band).clip(0, 1),
+                            color=f"C{k}", alpha=0.2, linewidth=0)  # fmt: skip
     ax.axhline(POWER, color="grey", linestyle="--", linewidth=0.8)
     ax.axvline(-MARGIN, color="grey", linestyle=":", linewidth=0.8)
     ax.set_title(f"discordance r = {r:g}")
@@ -254,10 +313,13 @@ np.atleast_1d(axes)[-1].legend(fontsize=7, loc="lower right")
 fig.tight_layout()
 display(fig)
 plt.close(fig)
+t_vs_tango = curves.pivot_table(index=["discordance", "difference"], columns="method", values="pass_rate")
+t_gap = (t_vs_tango["paired_t"] - t_vs_tango["tango"]).abs().max()
 display(
     Markdown(
         f"Largest Monte Carlo standard error on the simulated curves: {curves['mc_se'].max():.4f} "
-        f"({POWER_REPS:,} replications per point)."
+        f"({POWER_REPS:,} replications per point; bands ±1.96 standard errors). Paired t and Tango differ by "
+        f"at most {t_gap:.4f} in pass rate on these curves."
     )
 )
 
@@ -440,9 +502,43 @@ display(
 )
 
 # %%
-display(
-    Markdown(
-        f"Notebook run time: {time.perf_counter() - started:.0f} s wall, "
-        f"{time.process_time():.0f} s CPU in this kernel (quick mode: {'yes' if QUICK else 'no'})."
-    )
+hoeffding_mdd = mdd[mdd["method"] == "hoeffding"].set_index("discordance")["mdd"]
+betting_mdd = mdd[mdd["method"] == "betting"].set_index("discordance")
+n_equal = exact_n[("hoeffding", PLANNING_DIFFERENCES[0])]
+betting_n_equal = exact_n[("betting", PLANNING_DIFFERENCES[0])]
+r_mid = PLANNING_DISCORDANCE
+summary_rows = pd.DataFrame(
+    [
+        {"what": "observed difference Hoeffding needs to say \"no worse by 3 points\"",
+         "value": f"{100 * clearing:+.2f} points", "basis": f"n = {N_ITEMS}, one-sided alpha = {ALPHA} (exact formula)"},
+        {"what": "P(Hoeffding passes) when GS1 and GRPO are truly equal",
+         "value": f"{equal_arms.min():.5f} to {equal_arms.max():.4f}",
+         "basis": f"exact, discordance r = {min(POWER_DISCORDANCE):g} to {max(POWER_DISCORDANCE):g}"},
+        {"what": "true advantage Hoeffding needs for 80% power (minimum detectable difference)",
+         "value": f"{100 * hoeffding_mdd.min():+.1f} to {100 * hoeffding_mdd.max():+.1f} points",
+         "basis": f"exact, r = {min(POWER_DISCORDANCE):g} to {max(POWER_DISCORDANCE):g}"},
+        {"what": "items Hoeffding needs for 80% power at equality",
+         "value": f"{n_equal:,}" if n_equal else "> 200,000", "basis": f"exact, r = {r_mid:g} (GSM8K test has {N_ITEMS})"},
+        {"what": "betting bound: largest error at the null boundary; minimum detectable difference",
+         "value": f"{betting_worst:.4f} ± {betting_worst_se:.4f}; {100 * betting_mdd.loc[r_mid, 'mdd']:+.1f} points",
+         "basis": f"simulated (± 1 Monte Carlo s.e.); MDD at r = {r_mid:g}"},
+    ]
 )
+verdict = f"""**Verdict.** Keep Hoeffding for GS1, where the spec pre-registers it: it is valid (its error at the
+null boundary is about 0), but at n = {N_ITEMS} it essentially **cannot pass two equally good arms** — an
+inconclusive GS1 result is the expected outcome of equal arms, not evidence against GS1. GS1 has to be
+truly better by about {100 * hoeffding_mdd.min():.1f}–{100 * hoeffding_mdd.max():.1f} points to pass with
+80% power, or the eval would need {f"{n_equal:,}" if n_equal else "more than 200,000"} items at equality.
+For a new spec, pre-register the betting bound (valid here: largest error {betting_worst:.4f} against
+alpha = {ALPHA}; {f"{betting_n_equal:,}" if betting_n_equal else "> 200,000"} items at equality) with its
+`permutation_seed`, report Hoeffding beside it, and split alpha over any repeated looks (re-checking at
+full alpha erred {indep.naive_rate:.1%} at {N_LOOKS} looks). The GS1 spec's one-sided alpha = {ALPHA} is
+looser than the usual noninferiority convention of {ALPHA / 2}.
+
+{summary_rows.to_markdown(index=False)}
+
+**What this does not show.** Everything is computed under the paired binary discordance model (a
+simulation model) at assumed discordance rates of {min(POWER_DISCORDANCE):g}–{max(POWER_DISCORDANCE):g}; GS1's
+own rate is known only once both arms are evaluated. Nothing here is a GS1 result. The simulated cells
+carry Monte Carlo error (given beside each)."""
+update_display(Markdown(verdict), display_id="summary")

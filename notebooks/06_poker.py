@@ -16,16 +16,13 @@
 # ---
 
 # %% [markdown]
-# # Exploitable poker: what the reference strategies earn, and what an RFT reward would pay for
+# # Exploitable poker: what the reference strategies earn, and what each RFT reward would pay for
 #
-# CLBench `exploitable_poker` (`docs/poker.md`): heads-up no-limit hold'em, one hand per instance, fresh
-# 100-BB stacks every hand, against three deterministic opponents — Tom (calling station), Adam
-# (fit-or-fold) and Alex (loose-aggressive). The official schedule plays 120 hands in five stages with
-# a notice at each opponent change; the RFT port plays 16 hands against one opponent per rollout. The
-# environment runs on the real `texasholdem==0.11.0` engine and replays the published CLBench trace
-# exactly (tests). This notebook plays model-free strategies only: it is the preflight a researcher reads
-# before paying for a run — how much there is to win against each opponent, how noisy a hand is, and
-# whether the two RFT rewards separate a good strategy from a bad one.
+# **Question.** Before paying for a reinforcement fine-tuning run on CLBench `exploitable_poker`
+# (`docs/poker.md`), do its two rewards separate good play from bad, and does the play they reward need
+# **memory** — noticing an opponent's leak over earlier hands — which is what the task is meant to teach?
+# Everything below is played by scripted strategies on the real `texasholdem==0.11.0` engine: **no model
+# is trained or evaluated here**.
 
 # %% tags=["parameters"]
 import os
@@ -37,46 +34,164 @@ SCHEDULE = "quick_test" if QUICK else "default"
 RFT_ROWS = 6 if QUICK else 96  # RFT-mode rollouts (row ids), as the seed's 96-row dataset
 RFT_HANDS = 4 if QUICK else 16
 EQUITY_SAMPLES = 40 if QUICK else 200  # Monte-Carlo samples of the exploit strategy's equity estimate
-SEED = 0
+SEED = 0  # policy seed of every strategy
+BOOTSTRAP_REPS = 2_000 if QUICK else 10_000  # bootstrap replications per paired interval
+BOOTSTRAP_SEED = 0  # numpy.random.default_rng seed of every bootstrap
 
 # %%
 # (imports follow the parameters cell, which must come first)
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import markdown_table
-from rftlab.analysis.poker import bb_summary, opponent_table, rft_episode_rows, stage_gains
+from rftlab.analysis.display import fixed_digits_markdown, interval, number
+from rftlab.analysis.poker import (
+    REWARD_COLUMNS,
+    bb_summary,
+    luck_spread,
+    pair_ordering,
+    paired_rft_table,
+    paired_schedule_table,
+    reward_table,
+)
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
-from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
-from rftlab.studies.poker import make_strategy
+from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
+from rftlab.runs import load_metrics
+from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR
+from rftlab.studies.poker import BLIND_COUNTERS, SANDBAG, fireworks_launcher, reference_study
+
+study = reference_study(schedule=SCHEDULE, runs=RUNS, rows=RFT_ROWS, hands=RFT_HANDS, seed=SEED,
+                        equity_samples=EQUITY_SAMPLES)  # fmt: skip
+boot = {"reps": BOOTSTRAP_REPS, "seed": BOOTSTRAP_SEED}
+summaries = {name: bb_summary(rows) for name, rows in study.schedule_rows.items()}
+schedule_pairs = paired_schedule_table(
+    study.schedule_rows, [("exploit", "call"), ("random", "call"), ("exploit", "random")], **boot
+)
+rft_all = {**study.rft_rows, **study.shortcut_rows}
+rft_pairs = [("exploit", "call"), ("random", "call"), *[("exploit", b) for b in BLIND_COUNTERS.values()],
+             (SANDBAG, "exploit")]  # fmt: skip
+rft_paired = {value: paired_rft_table(rft_all, rft_pairs, value, **boot) for value in REWARD_COLUMNS}
+rewards = reward_table(rft_all)
+ordering = {value: pair_ordering(study.rft_rows["exploit"], study.rft_rows["call"], value) for value in REWARD_COLUMNS}
+spread = {name: luck_spread(rows, "reward_mean_instance") for name, rows in study.rft_rows.items()}
 
 
-def md_table(df: pd.DataFrame) -> Markdown:
-    return Markdown(markdown_table(df))
+def pick(rows, **match):
+    """The one row of a table whose columns equal ``match``."""
+    (row,) = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    return row
 
 
-def ci(pair) -> str:
-    return f"[{pair[0]:+.2f}, {pair[1]:+.2f}]"
+def ci(low, high, digits=2):
+    return interval(low, high, signed=True, digits=digits)
 
 
-STRATEGIES = {
-    "random": lambda: make_strategy("random", SEED),
-    "call": lambda: make_strategy("call"),
-    "exploit": lambda: make_strategy("exploit", SEED, samples=EQUITY_SAMPLES),
-}
-DESCRIPTION = {
-    "random": "a uniformly random legal action; raises to a uniform total",
-    "call": "calls when owing chips, else checks (never folds, never raises)",
-    "exploit": "the counter-strategy for the opponent named in the prompt (knows the policy, not the cards)",
-}
+def paired_text(row, unit="BB/hand", over="deals"):
+    return (f"{number(row['mean'], 2, signed=True)} {unit}, 95% bootstrap {ci(row['low'], row['high'])} over "
+            f"{row['deals']} {over}; {row['better']} won, {row['worse']} lost, {row['ties']} tied (sign test "
+            f"p = {row['sign_p']:.2g})")  # fmt: skip
+
+
+def excludes_zero(row):
+    return row["low"] > 0 or row["high"] < 0
+
+
+def reward_text(name, reward):
+    r = pick(rewards, strategy=name, reward=reward)
+    return f"{number(r['mean'], 2, signed=True)} ± {number(r['se'], 2)}"
+
+
+sched_ec = pick(schedule_pairs, comparison="exploit − call", stage="all")
+mi_ec = pick(rft_paired["reward_mean_instance"], comparison="exploit − call", opponent="all")
+gain_ec = pick(rft_paired["reward_gain"], comparison="exploit − call", opponent="all")
+blind = {label: pick(rft_paired["reward_mean_instance"], comparison=f"exploit − {label}", opponent="all")
+         for label in BLIND_COUNTERS.values()}  # fmt: skip
+best_blind = min(blind, key=lambda label: blind[label]["mean"])  # the blind counter closest to exploit
+sandbag_gain = pick(rft_paired["reward_gain"], comparison=f"{SANDBAG} − exploit", opponent="all")
+order_mi = ordering["reward_mean_instance"]
 
 # %% [markdown]
-# ## 1. The task as the model sees it
+# ## Summary
+
+# %%
+memoryless_gain = ", ".join(f"`{name}` {reward_text(name, 'gain')}" for name in study.rft_rows)
+reads = [
+    "The mean-instance reward ranks `exploit` above `call` on the same rows"
+    + (" (interval above 0)." if excludes_zero(mi_ec) else ", but the interval includes 0 at this size."),
+    "The gain reward " + ("does not separate them (interval includes 0), as designed: every memoryless "
+                          "strategy's expected gain is 0" if not excludes_zero(gain_ec) else "separates them"),
+    f"(observed, mean ± s.e. over {RFT_ROWS} rollouts: {memoryless_gain}).",
+    f"`exploit` minus the best blind counter (`{best_blind}`, one counter played against whoever is dealt) is "
+    f"{number(blind[best_blind]['mean'], 2, signed=True)} (95% {ci(blind[best_blind]['low'], blind[best_blind]['high'])}) "
+    f"against {reward_text('exploit', 'mean-instance')} for `exploit` itself"
+    + (": not distinguishable from 0, so under the mean-instance reward hiding the names would cost a "
+       "memoryless player little." if not excludes_zero(blind[best_blind]) else "."),
+    f"The position-aware `sandbag` beats `exploit` on the gain reward by {number(sandbag_gain['mean'], 2, signed=True)}"
+    + (" (interval above 0)." if sandbag_gain["low"] > 0 else " (interval includes 0 at this size)."),
+]
+if sched_ec["low"] <= 0 < sched_ec["mean"] and sched_ec["sign_p"] < 0.05:
+    reads.append(
+        f"On the schedule, the bootstrap interval of exploit − call reaches {number(sched_ec['low'], 2, signed=True)} "
+        f"while the sign test gives p = {sched_ec['sign_p']:.2g}: the mean rests on a few stack-sized pots against "
+        "the calling station, the count of deals won does not (§3)."
+    )
+display(Markdown(f"""**Verdict.** As configured, the port does not require memory. Under the seed's
+**mean-instance** reward the best reference strategy, `exploit`, reads the opponent's name from the prompt
+and plays a fixed counter: it needs no memory, and three name → counter rules could be learned into the
+weights (the shortcut the spectrum seed was built to block). Under the **gain** reward every memoryless,
+position-blind strategy earns 0 in expectation, and a strategy that reads the hand number, plays badly early
+and well late, {"earns more than any of them" if sandbag_gain["low"] > 0 else "is measured against them"} —
+again without memory. rftlab deals all candidates of a GRPO group the same
+hands (row-shared); the upstream port dealt each rollout its own, which puts luck into every group
+comparison (§7). Scripted strategies on the real engine, no model; none of these comparisons was
+pre-registered.
+
+| what | value (95% interval) | unit of analysis |
+|---|---|---|
+| exploit − call, `{SCHEDULE}` schedule | {paired_text(sched_ec)} | deal ({RUNS} run(s) averaged) |
+| exploit − call, mean-instance reward, RFT mode | {paired_text(mi_ec, "BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − call, gain reward, RFT mode | {paired_text(gain_ec, "BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − best blind counter (`{best_blind}`), mean-instance | {paired_text(blind[best_blind], "BB/hand", "rows")} | RFT row |
+| sandbag − exploit, gain reward | {paired_text(sandbag_gain, "BB/hand", "rows")} | RFT row |
+
+{" ".join(reads)}
+
+**What this does not show.** Nothing about a trained model, Fireworks or eval-protocol: no run exists and
+the strategies are scripted. The blind counters are three hand-written counters, not the best memoryless
+strategy for hidden names. Percentile bootstrap intervals over a single stage's 10–35 deals are too
+narrow; read them beside the sign test."""))
+
+# %% [markdown]
+# ## 1. The strategies
 #
-# The first decision of the default schedule (the system is the big blind after Tom limped). The prompt
-# layout, labels and menu are CLBench's format; the brief is in the project's own wording (an
-# upstream-text mode reproduces CLBench's prose for exact replays).
+# | strategy | what it does | memory |
+# |---|---|---|
+# | `random` | a uniformly random legal action; a RAISE goes to a uniform total between the minimum raise and all-in (seeded) | none |
+# | `call` (always-call) | CALL when chips are owed, else CHECK; never folds or raises (the upstream memoryless control's shape) | none |
+# | `exploit` | reads the opponent's name from the prompt (`Opponent: Tom`) and plays a hard-coded counter to that opponent's published policy, with Monte-Carlo equity against one random hand (docs/poker.md §B.6): against Tom (calling station) shove all-in at equity ≥ 0.55 and fold to a bet below 0.35; against Adam (fit-or-fold) min-raise whenever allowed; against Alex (loose-aggressive) bet whenever he checks, call the flop wide, fold to later bets unless strong | none: the name replaces it |
+# | `blind Tom`, `blind Adam`, `blind Alex` | `exploit`'s counter to one opponent, played against whoever is dealt (the name is ignored): what a memoryless player can do if the names were hidden and it had to commit to one counter | none |
+# | `sandbag` | `random` in hands 1–8, `exploit` in hands 9–16, switching on the hand number in the prompt (`Hand #9`) | none, but position-aware |
+#
+# **Why the best mean-instance strategy needs no memory.** Each prompt names the opponent, and each name
+# stands for one fixed policy. `exploit` is memoryless: it is three name → counter rules, which
+# fine-tuning can put into the weights. A notepad is never needed. This is the shortcut the spectrum
+# seed's scrambled-memory control was designed to block.
+#
+# **A memory-requiring variant** would hide the opponent's identity: the same display name for every
+# opponent, or names re-drawn for each rollout, so the policy must be read from the opponent's actions
+# over earlier hands. Hiding names may not be enough: §6 measures how close one blind counter, played
+# against everyone, comes to `exploit` under the mean-instance reward, where the calling station's
+# stack-sized pots dominate the mean. The variant may also need opponents whose counters conflict (each
+# counter losing heavily to another opponent), or a reward that weights each opponent equally. Against the gain reward it must also hide the hand number,
+# and even then a notepad could count hands and sandbag: memory used, but not to read the opponent.
+
+# %% [markdown]
+# ## 2. The task as the model sees it
+#
+# The first decision of the schedule (the system is the big blind after Tom limped). The prompt layout,
+# labels and menu are CLBench's format; the brief is in the project's own wording (an upstream-text mode
+# reproduces CLBench's prose for exact replays).
 
 # %%
 first = PokerTask(SCHEDULE).reset()
@@ -84,133 +199,212 @@ display(Markdown("```text\n" + first.prompt + "\n```"))
 display(Markdown(f"Legal actions: `{first.legal_actions}`; instance `{first.instance_id}`."))
 
 # %% [markdown]
-# ## 2. Reference strategies over the schedule
+# ## 3. Reference strategies over the schedule, and paired differences over the same deals
 #
-# BB per hand by stage, with a 95% interval over **deals**: each deal is one hand id; with several
-# permuted runs a deal recurs in another order, so its result is averaged over runs first. Upstream's
-# reference maximum is r_max BB per hand.
+# BB per hand by stage. The unit is the **deal** (one hand id): with several permuted runs a deal recurs in
+# another order, so its result is averaged over runs first. The 95% intervals here are Student-t / normal
+# intervals over deals, one strategy at a time. Upstream's reference maximum is r_max BB per hand.
 
 # %%
-schedule_rows = {name: hand_rows(play_runs(make(), schedule=SCHEDULE, runs=range(RUNS), policy_seed=SEED))
-                 for name, make in STRATEGIES.items()}  # fmt: skip
-summaries = {name: bb_summary(rows) for name, rows in schedule_rows.items()}
 stage_table = []
 for name, s in summaries.items():
-    for st in s["stages"]:
-        stage_table.append({"strategy": name, "stage": st["stage"], "opponent": st["opponent"],
-                            "hands": st["hands"], "BB/hand": st["bb_per_hand"], "95% CI": ci(st["ci95"])})  # fmt: skip
-    o = s["overall"]
-    stage_table.append({"strategy": name, "stage": "all", "opponent": "—", "hands": o["hands"],
-                        "BB/hand": o["bb_per_hand"], "95% CI": ci(o["ci95"])})  # fmt: skip
-display(md_table(pd.DataFrame(stage_table)))
+    for st in [*s["stages"], {**s["overall"], "stage": "all", "opponent": "all"}]:
+        stage_table.append({"strategy": name, "stage": st["stage"], "opponent": st["opponent"], "deals": st["hands"],
+                            "BB/hand": number(st["bb_per_hand"], 2, signed=True), "95% interval": ci(*st["ci95"])})  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(stage_table), digits=2))
 display(Markdown(f"Schedule `{SCHEDULE}`, {RUNS} permuted run(s); r_max = {R_MAX} BB/hand."))
 
+# %% [markdown]
+# The strategies play the **same** deals, so they are compared paired: the difference on each deal, with a
+# seeded percentile bootstrap over deals (overall: resampled within stages, so every resample keeps the
+# schedule's stage sizes) and the exact sign test (deals won, lost, tied). The bootstrap makes no normality
+# assumption; the sign test ignores the size of a pot, so one stack-sized pot cannot carry it.
+
 # %%
-fig, ax = plt.subplots(figsize=(8, 3.6))
-n_stages = len(SCHEDULES[SCHEDULE])
-width = 0.8 / len(summaries)
-for i, (name, s) in enumerate(summaries.items()):
-    xs = [st["stage"] + (i - 1) * width for st in s["stages"]]
-    ys = [st["bb_per_hand"] for st in s["stages"]]
-    low = [y - st["ci95"][0] for y, st in zip(ys, s["stages"], strict=True)]
-    high = [st["ci95"][1] - y for y, st in zip(ys, s["stages"], strict=True)]
-    err = [low, high]
-    ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=name)
-ax.axhline(0, color="black", lw=0.8)
-ax.set_xticks(range(1, n_stages + 1), [f"{k + 1}: {st.opponent_name}" for k, st in enumerate(SCHEDULES[SCHEDULE])])
-ax.set_ylabel("BB per hand")
-ax.set_title("Reference strategies by stage (95% CI over deals)")
-ax.legend()
-ax.set_yscale("symlog", linthresh=1.0)
-plt.tight_layout()
+paired_rows = [
+    {"comparison": r["comparison"], "stage": r["stage"], "opponent": r["opponent"], "deals": r["deals"],
+     "mean difference (BB/hand)": number(r["mean"], 2, signed=True), "95% bootstrap": ci(r["low"], r["high"]), "s.e.": r["se"],
+     "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
+    for r in schedule_pairs
+]  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(paired_rows), digits=2))
+display(Markdown(f"{BOOTSTRAP_REPS:,} bootstrap replications per row, seed {BOOTSTRAP_SEED}."))
+
+# %% [markdown]
+# Top row: BB per hand of each strategy by stage, one panel per opponent (each on its own linear scale:
+# against Tom a hand can swing 100 BB, against Adam and Alex about 1). Bottom row: the paired differences
+# against always-call on the same deals. Error bars are 95% intervals (top: over deals; bottom: bootstrap).
+
+# %%
+opponents = list(dict.fromkeys(st.variant for st in SCHEDULES[SCHEDULE]))
+names = {st.variant: st.opponent_name for st in SCHEDULES[SCHEDULE]}
+fig, axes = plt.subplots(2, len(opponents), figsize=(4.2 * len(opponents), 6.4), squeeze=False)
+colours = {"random": "tab:orange", "call": "tab:grey", "exploit": "tab:blue"}
+for col, opponent in enumerate(opponents):
+    top, bottom = axes[0, col], axes[1, col]
+    stages = [k + 1 for k, st in enumerate(SCHEDULES[SCHEDULE]) if st.variant == opponent]
+    for i, name in enumerate(summaries):
+        rows = [st for st in summaries[name]["stages"] if st["stage"] in stages]
+        x = np.arange(len(rows)) + (i - 1) * 0.27
+        y = np.array([st["bb_per_hand"] for st in rows])
+        err = np.array([[v - st["ci95"][0] for v, st in zip(y, rows, strict=True)],
+                        [st["ci95"][1] - v for v, st in zip(y, rows, strict=True)]])  # fmt: skip
+        top.bar(x, y, width=0.27, yerr=err, capsize=3, color=colours[name], label=name)
+    for i, comparison in enumerate(["exploit − call", "random − call"]):
+        rows = [r for r in schedule_pairs if r["comparison"] == comparison and r["stage"] in stages]
+        x = np.arange(len(rows)) + (i - 0.5) * 0.3
+        y = np.array([r["mean"] for r in rows])
+        err = np.array([y - [r["low"] for r in rows], [r["high"] for r in rows] - y])
+        bottom.errorbar(x, y, yerr=err, fmt="o", capsize=4, color=colours[comparison.split(" ")[0]], label=comparison)
+    for ax in (top, bottom):
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(stages)), [f"stage {k}" for k in stages])
+        ax.set_xlim(-0.6, len(stages) - 0.4)
+    top.set_title(f"{names[opponent]} ({opponent})")
+    top.set_ylabel("BB per hand (95% CI over deals)")
+    bottom.set_ylabel("paired difference, BB/hand (95% bootstrap)")
+axes[0, 0].legend(fontsize=8)
+axes[1, 0].legend(fontsize=8)
+fig.suptitle(f"Reference strategies on the {SCHEDULE} schedule (scripted strategies, {RUNS} run(s))")
+fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 3. Against each opponent alone (the RFT setting)
+# ## 4. Against each opponent alone (the RFT setting)
 #
-# In the RFT port every rollout plays 16 hands against one opponent; here the opponent and the cards
-# come from the row id, so every candidate of a GRPO group would face the same hands. Each rollout is
-# an independent deal set, so intervals are over rollouts.
+# In the RFT port every rollout plays 16 hands against one opponent. Here the opponent and the cards come
+# from the row id (row-shared): every strategy, like every candidate of a GRPO group, meets the same hands
+# on a row. One rollout is one row, an independent deal set, so intervals are over rollouts.
 
 # %%
-row_ids = [f"poker_s{1000 + i}" for i in range(RFT_ROWS)]
-rft_rows = {name: rft_episode_rows(play_rft(make(), row_ids, hands=RFT_HANDS, policy_seed=SEED))
-            for name, make in STRATEGIES.items()}  # fmt: skip
-opp_rows = []
-for name, rows in rft_rows.items():
-    for value in ("bb_per_hand", "reward_gain", "reward_mean_instance"):
-        for t in opponent_table(rows, value):
-            opp_rows.append({"strategy": name, "measure": value, "opponent": t["opponent"], "rollouts": t["episodes"],
-                             "mean": t[value], "95% CI": ci(t["ci95"])})  # fmt: skip
-opp_df = pd.DataFrame(opp_rows)
-display(md_table(opp_df[opp_df.measure == "bb_per_hand"].drop(columns="measure")))
+bb = reward_table(rft_all, ["bb_per_hand"], by_opponent=True)
+display(fixed_digits_markdown(pd.DataFrame(
+    [{"strategy": r["strategy"], "opponent": r["opponent"], "rollouts": r["rollouts"], "BB/hand": number(r["mean"], 2, signed=True),
+      "s.e.": r["se"], "95% interval": ci(r["low"], r["high"])} for r in bb]), digits=2))  # fmt: skip
 
 # %% [markdown]
-# ## 4. What the two RFT rewards pay for
+# ## 5. What the two RFT rewards pay for
 #
-# - **mean-instance** (the verifiers rubric, B.5): mean BB per completed hand, −1 per illegal action,
-#   +0.1 once an output parses — it pays for winning chips.
-# - **gain** (the seed repo's later variant, B.3): late-half minus early-half BB (hands clipped to ±6,
-#   the gain to ±8), −0.02 per illegal action — it pays for *improving within a rollout*, which only
-#   memory can produce; a memoryless strategy's expected gain is zero whatever its skill.
+# - **mean-instance** (the verifiers rubric, docs/poker.md §B.5; the `poker_seed` arm): mean BB per completed
+#   hand, −1 per illegal action, +0.1 once an output parses. It pays for winning chips.
+# - **gain** (docs/poker.md §B.3; the `poker_gain` arm): the mean of the second half of the hands minus the
+#   first half (each hand clipped to ±6 BB, the difference to ±8), −0.02 per illegal action. It pays for
+#   *improving within a rollout*.
+#
+# **Every memoryless strategy has expected gain 0** — every strategy that keeps nothing from hand to hand
+# and ignores the hand number. Its hands are exchangeable: the deals of a rollout are independent draws
+# from one seeded generator, and the strategy treats every position alike, so the late and early halves
+# (8 hands each) have the same distribution, late − early is symmetric about 0, and the symmetric clip
+# keeps it there (tested: the gain averaged over every order of a hand set is exactly 0). `random`, `call`,
+# `exploit` and the blind counters are all memoryless; their gains below are noise around 0.
+#
+# **The seed document and docs/poker.md §B.3 describe different rewards.** The seed document
+# (`poker_fireworks_rft_port.md`, written for its run 1) says its `reward.py` is the verifiers rubric's port:
+# mean instance reward plus an illegal-action penalty. The `reward.py` at the pinned commit `9851c32`
+# (§B.3) computes the gain reward instead. Which one run 1 was scored with cannot be told from these
+# sources. rftlab builds both as arms: `poker_seed` scores what the document says (mean-instance),
+# `poker_gain` what the code at the pin does (gain). Each arm uploads its own evaluator entry with its
+# reward, so the score a job reports is the arm's reward.
+#
+# Mean reward per rollout with its standard error over the rollouts, then paired differences on the same rows:
 
 # %%
-display(md_table(opp_df[opp_df.measure != "bb_per_hand"].pivot_table(
-    index=["strategy", "opponent"], columns="measure", values="mean").reset_index()))  # fmt: skip
-
-# %%
-gains = pd.DataFrame([g for rows in schedule_rows.values() for g in stage_gains(rows)])
-gains["strategy"] = [name for name, rows in schedule_rows.items() for _ in stage_gains(rows)]
-gain_table = gains.groupby(["strategy", "stage", "opponent"], as_index=False)["gain"].mean()
-display(Markdown("**Late-half minus early-half BB/hand within each stage (mean over runs).** "
-                 "A memoryless strategy's gain is noise around zero."))  # fmt: skip
-display(md_table(gain_table))
+wide = []
+for name in rft_all:
+    cells = {REWARD_COLUMNS[c]: pick(rewards, strategy=name, reward=REWARD_COLUMNS[c]) for c in REWARD_COLUMNS}
+    wide.append({"strategy": name, "rollouts": cells["mean-instance"]["rollouts"],
+                 **{f"{k} (mean ± s.e.)": reward_text(name, k) for k in cells},
+                 **{f"{k} 95% interval": ci(v["low"], v["high"]) for k, v in cells.items()}})  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(wide), digits=2))
+rft_rows_table = [
+    {"comparison": r["comparison"], "reward": REWARD_COLUMNS[value], "opponent": r["opponent"], "rows": r["deals"],
+     "mean difference": number(r["mean"], 2, signed=True), "95% bootstrap": ci(r["low"], r["high"]), "won / lost / tied":
+     f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
+    for value, table in rft_paired.items() for r in table if r["opponent"] == "all"
+]  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(rft_rows_table), digits=2))
 
 # %% [markdown]
-# ## 5. Launching an arm, pulling its epochs, analysing them
+# ## 6. The shortcuts each reward leaves open
+#
+# **Mean-instance: the name.** `exploit` minus each blind counter, on the same rows, by opponent. A blind
+# counter equals `exploit` against its own opponent (0 difference, all tied) and differs elsewhere.
+
+# %%
+blind_rows = [
+    {"comparison": r["comparison"], "opponent": r["opponent"], "rows": r["deals"],
+     "mean difference": number(r["mean"], 2, signed=True),
+     "95% bootstrap": ci(r["low"], r["high"]), "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}"}
+    for r in rft_paired["reward_mean_instance"] if r["comparison"].removeprefix("exploit − ") in BLIND_COUNTERS.values()
+]  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(blind_rows), digits=2))
+display(Markdown(
+    f"`exploit` minus the best blind counter, `{best_blind}`: {paired_text(blind[best_blind], 'BB/hand', 'rows')}. "
+    "This is what reading the name is worth over committing to one counter."))  # fmt: skip
+
+# %% [markdown]
+# **Gain: the hand number.** `sandbag` loses chips in the first half on purpose and wins them back in the
+# second. Compare its two rewards with those of the other strategies in §5.
+
+# %%
+display(Markdown(
+    f"`sandbag`: gain reward {reward_text(SANDBAG, 'gain')}, mean-instance {reward_text(SANDBAG, 'mean-instance')} "
+    f"(mean ± s.e. over {RFT_ROWS} rollouts). Paired against `exploit` on the gain reward: "
+    f"{paired_text(sandbag_gain, 'BB/hand', 'rows')}."
+))  # fmt: skip
+
+# %% [markdown]
+# ## 7. Dealing: row-shared here, per-rollout upstream
+#
+# GRPO scores each candidate of a group against the group's mean, so the candidates of one row must face
+# the same hands; otherwise the advantage rewards a lucky deal. rftlab's arms (`data/specs/poker_seed.json`,
+# `poker_gain.json`) are **row-shared**: the McpGym server deals from the row's session key, so every
+# candidate of a row meets the same opponent and the same cards (the launch preflight checks it). The
+# upstream port drew the opponent and the cards **per rollout** from `os.urandom` (docs/poker.md §B.1),
+# ignoring the row: the same group-mismatch bug that froze the spectrum seed's runs, where every candidate
+# of a group faced a different band. The arm spec refuses `assignment: per_rollout`, because no launch path
+# implements it.
+#
+# What per-rollout dealing costs, measured on the played rollouts: how often a group holding one `exploit`
+# and one `call` candidate ranks `exploit` first, when both are dealt the same row and when each is dealt
+# its own (every other row); and how far apart two candidates of the same strategy land from the deal alone.
+
+# %%
+order_rows = [
+    {"reward": REWARD_COLUMNS[value], "dealing": mode, "exploit ranked first": v["a_first"],
+     "call ranked first": v["b_first"], "tied": v["tied"], "pairs": v["pairs"]}
+    for value, modes in ordering.items() for mode, v in modes.items()
+]  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(order_rows), digits=3))
+display(Markdown(
+    f"Two candidates of one strategy dealt different rows differ by a root-mean-square "
+    f"{number(spread['call'], 2)} (call), {number(spread['exploit'], 2)} (exploit) and "
+    f"{number(spread['random'], 2)} (random) in mean-instance reward from the deal alone; dealt the same row, "
+    f"two `call` candidates score exactly alike. With per-rollout dealing, `exploit` is ranked first in "
+    f"{order_mi['per_rollout']['a_first']:.1%} of exploit/call pairs instead of "
+    f"{order_mi['row_shared']['a_first']:.1%}."))  # fmt: skip
+
+# %% [markdown]
+# ## 8. Launching an arm, pulling its epochs, analysing them
 #
 # An RFT arm is a `PokerArmSpec` (`data/specs/poker_seed.json` holds the seed's run: Qwen3-8B, 2 epochs,
 # lr 1e-6, 8 candidates, 1024 tokens, thinking off). `rftlab poker launch SPEC` runs the poker preflight,
-# uploads the dataset and creates the job; `rftlab fireworks poll RUN_DIR` records every finished epoch's
-# rollouts and their metrics (`bb_per_hand`, `memory_gain`, `illegal_actions` from the `poker_act`
-# evaluator) in the run store, and this section reads them back — the same tidy table as every other
-# backend. The exact commands (nothing is run here):
+# uploads the dataset and creates the job; the evaluator it names is the arm's own (one per reward:
+# `rftlab-poker-mcp` scores mean-instance, `rftlab-poker-mcp-gain` scores gain), uploaded with the
+# `eval-protocol upload` command below. `rftlab fireworks poll RUN_DIR` records every finished epoch's
+# rollouts and their metrics (`bb_per_hand`, `memory_gain`, `illegal_actions`) in the run store, and this
+# section reads them back. The exact commands of both arms (nothing is run here):
 
 # %%
-from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
-from rftlab.runs import load_metrics
-from rftlab.studies.poker import fireworks_launcher
-
-arm_spec = load_poker_arm_spec("data/specs/poker_seed.json")
-plan = fireworks_launcher(account_id="<account-id>").plan(arm_spec)
-display(md_table(pd.DataFrame(prime_mapping(arm_spec))))
-display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
-poker_runs = load_metrics("runs", experiment=arm_spec.experiment)
+for spec_file in ("poker_seed.json", "poker_gain.json"):
+    arm_spec = load_poker_arm_spec(SPECS_DIR / spec_file)
+    plan = fireworks_launcher(account_id="<account-id>").plan(arm_spec)
+    display(Markdown(f"**Arm `{arm_spec.arm}`** (reward `{arm_spec.reward}`, job `{plan.job_id}`):"))
+    display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
+display(fixed_digits_markdown(pd.DataFrame(prime_mapping(arm_spec))))
+poker_runs = load_metrics(PROJECT_ROOT / "runs", experiment=arm_spec.experiment)
 if poker_runs.empty:
     display(Markdown("No poker RFT run in the local run store yet: the per-epoch curves appear here once a "
                      "launched job has been polled."))  # fmt: skip
 else:
-    display(md_table(poker_runs.groupby(["arm", "epoch"], as_index=False)[["reward", "bb_per_hand"]].mean()))
-
-# %% [markdown]
-# ## 6. Findings (computed)
-
-# %%
-best = max(summaries, key=lambda n: summaries[n]["overall"]["bb_per_hand"])
-o = summaries[best]["overall"]
-exp_rows = pd.DataFrame(rft_rows["exploit"])
-call_rows = pd.DataFrame(rft_rows["call"])
-lines = [
-    f"- Over the `{SCHEDULE}` schedule the best reference strategy is **{best}** at "
-    f"{o['bb_per_hand']:+.2f} BB/hand (95% CI {ci(o['ci95'])}), against r_max = {R_MAX}.",
-    f"- Always-call earns {summaries['call']['overall']['bb_per_hand']:+.2f} BB/hand and random "
-    f"{summaries['random']['overall']['bb_per_hand']:+.2f}: skill, not luck, separates the strategies.",
-    f"- In RFT mode the mean-instance reward ranks exploit above always-call by "
-    f"{exp_rows.reward_mean_instance.mean() - call_rows.reward_mean_instance.mean():+.2f} on average, while the gain "
-    f"reward differs by only {exp_rows.reward_gain.mean() - call_rows.reward_gain.mean():+.2f}: the gain reward "
-    "does not pay for a fixed good strategy, only for change within a rollout.",
-    f"- Hand results are heavy-tailed (stack-sized pots): the widest stage interval above spans "
-    f"{max(st['ci95'][1] - st['ci95'][0] for s in summaries.values() for st in s['stages']):.1f} BB/hand, "
-    "so per-epoch curves of an RFT run need many hands per point.",
-]
-display(Markdown("\n".join(lines)))
+    display(fixed_digits_markdown(poker_runs.groupby(["arm", "epoch"], as_index=False)[["reward", "bb_per_hand"]].mean()))

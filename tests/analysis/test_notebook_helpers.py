@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rftlab.analysis.display import rate_with_error, relation
 from rftlab.analysis.spectrum.summaries import bench90_row, policy_table_rows
@@ -38,3 +40,35 @@ def test_policy_table_rows():
     (row,) = policy_table_rows({"acc": s}, {"acc": "accumulates"})
     assert row["memory_gain ± s.e."] == "+0.200 ± 0.010" and row["carry_rate"] == "–"
     assert row["what it does"] == "accumulates" and row["late_occ"] == 0.4
+
+
+def test_interval_never_prints_a_negative_zero():
+    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.intervals import wilson_interval
+
+    low, high = wilson_interval(0, 60)
+    assert low <= 0.0  # the Wilson formula lands a hair below zero for 0 successes
+    assert interval(low, high) == "[0.000, 0.060]"
+    assert interval(-0.0004, 0.5, signed=True) == "[+0.000, +0.500]"
+    assert interval(-0.0006, 0.5, signed=True, digits=3) == "[-0.001, +0.500]"
+    assert number(-1e-17) == "0.000" and number(-0.04, digits=1, signed=True) == "+0.0"
+    assert number(float("nan")) == "–" and number(20.0, digits=0) == "20"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.booleans(),
+    st.integers(0, 6),
+)
+def test_interval_text_has_no_negative_zero_and_matches_rounding(low, high, signed, digits):
+    import re
+
+    from rftlab.analysis.display import interval
+
+    text = interval(low, high, signed=signed, digits=digits)
+    assert not re.search(r"-0(\.0*)?(?![0-9.])", text.replace("[", " ").replace(",", " ").replace("]", " "))
+    left, right = text[1:-1].split(", ")
+    assert float(left) == pytest.approx(round(low, digits), abs=10**-digits)
+    assert float(right) == pytest.approx(round(high, digits), abs=10**-digits)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from rftlab.analysis import power
 from rftlab.analysis.noninferiority import METHODS, batch_lower_bounds
 from rftlab.analysis.power import (
     DiscordanceModel,
@@ -245,3 +246,32 @@ def test_monte_carlo_searches_report_their_standard_error():
     assert found.mc_se == pytest.approx(math.sqrt(found.achieved_power * (1 - found.achieved_power) / 400))
     n_found = required_n("betting", 0.05, MARGIN, ALPHA, 0.3, np.random.default_rng(23), reps=300, n_hint=200)
     assert not n_found.exact and n_found.value is not None and n_found.achieved_power >= 0.8
+
+
+def test_exact_pass_rate_grid_equals_a_direct_multinomial_sum_of_the_hoeffding_rule():
+    """Independent computation: enumerate every (#+1, #-1) of n = 40 paired items, weight by the
+    multinomial pmf, and count those whose mean difference clears -margin + sqrt(2 ln(1/alpha)/n)."""
+    from scipy.stats import multinomial
+
+    n, margin, alpha = 40, 0.03, 0.05
+    grid = power.exact_pass_rate_grid("hoeffding", n, margin, alpha, [0.0, 0.2, 0.5], [0.3, 0.6])
+    assert list(zip(grid.difference, grid.discordance, strict=True)) == [(0.0, 0.3), (0.2, 0.3), (0.0, 0.6),
+                                                                         (0.2, 0.6), (0.5, 0.6)]  # fmt: skip
+    clear = -margin + math.sqrt(2 * math.log(1 / alpha) / n)
+    for row in grid.itertuples():
+        p_plus, p_minus = (row.discordance + row.difference) / 2, (row.discordance - row.difference) / 2
+        direct = sum(
+            multinomial.pmf([b, c, n - b - c], n, [p_plus, p_minus, 1 - p_plus - p_minus])
+            for b in range(n + 1)
+            for c in range(n + 1 - b)
+            if (b - c) / n > clear
+        )
+        assert row.pass_rate == pytest.approx(direct, abs=1e-9)
+    with pytest.raises(ValueError, match="order-dependent"):
+        power.exact_pass_rate_grid("betting", n, margin, alpha, [0.0], [0.2])
+
+
+def test_hoeffding_at_the_gs1_size_cannot_pass_two_equal_arms():
+    # docs/statistics.md §3.4: at n = 1319 the rule needs an observed +0.037; equal arms reach it rarely
+    grid = power.exact_pass_rate_grid("hoeffding", 1319, 0.03, 0.05, [0.0], [0.1, 0.2, 0.4])
+    assert (grid.pass_rate < 0.05).all()

@@ -26,10 +26,18 @@ def pm(mean: float, se: float | None, signed: bool = True) -> str:
     return f"{r3(mean):+.3f} ± {se_text}" if signed else f"{r3(mean):.3f} ± {se_text}"
 
 
+def number(x: float, digits: int = 3, signed: bool = False) -> str:
+    """``x`` at ``digits`` decimals (a sign when ``signed``), never a negative zero: a value that rounds to
+    zero prints as ``0.000`` / ``+0.000`` whatever its sign (``-1e-17`` from a Wilson bound of 0/60
+    included); ``–`` for an undefined value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return MISSING
+    return f"{round(float(x), digits) + 0.0:{'+' if signed else ''}.{digits}f}"
+
+
 def interval(low: float, high: float, signed: bool = False, digits: int = 3) -> str:
-    """``[low, high]`` as text."""
-    fmt = f"{'+' if signed else ''}.{digits}f"
-    return f"[{low:{fmt}}, {high:{fmt}}]"
+    """``[low, high]`` as text, each end formatted by ``number`` (no negative zero)."""
+    return f"[{number(low, digits, signed)}, {number(high, digits, signed)}]"
 
 
 def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:

@@ -1,16 +1,26 @@
-"""Poker summaries: BB per hand by stage and overall, with intervals over deals, and early/late gains.
+"""Poker summaries (docs/poker.md §B.6, docs/statistics.md §6): BB per hand by stage and overall with
+intervals over deals, early/late gains, both RFT rewards with standard errors, and paired comparisons of two
+strategies over the same deals.
 
-The replication unit is the **deal** (hand id): with several permuted runs the same deals recur in
-another order, so a deal's result is first averaged over runs, and intervals are taken over deals.
+The replication unit is the **deal**. On a schedule it is the hand id: with several permuted runs the same
+deals recur in another order, so a deal's result is first averaged over runs and intervals are taken over
+deals. In RFT mode it is the rollout's row id, whose opponent and 16 hands every strategy meets alike
+(row-shared). Two strategies are compared **paired** — the difference on each deal — with a seeded
+bootstrap over deals (hand results are heavy-tailed: one stack-sized pot can be 100 BB) and the exact sign
+test beside it (``rftlab.analysis.paired``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import product
 from typing import Any
 
 from rftlab.analysis.intervals import normal_mean_interval
+from rftlab.analysis.paired import DEFAULT_REPS, bootstrap_mean_interval, sign_test
+
+REWARD_COLUMNS = {"reward_mean_instance": "mean-instance", "reward_gain": "gain"}
 
 
 def _interval(values: list[float]) -> dict[str, Any]:
@@ -100,3 +110,148 @@ def opponent_table(rows: Iterable[Mapping[str, Any]], value: str = "bb_per_hand"
         mean, low, high = normal_mean_interval(values)
         out.append({"opponent": opponent, "episodes": len(values), value: mean, "ci95": [low, high]})
     return out
+
+
+def deal_results(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{hand_id: {"stage", "opponent", "bb", "runs"}}``: each deal's BB averaged over the runs that
+    played it (``hand_rows`` rows)."""
+    per_deal: dict[str, list[float]] = defaultdict(list)
+    where: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        per_deal[row["hand_id"]].append(float(row["bb"]))
+        where[row["hand_id"]] = (int(row["stage"]) + 1, str(row["opponent"]))
+    return {
+        h: {"stage": where[h][0], "opponent": where[h][1], "bb": sum(v) / len(v), "runs": len(v)}
+        for h, v in per_deal.items()
+    }
+
+
+def _paired_row(label: dict[str, Any], diffs: Sequence[float], reps: int, seed: int, strata=None):
+    boot = bootstrap_mean_interval(diffs, reps=reps, seed=seed, strata=strata)
+    sign = sign_test(diffs)
+    return {**label, "deals": boot.n, "mean": boot.mean, "low": boot.low, "high": boot.high, "se": boot.se,
+            "better": sign.positive, "worse": sign.negative, "ties": sign.ties, "sign_p": sign.p_value}  # fmt: skip
+
+
+def paired_schedule_table(
+    schedule_rows: Mapping[str, Iterable[Mapping[str, Any]]],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    reps: int = DEFAULT_REPS,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """``a − b`` BB/hand over the same schedule deals, by stage and overall, for each ``(a, b)`` in
+    ``pairs``. Per row: deals, mean difference, percentile bootstrap 95% interval and standard error
+    (overall: stratified by stage, so every resample keeps the schedule's stage sizes), and the sign test
+    (``better`` = deals where ``a`` won more, ``worse``, ``ties``, exact two-sided ``sign_p``).
+    ``ValueError`` when the two strategies did not play the same deals."""
+    deals = {name: deal_results(rows) for name, rows in schedule_rows.items()}
+    out = []
+    for a, b in pairs:
+        if deals[a].keys() != deals[b].keys():
+            raise ValueError(f"{a} and {b} did not play the same deals: a paired comparison needs them")
+        ids = sorted(deals[a], key=lambda h: (deals[a][h]["stage"], h))
+        diffs = {h: deals[a][h]["bb"] - deals[b][h]["bb"] for h in ids}
+        for stage in sorted({deals[a][h]["stage"] for h in ids}):
+            members = [h for h in ids if deals[a][h]["stage"] == stage]
+            label = {"comparison": f"{a} − {b}", "stage": stage, "opponent": deals[a][members[0]]["opponent"]}
+            out.append(_paired_row(label, [diffs[h] for h in members], reps, seed))
+        label = {"comparison": f"{a} − {b}", "stage": "all", "opponent": "all"}
+        strata = [deals[a][h]["stage"] for h in ids]
+        out.append(_paired_row(label, [diffs[h] for h in ids], reps, seed, strata=strata))
+    return out
+
+
+def paired_rft_table(
+    rft_rows: Mapping[str, Iterable[Mapping[str, Any]]],
+    pairs: Sequence[tuple[str, str]],
+    value: str = "reward_mean_instance",
+    *,
+    reps: int = DEFAULT_REPS,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """``a − b`` of an episode column (a reward, ``bb_per_hand``) over the same RFT rows (row-shared: both
+    met the row's opponent and cards), per opponent and over all rows; columns as
+    ``paired_schedule_table`` (the unit is the row, counted in ``deals``)."""
+    by_row = {name: {str(r["row_id"]): r for r in rows} for name, rows in rft_rows.items()}
+    out = []
+    for a, b in pairs:
+        if by_row[a].keys() != by_row[b].keys():
+            raise ValueError(f"{a} and {b} did not play the same rows: a paired comparison needs them")
+        ids = sorted(by_row[a])
+        for row_id in ids:
+            if by_row[a][row_id]["opponent"] != by_row[b][row_id]["opponent"]:
+                raise ValueError(f"row {row_id}: {a} and {b} met different opponents (not row-shared)")
+        diffs = {i: float(by_row[a][i][value]) - float(by_row[b][i][value]) for i in ids}
+        for opponent in sorted({by_row[a][i]["opponent"] for i in ids}):
+            members = [i for i in ids if by_row[a][i]["opponent"] == opponent]
+            label = {"comparison": f"{a} − {b}", "measure": value, "opponent": opponent}
+            out.append(_paired_row(label, [diffs[i] for i in members], reps, seed))
+        label = {"comparison": f"{a} − {b}", "measure": value, "opponent": "all"}
+        out.append(_paired_row(label, [diffs[i] for i in ids], reps, seed))
+    return out
+
+
+def reward_table(
+    rft_rows: Mapping[str, Iterable[Mapping[str, Any]]],
+    columns: Sequence[str] = tuple(REWARD_COLUMNS),
+    *,
+    by_opponent: bool = False,
+) -> list[dict[str, Any]]:
+    """Mean of each reward column per strategy (and opponent), its standard error over rollouts and a 95%
+    interval (``normal_mean_interval``: Student's t below 30 rollouts). Rollouts of one strategy are
+    independent deal sets, so they are the unit."""
+    out = []
+    for name, rows in rft_rows.items():
+        rows = list(rows)
+        groups = {"all": rows}
+        if by_opponent:
+            groups = defaultdict(list)
+            for r in rows:
+                groups[str(r["opponent"])].append(r)
+        for opponent in sorted(groups):
+            for column in columns:
+                values = [float(r[column]) for r in groups[opponent]]
+                mean, low, high = normal_mean_interval(values)
+                n = len(values)
+                sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else float("nan")
+                out.append({"strategy": name, "reward": REWARD_COLUMNS.get(column, column), "opponent": opponent,
+                            "rollouts": n, "mean": mean, "se": sd / n**0.5, "low": low, "high": high})  # fmt: skip
+    return out
+
+
+def pair_ordering(
+    rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[str, Any]], value: str
+) -> dict[str, dict[str, float]]:
+    """How often a GRPO group holding one rollout of ``a`` and one of ``b`` ranks ``a`` first, by how the
+    two were dealt: ``row_shared`` pairs the two on the same row (same opponent, same cards), ``per_rollout``
+    pairs every row of ``a`` with every *other* row of ``b`` (each candidate draws its own opponent and
+    cards, as upstream's ``os.urandom`` draw did, docs/poker.md §B.1). Each entry: shares of pairs where
+    ``a`` scores higher, lower, or the same on ``value``, and the number of pairs."""
+    a = {str(r["row_id"]): float(r[value]) for r in rows_a}
+    b = {str(r["row_id"]): float(r[value]) for r in rows_b}
+    if a.keys() != b.keys():
+        raise ValueError("pair_ordering needs both strategies on the same rows")
+
+    def shares(pairs: list[tuple[float, float]]) -> dict[str, float]:
+        n = len(pairs)
+        higher = sum(1 for x, y in pairs if x > y)
+        lower = sum(1 for x, y in pairs if x < y)
+        return {"a_first": higher / n, "b_first": lower / n, "tied": (n - higher - lower) / n, "pairs": n}
+
+    shared = [(a[i], b[i]) for i in a]
+    crossed = [(a[i], b[j]) for i, j in product(a, b) if i != j]
+    return {"row_shared": shares(shared), "per_rollout": shares(crossed)}
+
+
+def luck_spread(rows: Iterable[Mapping[str, Any]], value: str) -> float:
+    """Root-mean-square difference of ``value`` between two rollouts of **one** strategy dealt different
+    rows: ``sqrt(mean over ordered pairs i ≠ j of (v_i − v_j)²)``, which equals ``√2 ×`` the sample
+    standard deviation. Under per-rollout dealing two GRPO candidates of a deterministic strategy differ
+    by this much from the deal alone; under row-shared dealing they do not differ at all."""
+    values = [float(r[value]) for r in rows]
+    n = len(values)
+    if n < 2:
+        raise ValueError("luck_spread needs at least two rollouts")
+    mean = sum(values) / n
+    return (2.0 * sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5

@@ -563,3 +563,28 @@ def degenerate_sample_anatomy(
         unguarded_error=float(np.sum(prob * unguarded)),
         guarded_error=exact_pass_rate("paired_t", n, model, margin, alpha),
     )
+
+
+def exact_pass_rate_grid(
+    method: str,
+    n: int,
+    margin: float,
+    alpha: float,
+    differences: Sequence[float],
+    discordance_rates: Sequence[float],
+) -> pd.DataFrame:
+    """Exact P(noninferiority claimed) of a count-only ``method`` at each (true difference, discordance)
+    pair with ``|difference| <= discordance``: one row per pair with ``difference``, ``discordance``,
+    ``pass_rate`` (``exact_pass_rate``). What a pre-registered rule will decide at a planned n — e.g.
+    how often the GS1 Hoeffding rule passes two equally good arms (docs/statistics.md §3.4)."""
+    if method not in COUNT_ONLY:
+        raise ValueError(f"{method!r} is order-dependent: its pass rate is simulated, not exact")
+    rows = []
+    for r in discordance_rates:
+        for theta in differences:
+            if abs(theta) > r:
+                continue
+            model = DiscordanceModel.from_difference(theta, r)
+            rows.append({"difference": theta, "discordance": r,
+                         "pass_rate": exact_pass_rate(method, n, model, margin, alpha)})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -155,11 +155,14 @@ class FireworksLauncher:
         flags = job_create_flags(spec, account_id=account)
         commands = [fc.argv("dataset", "create", fw.dataset_id, str(dataset_path))]
         warnings = []
-        missing = missing_entry(spec.experiment, fw.interface)
+        entry = getattr(spec, "evaluator_entry", None)  # an arm may fix its own entry (poker: one per reward)
+        missing = missing_entry(spec.experiment, fw.interface, entry)
         if missing:
             warnings.append(missing)
         else:
-            commands.append(evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account)))
+            commands.append(
+                evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account), entry=entry)
+            )
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
         return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands, warnings)
 
@@ -173,7 +176,9 @@ class FireworksLauncher:
             raise LaunchRefused(
                 f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
             )
-        missing = missing_entry(spec.experiment, spec.fireworks.interface)
+        missing = missing_entry(
+            spec.experiment, spec.fireworks.interface, getattr(spec, "evaluator_entry", None)
+        )
         if missing:
             raise LaunchRefused(missing)
         self._firectl(need_key=True)  # fail on a missing key or account before any work
@@ -345,12 +350,13 @@ def evaluator_id(spec: SpectrumArmSpec, account_id: str) -> str:
     return evaluator_name(spec, account_id).rsplit("/", 1)[-1]
 
 
-def missing_entry(experiment: str, interface: str) -> str | None:
+def missing_entry(experiment: str, interface: str, entry: str | None = None) -> str | None:
     """Why this experiment/interface has no evaluator to upload yet (``None`` when its entry module exists
-    in this package): a job pointing at an evaluator that was never uploaded would only fail on Fireworks."""
+    in this package): a job pointing at an evaluator that was never uploaded would only fail on Fireworks.
+    ``entry`` overrides the ``ENTRY_POINTS`` lookup (an arm spec's own ``evaluator_entry``)."""
     import rftlab
 
-    entry = ENTRY_POINTS.get((experiment, interface))
+    entry = entry or ENTRY_POINTS.get((experiment, interface))
     if entry is None:
         return f"no @evaluation_test entry for experiment {experiment!r} with interface {interface!r}"
     module_file = Path(rftlab.__file__).parent.parent / entry.split("::", 1)[0]
@@ -363,12 +369,12 @@ def missing_entry(experiment: str, interface: str) -> str | None:
 
 
 def evaluator_upload_argv(
-    experiment: str, interface: str, ev_id: str, exe: str = "eval-protocol"
+    experiment: str, interface: str, ev_id: str, exe: str = "eval-protocol", entry: str | None = None
 ) -> list[str]:
-    """``eval-protocol upload`` of the interface's entry with an explicit ``--id`` (never rely on id
-    normalisation, docs/platforms.md §1.9) and an explicit empty ``--env-file`` (so no ``.env`` secret is
-    uploaded, G11). Never ``create rft --dry-run``: it is not dry (G8)."""
-    entry = ENTRY_POINTS.get((experiment, interface))
+    """``eval-protocol upload`` of the interface's entry (or ``entry``, an arm's own) with an explicit
+    ``--id`` (never rely on id normalisation, docs/platforms.md §1.9) and an explicit empty ``--env-file``
+    (so no ``.env`` secret is uploaded, G11). Never ``create rft --dry-run``: it is not dry (G8)."""
+    entry = entry or ENTRY_POINTS.get((experiment, interface))
     if entry is None:
         raise LaunchRefused(f"no evaluator entry for experiment {experiment!r} with interface {interface!r}")
     return [exe, "upload", "--entry", entry, "--id", ev_id, "--env-file", ".env.empty",
@@ -412,7 +418,10 @@ def upload_evaluator(
     if not key:
         raise LaunchRefused(f"{KEY_ENV} is not set: export it in your shell (never write it to a file)")
     exe = exe or shutil.which("eval-protocol") or "eval-protocol"
-    argv = evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account_id), exe)
+    entry = getattr(spec, "evaluator_entry", None)
+    argv = evaluator_upload_argv(
+        spec.experiment, fw.interface, evaluator_id(spec, account_id), exe, entry=entry
+    )
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), KEY_ENV: key,
            ACCOUNT_ENV: account_id, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rftlab-evaluator-") as tmp:

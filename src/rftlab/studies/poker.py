@@ -1,17 +1,21 @@
 """The exploitable-poker study: the driver the notebook (``06_poker``) and the CLI (``rftlab poker``) both call.
 
 ``make_strategy`` builds a reference strategy by name, ``schedule_summary`` plays it over a CLBench
-schedule and summarises BB per hand with intervals over deals, ``fireworks_launcher`` is the Fireworks
-launcher with the poker preflight and dataset rows (what ``rftlab poker launch`` runs and the notebook's
-plan shows). Bad input raises ``ValueError``.
+schedule and summarises BB per hand with intervals over deals, ``reference_study`` plays every reference
+strategy over a schedule and over RFT-mode rows, plus the shortcut strategies (blind counters, which ignore
+the opponent's name, and the position-aware sandbagger) for the notebook's tables, ``fireworks_launcher`` is the Fireworks launcher with the poker preflight and
+dataset rows (what ``rftlab poker launch`` runs and the notebook's plan shows). Bad input raises
+``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
 - rewards: ``rftlab.rewards.poker``
 - envs: ``rftlab.envs.poker`` (engine, opponents, schedules, prompt rendering, task, env)
 - policies: ``rftlab.policies.poker`` (reference strategies, chat adapter)
-- rollout: ``rftlab.rollout.poker`` (play, dataset rows, McpGym server, scoring); entry modules
-  ``rftlab.rollout.eval_entries.poker_mcp_eval``, ``rftlab.rollout.eval_entries.poker_mcp_server``
+- rollout: ``rftlab.rollout.poker`` (play, dataset rows, McpGym server, scoring, what the entries share);
+  entry modules ``rftlab.rollout.eval_entries.poker_mcp_eval`` (mean-instance reward),
+  ``rftlab.rollout.eval_entries.poker_mcp_gain_eval`` (gain reward),
+  ``rftlab.rollout.eval_entries.poker_mcp_server``
 - launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight)
 - analysis: ``rftlab.analysis.poker``
 - studies: ``rftlab.studies.poker``
@@ -20,14 +24,19 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from rftlab.analysis.poker import bb_summary
+from rftlab.analysis.poker import bb_summary, rft_episode_rows
 from rftlab.envs.poker import SCHEDULES
-from rftlab.policies.poker.reference import POKER_POLICIES
-from rftlab.rollout.poker.play import hand_rows, play_runs
+from rftlab.policies.poker.reference import POKER_POLICIES, Exploit, RandomLegal, Sandbag
+from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
 
 MAX_RUNS = 5  # a CLBench schedule has five permuted runs
+STRATEGIES = ("random", "call", "exploit")
+BLIND_COUNTERS = {name: f"blind {name}" for name in Exploit.NAMES}  # assumed opponent -> strategy label
+SANDBAG = "sandbag"
 
 
 def make_strategy(name: str, seed: int = 0, **options: Any):
@@ -49,6 +58,80 @@ def schedule_summary(name: str, schedule: str = "default", runs: int = 1, seed: 
     policy = make_strategy(name, seed)
     rows = hand_rows(play_runs(policy, schedule=schedule, runs=range(runs), policy_seed=seed))
     return {"policy": name, "schedule": schedule, **bb_summary(rows)}
+
+
+def rft_row_ids(n: int, prefix: str = "poker") -> list[str]:
+    """The RFT dataset's row ids (``rftlab.rollout.poker.dataset``): ``poker_s1000`` … in order."""
+    if n < 1:
+        raise ValueError(f"rows must be >= 1, got {n}")
+    return [f"{prefix}_s{1000 + i}" for i in range(n)]
+
+
+@dataclass
+class ReferenceStudy:
+    """What ``reference_study`` played: per strategy, the schedule's hand rows (``hand_rows``) and the RFT
+    episodes (``rft_episode_rows``); ``shortcut_rows`` are the RFT episodes of the strategies that show how
+    each reward can be earned without memory: the blind counters (``blind Tom`` …: ``Exploit(assume=name)``,
+    the counter to one opponent played against whoever is dealt) and ``sandbag`` (random legal in the first
+    half of the hands, exploit in the second: ``Sandbag``)."""
+
+    schedule: str
+    runs: int
+    rows: int
+    hands: int
+    seed: int
+    equity_samples: int
+    schedule_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rft_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    shortcut_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def reference_study(
+    *,
+    schedule: str = "default",
+    runs: int = MAX_RUNS,
+    rows: int = 96,
+    hands: int = 16,
+    seed: int = 0,
+    equity_samples: int = 200,
+    shortcuts: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> ReferenceStudy:
+    """Play ``random``, ``call`` and ``exploit`` over ``runs`` permuted runs of ``schedule`` and over
+    ``rows`` RFT rows of ``hands`` hands (row-shared: every strategy meets each row's opponent and cards),
+    and, with ``shortcuts``, the blind counters and the sandbagger over the same RFT rows. ``progress`` is called with a
+    short label before each block (the plays take about a minute at full size)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    if not 1 <= runs <= MAX_RUNS:
+        raise ValueError(f"runs must be between 1 and {MAX_RUNS} (the schedule's permuted runs)")
+    if hands < 1:
+        raise ValueError(f"hands must be >= 1, got {hands}")
+    ids = rft_row_ids(rows)
+    study = ReferenceStudy(schedule, runs, rows, hands, seed, equity_samples)
+
+    def strategy(name: str, **options: Any):
+        if name == "exploit" or options:
+            return make_strategy("exploit", seed, samples=equity_samples, **options)
+        return make_strategy(name, seed)
+
+    for name in STRATEGIES:
+        if progress:
+            progress(f"{name}: {runs} run(s) of {schedule}, {rows} RFT rows")
+        study.schedule_rows[name] = hand_rows(
+            play_runs(strategy(name), schedule=schedule, runs=range(runs), policy_seed=seed)
+        )
+        study.rft_rows[name] = rft_episode_rows(play_rft(strategy(name), ids, hands=hands, policy_seed=seed))
+    if shortcuts:
+        players = {label: strategy("exploit", assume=assumed) for assumed, label in BLIND_COUNTERS.items()}
+        players[SANDBAG] = Sandbag(RandomLegal(seed), strategy("exploit"), switch=hands // 2)
+        for label, player in players.items():
+            if progress:
+                progress(f"{label}: {rows} RFT rows")
+            study.shortcut_rows[label] = rft_episode_rows(
+                play_rft(player, ids, hands=hands, policy_seed=seed)
+            )
+    return study
 
 
 def fireworks_launcher(account_id: str | None = None):

@@ -4,6 +4,14 @@ from the Prime/verifiers TOML settings the seed started from to the Fireworks jo
 A ``PokerArmSpec`` carries the same job fields as ``SpectrumArmSpec`` (epochs, learning rate,
 temperature, response candidates, the ``fireworks`` section), so ``launch.firectl.job_create_flags``
 builds its ``firectl rftj create`` argv unchanged.
+
+The arm's reward reaches its evaluator through the uploaded code, not through the environment (the
+evaluator is uploaded with an empty env file): each reward has its own ``@evaluation_test`` entry, which
+fixes the reward, and its own evaluator id (``EVALUATOR_IDS``), so uploading one arm's evaluator never
+replaces the other's (docs/poker.md §B.5, "How an arm's reward reaches its evaluator"). The spec refuses
+what no launch path can deliver: ``assignment: per_rollout`` (upstream's independent draw per rollout,
+B.1 — the group-mismatch bug, never implemented here), an evaluator id that is not its reward's, and, for a
+Fireworks arm, a hand count other than the uploaded evaluator's 16.
 """
 
 from __future__ import annotations
@@ -11,10 +19,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from rftlab.envs.poker.env import RFT_HANDS
 from rftlab.launch.specs import FireworksJobSettings, load_spec_file
 from rftlab.runs.hashing import spec_sha256
+
+# One evaluator per reward: its @evaluation_test entry (relative to the staged evaluator folder) fixes the
+# reward, and its id keeps the two uploads apart.
+EVALUATOR_ENTRIES = {
+    "mean_instance": "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",
+    "gain": "rftlab/rollout/eval_entries/poker_mcp_gain_eval.py::test_poker_mcp_gain",
+}
+EVALUATOR_IDS = {"mean_instance": "rftlab-poker-mcp", "gain": "rftlab-poker-mcp-gain"}
 
 
 class PokerArmSpec(BaseModel):
@@ -35,6 +52,41 @@ class PokerArmSpec(BaseModel):
     temperature: float = Field(1.0, gt=0.0, le=10.0)
     seed: int = Field(0, ge=0)
     fireworks: FireworksJobSettings | None = None
+
+    @field_validator("assignment")
+    @classmethod
+    def _row_shared_only(cls, value: str) -> str:
+        if value != "row_shared":
+            raise ValueError(
+                "'per_rollout' (upstream's independent opponent and cards per rollout, docs/poker.md §B.1) is "
+                "not implemented by any launch path: the McpGym server deals from the row's session key, so "
+                "every candidate of a row plays the same hands. Use 'row_shared'"
+            )
+        return value
+
+    @field_validator("fireworks")
+    @classmethod
+    def _evaluator_matches_reward(cls, fw: FireworksJobSettings | None, info: ValidationInfo):
+        if fw is None or "reward" not in info.data or "hands" not in info.data:
+            return fw
+        reward, hands = info.data["reward"], info.data["hands"]
+        ev_id = fw.evaluator.rsplit("/", 1)[-1]
+        if ev_id != EVALUATOR_IDS[reward]:
+            raise ValueError(
+                f"evaluator id {ev_id!r} does not match reward {reward!r}: a {reward} arm uploads and uses "
+                f"'{EVALUATOR_IDS[reward]}' (one evaluator per reward, so the uploaded code fixes the score)"
+            )
+        if hands != RFT_HANDS:
+            raise ValueError(
+                f"hands = {hands}, but the uploaded evaluator plays {RFT_HANDS} hands per rollout (its env file "
+                f"is empty, so $RFTLAB_POKER_HANDS is unset there): a Fireworks arm must use hands = {RFT_HANDS}"
+            )
+        return fw
+
+    @property
+    def evaluator_entry(self) -> str:
+        """The ``@evaluation_test`` entry uploaded for this arm: the one that scores with its reward."""
+        return EVALUATOR_ENTRIES[self.reward]
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

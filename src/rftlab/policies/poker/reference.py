@@ -9,7 +9,12 @@ All act on a ``PokerObservation`` (its ``next_query``) and return ``PokerAction`
   half of hands, raises a fit-or-fold player off its weak holdings, and against the loose-aggressive
   player bets whenever he checks (his checking range folds to a bet), calls his wide flop bets and
   folds to his turn/river bets (two pair or better) unless strong. Hand strength is Monte-Carlo equity
-  against one random hand, from a generator seeded in ``reset``.
+  against one random hand, from a generator seeded in ``reset``. ``Exploit`` is memoryless: it needs
+  nothing from earlier hands because the prompt names the opponent. ``Exploit(assume="Tom")`` plays one
+  counter whatever the prompt says (a *blind counter*: what a memoryless player can do when the name is
+  hidden and it has to commit to one counter).
+- ``Sandbag(early, late, switch)``: ``early`` in hands ``1 … switch``, ``late`` afterwards, from the hand
+  number in the prompt (memoryless but position-aware).
 """
 
 from __future__ import annotations
@@ -94,9 +99,14 @@ class AlwaysCall:
 class Exploit:
     """Counter-strategies by opponent name (Tom = calling station, Adam = fit-or-fold, Alex = LAG)."""
 
-    def __init__(self, seed: int = 0, samples: int = 200):
+    NAMES = ("Tom", "Adam", "Alex")
+
+    def __init__(self, seed: int = 0, samples: int = 200, assume: str | None = None):
+        if assume is not None and assume not in self.NAMES:
+            raise ValueError(f"assume must be one of {', '.join(self.NAMES)}, got {assume!r}")
         self._seed = seed
         self.samples = samples
+        self.assume = assume
         self.rng = random.Random(seed)
 
     def reset(self, seed: int | None = None) -> None:
@@ -110,7 +120,7 @@ class Exploit:
         m = q.metadata
         owes = m["chips_to_call"] > 0
         passive = "CALL" if owes else "CHECK"
-        opponent = m["opponent_name"]
+        opponent = self.assume or m["opponent_name"]
         if opponent == "Adam":  # folds without a fit: keep betting the minimum, he never bets back
             if "RAISE" in legal:
                 return _decision(
@@ -141,6 +151,29 @@ class Exploit:
         if m["phase"] == "FLOP":
             return _decision("CALL" if made >= 0.45 or eq >= 0.55 else "FOLD", why=f"made {made:.2f}")
         return _decision("CALL" if made >= 0.70 else "FOLD", why=f"made {made:.2f} vs two pair+")
+
+
+class Sandbag:
+    """Plays ``early`` in hands ``1 … switch`` and ``late`` from hand ``switch + 1`` on, reading the hand
+    number from the prompt (``Hand #p``, query ``hand_num``). Memoryless — it keeps nothing between hands —
+    but position-aware: with ``early`` = random legal and ``late`` = exploit it loses in the first half and
+    wins in the second, which is exactly what the gain reward (late − early, docs/poker.md §B.3) pays for.
+    Both halves are reset with the same seed."""
+
+    def __init__(self, early: Any, late: Any, switch: int = 8):
+        if switch < 0:
+            raise ValueError(f"switch must be >= 0, got {switch}")
+        self.early, self.late, self.switch = early, late, switch
+
+    def reset(self, seed: int | None = None) -> None:
+        self.early.reset(seed)
+        self.late.reset(seed)
+
+    def act(self, observation: Any) -> dict[str, Any]:
+        q = _query(observation)
+        if q is None:
+            return dict(NO_DECISION)
+        return (self.early if q.metadata["hand_num"] <= self.switch else self.late).act(observation)
 
 
 POKER_POLICIES = {"random": RandomLegal, "call": AlwaysCall, "exploit": Exploit}

@@ -3,7 +3,8 @@
 - ``spectrum_turn``: the bench-shaped path (``SpectrumTurnProcessor``: scans as user messages).
 - ``spectrum_mcp_eval``: the McpGym path (``rftlab.rollout.spectrum.mcp`` server, scans as tool results).
 - ``poker_mcp_eval``: the poker RFT env on the McpGym path (``rftlab.rollout.poker.mcp``, the ``poker_act``
-  tool), scored from the env-authored messages (``poker_scoring``).
+  tool), scored from the env-authored messages (``rftlab.rollout.poker.scoring``) with the mean-instance
+  reward; ``poker_mcp_gain_eval``: the same with the gain reward (one entry per reward).
 - ``scoring``: the env's own scoring of a rollout transcript (replay) as an ``EvaluateResult``.
 - ``settings``: the entry modules' rows and completion parameters, read from the environment.
 

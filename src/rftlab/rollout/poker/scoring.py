@@ -2,8 +2,9 @@
 
 The per-hand BB come from the env-authored messages only (``tool``/``user``; a tool result's JSON is
 decoded to its ``observation`` text first, so the ``HAND_PROFITS_BB:`` line is read as the env wrote it):
-``rftlab.rewards.poker.hand_profits_from_messages`` and ``illegal_count``. The score is
-``REWARDS[$RFTLAB_POKER_REWARD]`` (``mean_instance`` by default, or ``gain``); the metrics are
+``rftlab.rewards.poker.hand_profits_from_messages`` and ``illegal_count``. The score is ``REWARDS[reward]``
+with the reward the calling entry fixes (``mean_instance`` or ``gain``: one entry per reward, docs/poker.md
+§B.5); the metrics are
 ``bb_per_hand``, ``memory_gain`` (the gain reward's clipped late − early), ``illegal_actions`` and
 ``hands_completed``. A failed rollout, or a transcript without any hand result, scores 0 with
 ``is_score_valid=False`` and the reason (docs/platforms.md G6).
@@ -11,7 +12,6 @@ decoded to its ``observation`` text first, so the ``HAND_PROFITS_BB:`` line is r
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from rftlab.policies.poker.chat import message_text
@@ -19,13 +19,6 @@ from rftlab.rewards.poker import REWARDS, gain_reward, hand_profits_from_message
 from rftlab.rollout.spectrum.scoring import _plain, invalid_result, mcp_session_id
 
 METRIC_KEYS = ("bb_per_hand", "memory_gain", "illegal_actions", "hands_completed")
-
-
-def reward_name() -> str:
-    name = os.environ.get("RFTLAB_POKER_REWARD") or "mean_instance"
-    if name not in REWARDS:
-        raise ValueError(f"RFTLAB_POKER_REWARD must be one of {', '.join(REWARDS)}, got {name!r}")
-    return name
 
 
 def row_key(row: Any) -> str:
@@ -54,27 +47,28 @@ def poker_metrics(hand_bb: list[float], illegal: int, reward: str = "mean_instan
     }
 
 
-def score_poker_row(row: Any, reward: str | None = None) -> Any:
-    """Set ``row.evaluation_result`` (module docstring)."""
+def score_poker_row(row: Any, reward: str) -> Any:
+    """Set ``row.evaluation_result`` (module docstring) with the ``reward`` of the calling entry."""
     from eval_protocol.models import EvaluateResult, MetricResult
 
+    if reward not in REWARDS:
+        raise ValueError(f"unknown poker reward {reward!r}: choose one of {', '.join(REWARDS)}")
     if row.rollout_status is not None and row.rollout_status.is_error():
         row.evaluation_result = invalid_result(f"rollout failed: {row.rollout_status.message}")
         return row
-    name = reward or reward_name()
     msgs = env_messages(row.messages)
     hand_bb = hand_profits_from_messages(msgs)
     if hand_bb is None:
         row.evaluation_result = invalid_result("the transcript holds no hand result")
         return row
-    m = poker_metrics(hand_bb, illegal_count(msgs), name)
+    m = poker_metrics(hand_bb, illegal_count(msgs), reward)
     metrics = {
         k: MetricResult(score=m[k], is_score_valid=True, reason=f"{k} = {m[k]}", data={"value": m[k]})
         for k in METRIC_KEYS
     }
     row.evaluation_result = EvaluateResult(
         score=m["score"],
-        reason=f"poker mcp: {name} reward over {len(hand_bb)} hands (env-authored HAND_PROFITS_BB)",
+        reason=f"poker mcp: {reward} reward over {len(hand_bb)} hands (env-authored HAND_PROFITS_BB)",
         metrics=metrics,
     )
     return row
