@@ -177,3 +177,75 @@ def size_for_power(
         if power_slope(slope, comps, nsim=nsim, **{**base, factor: int(v)}) >= target:
             return int(v)
     return None
+
+
+@dataclass(frozen=True)
+class ReplicateDesign:
+    """How many replicate pairs the study's primary contrast needs (the plan's replicate rule).
+
+    Each replicate pair gives one slope with standard error ``se_run`` (measured: the seed-0 pair's
+    cluster-robust standard error) plus between-run spread ``tau2``; the pairs are pooled by random
+    effects with the Hartung–Knapp interval, two-sided at ``alpha``. With equal standard errors that
+    pooled test is exactly a one-sample t-test on the runs' slopes, so the power of ``n`` runs is the
+    non-central t probability ``P(T'(n−1, ncp) > t_{1−α/2, n−1})``, ``ncp = effect·√n / sqrt(se_run² + tau2)``
+    (``replicate_power``; a test checks it against pooling simulated runs).
+    """
+
+    effect: float
+    se_run: float
+    tau2: float
+    alpha: float
+    target: float
+    powers: tuple[tuple[int, float], ...]  # (runs, power) from min to max
+    runs: int  # the number to run
+    met: bool  # whether ``runs`` reaches ``target``
+    runs_needed: int | None  # the smallest n (searched up to 64) that reaches it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def replicate_power(effect: float, se_run: float, runs: int, alpha: float, tau2: float = 0.0) -> float:
+    """Power of the random-effects (Hartung–Knapp) pooled test over ``runs`` replicate slopes to find
+    ``effect`` > 0 (see ``ReplicateDesign``)."""
+    if runs < 2:
+        raise ValueError("the pooled interval needs at least 2 runs")
+    if se_run <= 0 or tau2 < 0 or not 0 < alpha < 1:
+        raise ValueError("need se_run > 0, tau2 >= 0 and 0 < alpha < 1")
+    df = runs - 1
+    ncp = effect * np.sqrt(runs) / np.sqrt(se_run**2 + tau2)
+    return float(sps.nct.sf(sps.t.ppf(1 - alpha / 2, df), df, ncp))
+
+
+def replicates_for_power(
+    effect: float,
+    se_run: float,
+    *,
+    alpha: float,
+    target: float,
+    min_runs: int,
+    max_runs: int,
+    tau2: float = 0.0,
+) -> ReplicateDesign:
+    """The smallest ``n`` in ``[min_runs, max_runs]`` with ``replicate_power >= target`` (else ``max_runs``),
+    with the power of every ``n`` in that range and the ``n`` it would take (up to 64)."""
+    if not 2 <= min_runs <= max_runs:
+        raise ValueError("need 2 <= min_runs <= max_runs")
+    powers = tuple(
+        (n, replicate_power(effect, se_run, n, alpha, tau2)) for n in range(min_runs, max_runs + 1)
+    )
+    needed = next(
+        (n for n in range(2, 65) if replicate_power(effect, se_run, n, alpha, tau2) >= target), None
+    )
+    chosen = next((n for n, p in powers if p >= target), max_runs)
+    return ReplicateDesign(
+        effect=float(effect),
+        se_run=float(se_run),
+        tau2=float(tau2),
+        alpha=float(alpha),
+        target=float(target),
+        powers=powers,
+        runs=chosen,
+        met=dict(powers)[chosen] >= target,
+        runs_needed=needed,
+    )

@@ -9,11 +9,16 @@ actually independent (the candidates of a row share a band).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
+
+from rftlab.analysis.contrasts import ContrastFit, RandomEffectsPool, paired_contrast, random_effects_pool
+from rftlab.analysis.multiplicity import holm_adjust
+from rftlab.analysis.spectrum.plan import METRIC_LABELS, PlannedContrast, StudyPlan
 
 
 def carry_of(record: Mapping[str, Any]) -> float | None:
@@ -92,4 +97,199 @@ def compare_epochs(
             "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
             "mannwhitney_p": mwu_p,
         }
+    return out
+
+
+# ------------------------------------------------------------------ contrasts of the study plan
+
+
+@dataclass(frozen=True)
+class ContrastResult:
+    """One planned contrast, computed (docs/spectrum.md, "The analysis plan").
+
+    ``fits`` holds one row-paired fit per replicate pair (seed, treatment run, control run, fit); with two
+    or more pairs ``pooled`` is their random-effects pool and the estimate is the pooled one. ``p_difference``
+    is two-sided for slope ≠ 0; ``p_equivalence`` is twice the larger TOST p-value, so that ``< alpha``
+    means the two-sided ``1 − alpha`` interval lies inside ``±epsilon`` (docs/statistics.md §2).
+    ``p_family`` is the p-value of the planned hypothesis, Holm-adjusted (``p_adjusted``) across the
+    confirmatory family; exploratory contrasts keep it unadjusted.
+    """
+
+    planned: PlannedContrast
+    fits: tuple[tuple[int, str, str, ContrastFit], ...]
+    pooled: RandomEffectsPool | None
+    estimate: float
+    se: float
+    ci: tuple[float, float]
+    df: float
+    epsilon: float | None
+    p_difference: float
+    p_equivalence: float | None
+    p_adjusted: float
+    alpha: float
+    epochs: int
+
+    @property
+    def id(self) -> str:
+        return self.planned.id
+
+    @property
+    def p_family(self) -> float:
+        if self.planned.hypothesis == "equivalence":
+            assert self.p_equivalence is not None
+            return self.p_equivalence
+        return self.p_difference
+
+    @property
+    def shared_bands(self) -> float:
+        return float(np.mean([f.shared_bands for *_, f in self.fits]))
+
+    @property
+    def within_epsilon(self) -> bool | None:
+        if self.epsilon is None:
+            return None
+        return -self.epsilon < self.ci[0] and self.ci[1] < self.epsilon
+
+    @property
+    def claim(self) -> bool:
+        """Whether the planned hypothesis is supported at ``alpha`` (Holm-adjusted when confirmatory)."""
+        return self.p_adjusted < self.alpha
+
+    def agreement(self) -> str:
+        """``k of n runs`` whose own CI excludes 0 on the estimate's side (a single run: ``1 run``)."""
+        if self.pooled is None:
+            return "1 run"
+        return self.pooled.agreement()
+
+    def verdict(self) -> str:
+        """The planned hypothesis's verdict in words, with the other fact beside it."""
+        eps = self.epsilon
+        band = f"±{eps:.2g}/epoch" if eps is not None else None
+        excludes0 = self.ci[0] > 0 or self.ci[1] < 0
+        if self.planned.hypothesis == "equivalence":
+            if self.claim:
+                return f"equivalent within {band}" + (" (yet the CI excludes 0)" if excludes0 else "")
+            return f"not shown equivalent within {band}" + (
+                "; differs from 0" if excludes0 else "; CI includes 0"
+            )
+        if self.claim:
+            side = "higher" if self.estimate > 0 else "lower"
+            words = f"{self.planned.treatment}'s slope is {side}"
+            return words + (f" (but within {band})" if self.within_epsilon else "")
+        if self.within_epsilon:
+            return f"no difference shown; within {band}"
+        return "no difference shown (absence of evidence)"
+
+    def row(self) -> dict[str, Any]:
+        """The contrast-table row (arm pair, metric, slope, CI, verdict …)."""
+        label = "confirmatory (Holm)" if self.planned.family == "confirmatory" else "exploratory"
+        return {
+            "contrast": f"{self.planned.treatment} − {self.planned.control}",
+            "metric": METRIC_LABELS[self.planned.metric],
+            "test": f"{self.planned.hypothesis}, {label}",
+            "bands shared": f"{self.shared_bands:.0%}",
+            "runs": self.agreement(),
+            "slope / epoch": self.estimate,
+            f"{1 - self.alpha:.0%} CI": (self.ci[0], self.ci[1]),
+            "over the run": self.estimate * (self.epochs - 1),
+            "ε / epoch": self.epsilon,
+            "p": self.p_family,
+            "p (Holm)": self.p_adjusted if self.planned.family == "confirmatory" else None,
+            "verdict": self.verdict(),
+        }
+
+
+def _tost_p(estimate: float, se: float, df: float, epsilon: float) -> float:
+    if se <= 0:
+        return 0.0 if abs(estimate) < epsilon else 1.0
+    t = sps.t(df)
+    return float(min(1.0, 2 * max(t.sf((estimate + epsilon) / se), t.cdf((estimate - epsilon) / se))))
+
+
+def replicate_pairs(
+    plan: StudyPlan, contrast: PlannedContrast, available: Iterable[str]
+) -> list[tuple[int, str, str]]:
+    """``(seed, treatment arm, control arm)`` pairs of a contrast: every seed both replicated arms have
+    when the contrast is between the plan's two replicated arms, else the seed-0 pair alone."""
+    have = set(available)
+    if {contrast.treatment, contrast.control} == set(plan.replicates.arms):
+        pairs = []
+        for seed in range(plan.replicates.max_runs):
+            t = plan.replicate_name(contrast.treatment, seed)
+            c = plan.replicate_name(contrast.control, seed)
+            if t in have and c in have:
+                pairs.append((seed, t, c))
+        return pairs
+    return (
+        [(0, contrast.treatment, contrast.control)] if {contrast.treatment, contrast.control} <= have else []
+    )
+
+
+def metric_value(metric: str):
+    """The per-rollout value of a plan metric (``carry`` is the env's carry-rate, or the notepad carry)."""
+    return carry_of if metric == "carry" else (lambda r: None if r.get(metric) is None else float(r[metric]))
+
+
+def compute_contrast(
+    plan: StudyPlan, contrast: PlannedContrast, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+) -> tuple[tuple[tuple[int, str, str, ContrastFit], ...], RandomEffectsPool | None]:
+    """The row-paired fit of every replicate pair of ``contrast`` and, with two or more, their pool."""
+    pairs = replicate_pairs(plan, contrast, rollouts)
+    if not pairs:
+        raise ValueError(f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}")
+    value = metric_value(contrast.metric)
+    fits = tuple(
+        (seed, t, c, paired_contrast(rollouts[t], rollouts[c], value, plan.interval_level))
+        for seed, t, c in pairs
+    )
+    pooled = None
+    if len(fits) >= 2:
+        pooled = random_effects_pool(
+            [f.slope for *_, f in fits],
+            [f.slope_se for *_, f in fits],
+            plan.interval_level,
+            dfs=[f.df_resid for *_, f in fits],
+        )
+    return fits, pooled
+
+
+def study_contrasts(
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+) -> list[ContrastResult]:
+    """Every contrast of the plan on the runs given (arm name → per-epoch rollout records), with Holm's
+    adjustment across the confirmatory family. A contrast whose arms have no runs is refused."""
+    partial = []
+    for contrast in plan.contrasts:
+        fits, pooled = compute_contrast(plan, contrast, rollouts)
+        if pooled is not None:
+            est, se, ci, df, p = pooled.estimate, pooled.se, pooled.ci, float(pooled.df), pooled.p_value
+        else:
+            f = fits[0][3]
+            est, se, ci, df, p = f.slope, f.slope_se, f.slope_ci, f.df_resid, f.p_value
+        eps = plan.epsilon(contrast.metric)
+        p_eq = None if eps is None else _tost_p(est, se, df, eps)
+        partial.append((contrast, fits, pooled, est, se, ci, df, eps, p, p_eq))
+    family = [i for i, item in enumerate(partial) if item[0].family == "confirmatory"]
+    family_p = [partial[i][9] if partial[i][0].hypothesis == "equivalence" else partial[i][8] for i in family]
+    adjusted = dict(zip(family, holm_adjust(family_p), strict=True)) if family else {}
+    out = []
+    for i, (contrast, fits, pooled, est, se, ci, df, eps, p, p_eq) in enumerate(partial):
+        own = p_eq if contrast.hypothesis == "equivalence" else p
+        out.append(
+            ContrastResult(
+                planned=contrast,
+                fits=fits,
+                pooled=pooled,
+                estimate=est,
+                se=se,
+                ci=(float(ci[0]), float(ci[1])),
+                df=df,
+                epsilon=eps,
+                p_difference=p,
+                p_equivalence=p_eq,
+                p_adjusted=float(adjusted.get(i, own)),
+                alpha=plan.alpha,
+                epochs=plan.epochs,
+            )
+        )
     return out
