@@ -192,3 +192,15 @@ def test_random_effects_pool_properties(runs):
     assert b.min() - 1e-12 <= pool.estimate <= b.max() + 1e-12
     assert pool.ci[0] <= pool.estimate <= pool.ci[1]
     assert math.isfinite(pool.p_value) and 0 <= pool.p_value <= 1
+
+
+def test_epoch_half_widths_are_t_intervals_over_row_pairs():
+    from scipy import stats
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 1, (3, 7, 2))
+    d = paired_differences(_arm(x), _arm(np.zeros((3, 7, 2))), "m")
+    rows0 = x[0].mean(axis=1)
+    expected = stats.t.ppf(0.975, 6) * rows0.std(ddof=1) / np.sqrt(7)
+    assert d.epoch_half_widths()[0] == pytest.approx(expected)
+    assert d.epoch_means()[0] == pytest.approx(rows0.mean())

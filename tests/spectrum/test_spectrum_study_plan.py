@@ -82,10 +82,10 @@ TRUE = {
 }
 
 
-def _runs(seed: int = 0) -> dict[str, list[list[dict]]]:
+def _runs(seed: int = 0, luck_sd: float = 0.05) -> dict[str, list[list[dict]]]:
     rng = np.random.default_rng(seed)
-    groups = {g for g, *_ in TRUE.values()}
-    luck = {g: rng.normal(0, 0.05, (EPOCHS, ROWS, 3)) for g in groups}  # shared band luck per metric
+    groups = sorted({g for g, *_ in TRUE.values()})
+    luck = {g: rng.normal(0, luck_sd, (EPOCHS, ROWS, 3)) for g in groups}  # shared band luck per metric
     out = {}
     for arm, (group, *slopes) in TRUE.items():
         epochs = []
@@ -175,3 +175,45 @@ def test_the_whole_study_runs_at_a_tiny_size_and_is_reused(tmp_path):
     again = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
     assert {k: r.path for k, r in again.runs.items()} == {k: r.path for k, r in study.runs.items()}
     assert [c.estimate for c in again.contrasts] == [c.estimate for c in study.contrasts]
+
+
+def test_compare_epochs_tests_row_means_not_rollouts():
+    from scipy import stats
+
+    from rftlab.analysis.spectrum.study import compare_epochs, row_means
+
+    runs = _runs(seed=5)
+    first, last = runs["C"][0], runs["C"][-1]
+    out = compare_epochs(first, last, "memory_gain")
+    x, y = row_means(first, "memory_gain"), row_means(last, "memory_gain")
+    assert (out["n_first"], out["n_last"]) == (ROWS, ROWS)  # rows, not the 72 rollouts
+    assert out["welch_p"] == pytest.approx(stats.ttest_ind(y, x, equal_var=False).pvalue)
+    assert out["diff"] == pytest.approx(y.mean() - x.mean())
+    assert compare_epochs(first[:1], last, "memory_gain") is None
+
+
+def test_arm_slopes_replicate_pool_and_the_seed_comparison():
+    from rftlab.analysis.spectrum.study import arm_slope, replicate_pool, seed_comparison
+
+    plan = load_study_plan(PLAN).plan
+    runs = _runs(seed=6, luck_sd=0.01)  # a single arm's slope keeps its band luck: less of it here
+    fit = arm_slope(runs["C"], "memory_gain")
+    assert fit.slope_ci[0] < 0.003 < fit.slope_ci[1] and fit.shared_bands == 1.0
+    fits, pool = replicate_pool(plan, runs, "C", "memory_gain")
+    assert [name for name, _ in fits] == ["C", "C_prime", "C_seed2"]
+    assert pool.n_runs == 3 and abs(pool.estimate - 0.003) < 4 * pool.fixed_se
+    rows = {(r["arm"], r["metric"]): r for r in seed_comparison(plan, runs)}
+    # constructed: C rises in all three metrics (the seed: up), D's memory_gain rises (the seed: down)
+    assert rows["C", "occ"]["our direction"] == "up" and rows["C", "occ"]["agree"]
+    assert rows["D", "memory_gain"]["our direction"] == "up" and not rows["D", "memory_gain"]["agree"]
+    assert rows["B", "occ"]["seed change"] is None  # the seed gives no first/last numbers for B's occ
+    # flat needs the CI inside the plan's margin: B's memory_gain has slope 0 and a tight CI here
+    assert rows["B", "memory_gain"]["our direction"] == "flat" and rows["B", "memory_gain"]["agree"]
+
+
+def test_seed_floor_scenarios():
+    from rftlab.analysis.spectrum.power import seed_floor_scenarios
+
+    f = seed_floor_scenarios(12)
+    assert f["floor: 95% band"] == pytest.approx(0.02 / 1.96)
+    assert f["floor: halves s.d."] == pytest.approx(0.02 / np.sqrt(1 / 6 + 1 / 6))

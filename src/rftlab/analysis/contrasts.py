@@ -79,6 +79,18 @@ class PairedDifferences:
         """Mean difference per epoch (epochs 0..T−1)."""
         return np.array([self.d[self.epoch == e].mean() for e in range(len(self.n_pairs_per_epoch))])
 
+    def epoch_half_widths(self, level: float = 0.95) -> np.ndarray:
+        """Half-width of each epoch mean's two-sided ``level`` interval over its row pairs (t on n − 1
+        degrees of freedom; NaN with fewer than 2 pairs), for plotting the contrast epoch by epoch."""
+        out = []
+        for e in range(len(self.n_pairs_per_epoch)):
+            d = self.d[self.epoch == e]
+            if d.size < 2:
+                out.append(float("nan"))
+                continue
+            out.append(float(sps.t.ppf(0.5 + level / 2.0, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)))
+        return np.array(out)
+
 
 def paired_differences(
     x_by_epoch: Sequence[Records], y_by_epoch: Sequence[Records], metric: str | ValueFn
@@ -209,6 +221,32 @@ def contrast_slope(diffs: PairedDifferences, level: float = 0.95) -> ContrastFit
         early=float(means[:h].mean()) if h else float("nan"),
         late=float(means[h:].mean()),
         shared_bands=diffs.shared_bands,
+    )
+
+
+def arm_rows(x_by_epoch: Sequence[Records], metric: str | ValueFn) -> PairedDifferences:
+    """One arm's row values in the same long form (``d = x``; ``shared_bands`` is 1 by definition), so
+    ``contrast_slope(arm_rows(...))`` is the arm's own slope with rows as clusters."""
+    value = _field(metric) if isinstance(metric, str) else metric
+    rows, epochs, vals, counts = [], [], [], []
+    for e, xr in enumerate(x_by_epoch):
+        order, means, _ = _row_means(xr, value)
+        n = 0
+        for k, row in enumerate(order):
+            if row in means:
+                rows.append(k)
+                epochs.append(e)
+                vals.append(means[row])
+                n += 1
+        counts.append(n)
+    if not vals:
+        raise ValueError("no row has a value of the metric")
+    return PairedDifferences(
+        row=np.asarray(rows),
+        epoch=np.asarray(epochs, dtype=float),
+        d=np.asarray(vals, dtype=float),
+        n_pairs_per_epoch=tuple(counts),
+        shared_bands=1.0,
     )
 
 

@@ -35,6 +35,21 @@ SEED_SIZES: dict[str, int] = {"rows": 48, "candidates": 12, "epochs": 12, "runs"
 SEED_C_CHANGES: dict[str, tuple[float, float]] = {"carry_rate": (0.888, 0.938), "mean_occ": (0.403, 0.439)}
 
 
+# The seed's probe floor: "band-noise +-0.02" of mean occ (upstream RESULTS_memory.md).
+SEED_PROBE_FLOOR = 0.02
+
+
+def seed_floor_scenarios(epochs: int = 12) -> dict[str, float]:
+    """The two readings of the seed's probe floor as an epoch s.d. of mean occ at the seed's sizes: a 95%
+    band of one epoch's mean (``0.02/1.96``), or one s.d. of the late − early halves difference, which has
+    s.d. ``σ_e·sqrt(2/(T/2))`` (``0.02/sqrt(1/6 + 1/6)`` at 12 epochs)."""
+    half = epochs // 2
+    return {
+        "floor: 95% band": SEED_PROBE_FLOOR / 1.96,
+        "floor: halves s.d.": SEED_PROBE_FLOOR / float(np.sqrt(1 / half + 1 / (epochs - half))),
+    }
+
+
 def seed_slopes(epochs: int = 12) -> dict[str, dict[str, float]]:
     """Per-epoch slopes implied by the seed's C-arm changes under both readings."""
     out = {}

@@ -1,10 +1,12 @@
 """Summaries of the spectrum-memory study's runs (the numbers ``notebooks/02_memory.py`` shows).
 
-The replication unit of a training curve is the epoch (``docs/statistics.md`` §1): per-epoch means are
-the points of a trend; inside an epoch the band (row) is the unit, so per-epoch standard errors are taken
-over the rows' group means. ``compare_epochs`` reproduces the seed's epoch-0 vs final-epoch comparison
-on per-rollout values (Welch t and Mann–Whitney U) and repeats it on per-row means, the unit that is
-actually independent (the candidates of a row share a band).
+Inside an epoch the band (row) is the unit (``docs/statistics.md`` §1 and §6): per-epoch standard errors
+are taken over the rows' group means, slopes are fitted to row values with rows as clusters
+(``rftlab.analysis.contrasts``), and ``compare_epochs`` repeats the seed's epoch-0 vs final-epoch
+comparison on per-row means, never on rollouts (the candidates of a row share a band, so a per-rollout
+test counts one band twelve times). ``study_contrasts`` computes every contrast of the study's
+pre-registered plan (``rftlab.analysis.spectrum.plan``); ``seed_comparison`` sets the seed's published
+first → last readings beside the same readings of the simulated runs.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from rftlab.analysis.contrasts import ContrastFit, RandomEffectsPool, paired_contrast, random_effects_pool
+from rftlab.analysis.contrasts import (
+    ContrastFit,
+    RandomEffectsPool,
+    arm_rows,
+    contrast_slope,
+    paired_contrast,
+    random_effects_pool,
+)
 from rftlab.analysis.multiplicity import holm_adjust
 from rftlab.analysis.spectrum.plan import METRIC_LABELS, PlannedContrast, StudyPlan
+from rftlab.analysis.trends import slope_flatness
 
 
 def carry_of(record: Mapping[str, Any]) -> float | None:
@@ -75,29 +85,28 @@ def residual_sd(values: Sequence[float]) -> float:
 
 def compare_epochs(
     first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]], metric: str
-) -> dict[str, Any]:
-    """Epoch-0 vs final-epoch comparison of a per-rollout metric: Welch t and Mann–Whitney U (two-sided)
-    on per-rollout values (as the seed did) and on per-row means (the independent unit)."""
-    out: dict[str, Any] = {"metric": metric}
-    a = np.array([v for r in first if (v := _value(r, metric)) is not None])
-    b = np.array([v for r in last if (v := _value(r, metric)) is not None])
-    for unit, (x, y) in (("rollout", (a, b)), ("row", (row_means(first, metric), row_means(last, metric)))):
-        if x.size < 2 or y.size < 2:
-            continue
-        welch = sps.ttest_ind(y, x, equal_var=False)
-        both_constant = np.ptp(np.concatenate([x, y])) == 0
-        mwu_p = 1.0 if both_constant else float(sps.mannwhitneyu(y, x, alternative="two-sided").pvalue)
-        out[unit] = {
-            "n_first": int(x.size),
-            "n_last": int(y.size),
-            "mean_first": float(x.mean()),
-            "mean_last": float(y.mean()),
-            "diff": float(y.mean() - x.mean()),
-            "welch_t": float(welch.statistic) if np.isfinite(welch.statistic) else 0.0,
-            "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
-            "mannwhitney_p": mwu_p,
-        }
-    return out
+) -> dict[str, Any] | None:
+    """Epoch-0 vs final-epoch comparison of a metric on per-row means (the independent unit: the
+    candidates of a row share a band; with epoch salts the two epochs' rows are different bands, so the
+    comparison is two-sample): Welch's t and the Mann–Whitney U test, two-sided. ``None`` with fewer than
+    two rows in either epoch."""
+    x, y = row_means(first, metric), row_means(last, metric)
+    if x.size < 2 or y.size < 2:
+        return None
+    welch = sps.ttest_ind(y, x, equal_var=False)
+    both_constant = np.ptp(np.concatenate([x, y])) == 0
+    mwu_p = 1.0 if both_constant else float(sps.mannwhitneyu(y, x, alternative="two-sided").pvalue)
+    return {
+        "metric": metric,
+        "n_first": int(x.size),
+        "n_last": int(y.size),
+        "mean_first": float(x.mean()),
+        "mean_last": float(y.mean()),
+        "diff": float(y.mean() - x.mean()),
+        "welch_t": float(welch.statistic) if np.isfinite(welch.statistic) else 0.0,
+        "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
+        "mannwhitney_p": mwu_p,
+    }
 
 
 # ------------------------------------------------------------------ contrasts of the study plan
@@ -256,7 +265,7 @@ def compute_contrast(
 def study_contrasts(
     plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
 ) -> list[ContrastResult]:
-    """Every contrast of the plan on the runs given (arm name → per-epoch rollout records), with Holm's
+    """Every contrast of the plan on the runs given (arm name -> per-epoch rollout records), with Holm's
     adjustment across the confirmatory family. A contrast whose arms have no runs is refused."""
     partial = []
     for contrast in plan.contrasts:
@@ -291,5 +300,207 @@ def study_contrasts(
                 alpha=plan.alpha,
                 epochs=plan.epochs,
             )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ single arms, replicates, the seed
+
+
+def arm_slope(
+    by_epoch: Sequence[Sequence[Mapping[str, Any]]], metric: str, level: float = 0.95
+) -> ContrastFit:
+    """An arm's own slope per epoch of ``metric``, rows as clusters (``arm_rows``)."""
+    return contrast_slope(arm_rows(by_epoch, metric_value(metric)), level)
+
+
+def arm_trend_rows(
+    plan: StudyPlan,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    arms: Sequence[str],
+    metrics: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Per arm and metric: first and last epoch, early and late halves, the row-clustered slope with its
+    CI and the plan's equivalence verdict (exploratory: a single arm's trend is not a contrast)."""
+    out = []
+    for arm in arms:
+        for metric in metrics:
+            try:
+                fit = arm_slope(rollouts[arm], metric, plan.interval_level)
+            except ValueError:  # no value of the metric in this arm (e.g. an echo carry in a notepad arm)
+                continue
+            eps = plan.epsilon(metric)
+            out.append(
+                {
+                    "arm": arm,
+                    "metric": METRIC_LABELS[metric],
+                    "first": fit.first,
+                    "last": fit.last,
+                    "early": fit.early,
+                    "late": fit.late,
+                    "slope / epoch": fit.slope,
+                    "ci": fit.slope_ci,
+                    "over the run": fit.slope * (plan.epochs - 1),
+                    "within ±ε": None if eps is None else slope_flatness(fit, eps).verdict,
+                    "fit": fit,
+                }
+            )
+    return out
+
+
+def replicate_pool(
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], arm: str, metric: str
+) -> tuple[list[tuple[str, ContrastFit]], RandomEffectsPool | None]:
+    """The row-clustered slope of every replicate of ``arm`` that was run, and their random-effects pool."""
+    fits = []
+    for seed in range(plan.replicates.max_runs):
+        name = plan.replicate_name(arm, seed)
+        if name in rollouts:
+            fits.append((name, arm_slope(rollouts[name], metric, plan.interval_level)))
+    if len(fits) < 2:
+        return fits, None
+    return fits, random_effects_pool(
+        [f.slope for _, f in fits],
+        [f.slope_se for _, f in fits],
+        plan.interval_level,
+        dfs=[f.df_resid for _, f in fits],
+    )
+
+
+# The seed's published readings (upstream RESULTS_memory.md and MEMO_memory_training.html, Qwen3-1.7B on
+# Fireworks): first → last epoch where it gives them, and the direction it reports.
+SEED_READINGS: tuple[dict[str, Any], ...] = (
+    {
+        "arm": "A",
+        "metric": "mean_occ",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "0.472, flat",
+    },
+    {
+        "arm": "A",
+        "metric": "carry",
+        "first": 0.967,
+        "last": 0.972,
+        "direction": "up",
+        "note": "0.967 → 0.972",
+    },
+    {
+        "arm": "B",
+        "metric": "mean_occ",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "0.356, flat",
+    },
+    {
+        "arm": "B",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "gain flat",
+    },
+    {
+        "arm": "C",
+        "metric": "mean_occ",
+        "first": 0.403,
+        "last": 0.439,
+        "direction": "up",
+        "note": "0.403 → 0.439",
+    },
+    {
+        "arm": "C",
+        "metric": "carry",
+        "first": 0.888,
+        "last": 0.938,
+        "direction": "up",
+        "note": "0.888 → 0.938",
+    },
+    {
+        "arm": "C",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "up",
+        "note": "rose (no numbers)",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "mean_occ",
+        "first": 0.401,
+        "last": 0.425,
+        "direction": "up",
+        "note": "0.401 → 0.425",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "carry",
+        "first": 0.900,
+        "last": 0.935,
+        "direction": "up",
+        "note": "0.900 → 0.935",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "did not rise (did not replicate C)",
+    },
+    {
+        "arm": "D",
+        "metric": "memory_gain",
+        "first": 0.055,
+        "last": -0.008,
+        "direction": "down",
+        "note": "+0.055 → −0.008 over 20 epochs (notepad erodes)",
+    },
+)
+
+
+def _direction(fit: ContrastFit, epsilon: float | None) -> str:
+    lo, hi = fit.slope_ci
+    if lo > 0:
+        return "up"
+    if hi < 0:
+        return "down"
+    if epsilon is not None and -epsilon < lo and hi < epsilon:
+        return "flat"
+    return "unclear"
+
+
+def seed_comparison(
+    plan: StudyPlan,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    readings: Sequence[Mapping[str, Any]] = SEED_READINGS,
+) -> list[dict[str, Any]]:
+    """The seed's reading (first → last epoch) beside ours (first → last epoch, early → late halves, the
+    row-clustered slope) and whether the directions agree. Ours is "flat" only when the slope's CI lies
+    inside the plan's ``±ε``, "unclear" when it includes 0 but reaches outside."""
+    out = []
+    for r in readings:
+        if r["arm"] not in rollouts:
+            continue
+        fit = arm_slope(rollouts[r["arm"]], r["metric"], plan.interval_level)
+        ours = _direction(fit, plan.epsilon(r["metric"]))
+        seed_change = None if r["first"] is None else r["last"] - r["first"]
+        out.append(
+            {
+                "arm": r["arm"],
+                "metric": METRIC_LABELS[r["metric"]],
+                "seed: first → last": r["note"],
+                "seed change": seed_change,
+                "ours: first → last": (fit.first, fit.last),
+                "our change": fit.last - fit.first,
+                "ours: early → late": (fit.early, fit.late),
+                "our slope / epoch": fit.slope,
+                "ci": fit.slope_ci,
+                "seed direction": r["direction"],
+                "our direction": ours,
+                "agree": ours == r["direction"],
+            }
         )
     return out
