@@ -80,7 +80,12 @@ METRICS = ("memory_gain", "mean_occ", "carry")
 
 
 def ci_text(ci, digits=4):
-    return interval(ci[0], ci[1], signed=True, digits=digits)
+    return interval(round(ci[0], digits) + 0.0, round(ci[1], digits) + 0.0, signed=True, digits=digits)
+
+
+def signed(x, digits=4):
+    """``x`` with its sign and ``digits`` decimals, without a negative zero."""
+    return f"{round(x, digits) + 0.0:+.{digits}f}"
 
 
 # %%
@@ -101,8 +106,8 @@ def c_line(cid):
     c = contrasts[cid]
     runs_text = f"{len(c.fits)} seed-matched pairs, {c.agreement()}" if c.pooled else "1 run"
     return (
-        f"{c.estimate:+.4f} per epoch, {plan.interval_level:.0%} CI {ci_text(c.ci)} "
-        f"({c.estimate * (plan.epochs - 1):+.3f} over the run; rows = bands, {runs_text}; {sim})"
+        f"{signed(c.estimate)} per epoch, {plan.interval_level:.0%} CI {ci_text(c.ci)} "
+        f"({signed(c.estimate * (plan.epochs - 1), 3)} over the run; rows = bands, {runs_text}; {sim})"
     )
 
 
@@ -137,7 +142,10 @@ display(
                 f"**Verdict on the primary contrast (C − B′, memory_gain, confirmatory): "
                 f"{'supported' if mg.claim else 'not supported'}.** {mg.verdict()}: the slope of the row-paired "
                 f"difference is {c_line(mg.id)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
-                f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}).",
+                f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}). Its size over the run, "
+                f"{signed(mg.estimate * (plan.epochs - 1), 3)} (CI {ci_text([x * (plan.epochs - 1) for x in mg.ci], 3)}), "
+                f"is to be read against the plan's design effect ({plan.design_effect.over_run:g}) and its "
+                f"negligible margin (±{plan.equivalence_margins['memory_gain'].over_run:g}).",
                 "",
                 "The numbers that carry it (each the slope per epoch of a row-paired contrast, "
                 f"{plan.interval_level:.0%} CI, all confirmatory, a simulation):",
@@ -344,24 +352,23 @@ for ax, metric in zip(axes, METRICS, strict=True):
     y = np.arange(len(rows_m))[::-1]
     eps = plan.epsilon(metric)
     if eps is not None:
-        ax.axvspan(-eps, eps, color="0.88", zorder=0, label="±ε (plan)")
+        ax.axvspan(-1e3 * eps, 1e3 * eps, color="0.88", zorder=0, label="±ε (plan)")
     ax.axvline(0, color="0.4", lw=0.8)
     for yi, c in zip(y, rows_m, strict=True):
         conf = c.planned.family == "confirmatory"
         ax.errorbar(
-            c.estimate,
+            1e3 * c.estimate,
             yi,
-            xerr=[[c.estimate - c.ci[0]], [c.ci[1] - c.estimate]],
+            xerr=[[1e3 * (c.estimate - c.ci[0])], [1e3 * (c.ci[1] - c.estimate)]],
             fmt="o" if conf else "s",
             color="C3" if conf else "C0",
             ms=5,
             capsize=3,
         )
     ax.set_yticks(y, [f"{c.planned.treatment} − {c.planned.control}" for c in rows_m], fontsize=9)
-    ax.set_xlabel(f"slope of the contrast per epoch ({METRIC_LABELS[metric]})")
+    ax.set_xlabel(f"slope of the contrast per epoch, ×10⁻³ ({METRIC_LABELS[metric]})")
     ax.set_title(f"{METRIC_LABELS[metric]}: red = confirmatory, blue = exploratory", fontsize=10)
-    ax.tick_params(axis="x", labelsize=8)
-    ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, -3))
+    ax.tick_params(axis="x", labelsize=9)
 axes[0].legend(fontsize=8, loc="lower right")
 fig.suptitle(f"Planned contrasts: slope per epoch with {plan.interval_level:.0%} CI (rows = bands; {sim})")
 fig.tight_layout()
@@ -446,17 +453,17 @@ display(fixed_digits_markdown(trend_table, digits=4))
 
 # %%
 series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain"]) for arm, rolls in rollouts.items()}
-echo_arms = [a for a in ARM_ORDER if specs[a].memory in ("echo", "scrambled")]
-notepad_arms = [a for a in ARM_ORDER if specs[a].memory == "notepad"]
+echo_arms = [a for a in BASE_ARMS if specs[a].memory in ("echo", "scrambled")]
+notepad_arms = [a for a in BASE_ARMS if specs[a].memory == "notepad"]
 panels = [
     ("carry", echo_arms, "echo carry-rate (share of the shown list kept)"),
     ("carry", notepad_arms, "notepad carry (share of the list read and kept)"),
-    ("mean_occ", ARM_ORDER, "mean occupied-IoU"),
-    ("memory_gain", ARM_ORDER, "memory_gain (late − early occ)"),
+    ("mean_occ", BASE_ARMS, "mean occupied-IoU"),
+    ("memory_gain", BASE_ARMS, "memory_gain (late − early occupied-IoU)"),
 ]
-fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-style = {a: ("--" if specs[a].memory == "scrambled" else "-") for a in ARM_ORDER}
-colors = {a: f"C{i % 10}" for i, a in enumerate(ARM_ORDER)}
+fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+style = {a: ("--" if specs[a].memory == "scrambled" else "-") for a in BASE_ARMS}
+colors = {a: f"C{i}" for i, a in enumerate(BASE_ARMS)}
 for ax, (metric, arms, ylabel) in zip(axes.flat, panels, strict=True):
     for arm in arms:
         m = np.asarray(series[arm][metric]["mean"])
@@ -467,9 +474,14 @@ for ax, (metric, arms, ylabel) in zip(axes.flat, panels, strict=True):
     ax.set_xticks(np.arange(max(len(series[a][metric]["mean"]) for a in arms)))
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
-    ax.legend(ncol=3, fontsize=7)
-fig.suptitle(f"Per-epoch means with 95% bands (±1.96 s.e. over rows); dashed = scrambled echo ({sim})")
-fig.tight_layout()
+axes[0, 1].legend(fontsize=8, loc="lower right")
+handles, labels = axes[1, 0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=len(BASE_ARMS), fontsize=9)
+fig.suptitle(
+    f"Per-epoch means with 95% bands (±1.96 s.e. over rows); dashed = scrambled echo; seed-0 runs "
+    f"(the replicates are in §6) ({sim})"
+)
+fig.tight_layout(rect=(0, 0.04, 1, 1))
 plt.show()
 
 # %% [markdown]
@@ -740,7 +752,10 @@ for ax, factor_name in zip(axes, ("rows", "candidates", "epochs", "runs"), stric
     ax.axhline(0.8, color="grey", lw=0.8)
     ax.axvline(SEED_SIZES[factor_name], color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
-    ax.set_xlabel(factor_name)
+    ticks = GRIDS[factor_name][::2]
+    ax.set_xticks(ticks, [str(v) for v in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(f"{factor_name} (log scale)")
 axes[0].set_ylabel("power (probability the 95% CI lies above 0)")
 axes[0].legend(fontsize=7)
 fig.suptitle("Power to detect the seed's C-arm slope (first→last reading) vs one size factor; dotted line = the seed's size")
