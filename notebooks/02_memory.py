@@ -179,8 +179,8 @@ display(
 # learning-rate-zero **probe** (the band-noise floor), **A** (explicit prompt, real running-list echo),
 # **B** (explicit prompt, scrambled echo), **C** and **C′** (weak prompt, real echo, two seeds) and **D**
 # (agent-managed notepad). This study adds **B′** (weak prompt, scrambled echo), C's matched control: it
-# differs from C only in the echo's content, and it uses C's rows and epoch salts, so in every epoch C and B′
-# face the same bands. Replicates of C and B′ with further seeds are paired the same way. **D_cost** is D
+# differs from C only in the echo's content (B differs from C in the prompt too, so it is not one), and it
+# uses C's rows and epoch salts, so in every epoch C and B′ face the same bands. Replicates of C and B′ with further seeds are paired the same way. **D_cost** is D
 # with a reward cost per notepad write. Every arm runs from its spec file (`data/specs/spectrum_*.json`)
 # through the environment, reward, run store and analysis a Fireworks job would use.
 #
