@@ -17,22 +17,6 @@
 
 # %% [markdown]
 # # Spectrum memory environment: what it rewards, before any money is spent
-#
-# A preflight for Fireworks RFT on the spectrum-memory task (`docs/spectrum.md`, Part B). Every
-# number here comes from the scripted reference policies of `rftlab.policies.spectrum.reference`, played through
-# the library's environments: no model is called. The questions are the ones a researcher should answer
-# before launching a run:
-#
-# 1. Does the RFT reward (occupied-IoU) pay for memory, and does the scrambled-echo control remove the
-#    value of following the running list?
-# 2. Is the late-minus-early rise (`memory_gain`) visible scan by scan, and how large is it against the
-#    band-to-band noise?
-# 3. Why is the benchmark's own score (available-IoU) a poor training signal for memory?
-# 4. What do the same kinds of policy score on the official 90-scan CLBench schedule (the bridge back)?
-#
-# The band is the replication unit: every policy and both memory arms see the same bands (rows
-# `bl{SEED}_{i}`, unsalted, as in `rftlab spectrum baselines --variant rft`), and every standard error
-# below is taken over bands.
 
 # %% tags=["parameters"]
 import os
@@ -90,6 +74,78 @@ RFT_DESCRIPTIONS = {
 ARM_STYLE = {"echo": "-", "scrambled": "--"}
 
 
+# %%
+runs = rft_reference_runs(ARMS, RFT_POLICIES, N_BANDS, SEED)
+summaries = runs.summaries
+episodes = pd.DataFrame(runs.episodes)
+scans = pd.DataFrame(runs.scans)
+ech, scr = "echo", "scrambled"
+per_band = episodes[episodes["arm"] == ech].pivot_table(index="band", columns="policy", values=["mean_occ", "mean_avail"])
+carpet_share = summaries[ech, "carpet"]["reward"] / summaries[ech, "accumulate"]["reward"]
+carpet_vs_acc = mean_se(per_band["mean_occ", "carpet"] - per_band["mean_occ", "accumulate"])
+acc_vs_memless = mean_se(per_band["mean_occ", "accumulate"] - per_band["mean_occ", "memoryless"])
+avail_acc_vs_memless = mean_se(per_band["mean_avail", "accumulate"] - per_band["mean_avail", "memoryless"])
+
+
+# %% [markdown]
+# ## Summary
+
+# %%
+acc, mem, carpet = (summaries[ech, n] for n in ("accumulate", "memoryless", "carpet"))
+follow_scr = summaries[scr, "echo_follower"]
+display(
+    Markdown(
+        "\n".join(
+            [
+                "**Question.** What does the RFT reward (3 × mean occupied-IoU per episode) pay for, and what can "
+                "a rising reward or `memory_gain` mean, before a model is trained on it?",
+                "",
+                f"**Verdict.** It pays for recall, but not only for recall. Remembering every peak (`accumulate`) "
+                f"earns {acc['reward']:.3f} against {mem['reward']:.3f} without memory; yet `carpet`, 16 fixed "
+                f"tiles that remember nothing, earns {carpet['reward']:.3f}, **{carpet_share:.0%} of accumulate's "
+                "reward**. A rise in occupied-IoU can therefore come from bigger reports as well as from recall; "
+                "`memory_gain` (late − early occupied-IoU) separates them (carpet has none).",
+                "",
+                f"The numbers (scripted reference policies, no model; {N_BANDS} bands, the band is the unit; ± is one "
+                "standard error over bands):",
+                "",
+                f"- accumulate − memoryless, mean occupied-IoU: {pm(acc_vs_memless.mean, acc_vs_memless.se)} "
+                f"(paired over bands; {mem['mean_occ']:.3f} → {acc['mean_occ']:.3f}).",
+                f"- carpet − accumulate, mean occupied-IoU: {pm(carpet_vs_acc.mean, carpet_vs_acc.se)} (carpet "
+                f"{carpet['mean_occ']:.3f}, memory_gain {r3(carpet['memory_gain']):+.3f}; accumulate memory_gain "
+                f"{pm(acc['memory_gain'], acc['memory_gain_se'])}).",
+                f"- Following a scrambled list (`echo_follower`, the control arm) still earns occupied-IoU "
+                f"{follow_scr['mean_occ']:.3f} and memory_gain {pm(follow_scr['memory_gain'], follow_scr['memory_gain_se'])}: "
+                "a control arm is read against this reference, not against zero.",
+                f"- Available-IoU (the bench's score) barely sees memory: accumulate − memoryless "
+                f"{pm(avail_acc_vs_memless.mean, avail_acc_vs_memless.se)}.",
+                "",
+                "**What it does not show.** These are scripted policies on simulated bands: nothing here says what a "
+                "model will learn, how fast, or whether a trained model transfers to the official 90-scan bench "
+                "(§4 shows the bridge numbers for the scripted policies only).",
+            ]
+        )
+    )
+)
+
+# %% [markdown]
+# A preflight for Fireworks RFT on the spectrum-memory task (`docs/spectrum.md`, Part B). Every
+# number here comes from the scripted reference policies of `rftlab.policies.spectrum.reference`, played through
+# the library's environments: no model is called. The questions are the ones a researcher should answer
+# before launching a run:
+#
+# 1. Does the RFT reward (occupied-IoU) pay for memory, and does the scrambled-echo control remove the
+#    value of following the running list?
+# 2. Is the late-minus-early rise (`memory_gain`) visible scan by scan, and how large is it against the
+#    band-to-band noise?
+# 3. Why is the benchmark's own score (available-IoU) a poor training signal for memory?
+# 4. What do the same kinds of policy score on the official 90-scan CLBench schedule (the bridge back)?
+#
+# The band is the replication unit: every policy and both memory arms see the same bands (rows
+# `bl{SEED}_{i}`, unsalted, as in `rftlab spectrum baselines --variant rft`), and every standard error
+# below is taken over bands: every ± is one standard error (± 1 s.e.); a 95% interval is always named as one.
+
+
 # %% [markdown]
 # ## Playing the reference policies
 #
@@ -101,10 +157,6 @@ ARM_STYLE = {"echo": "-", "scrambled": "--"}
 # scores.
 
 # %%
-runs = rft_reference_runs(ARMS, RFT_POLICIES, N_BANDS, SEED)
-summaries = runs.summaries
-episodes = pd.DataFrame(runs.episodes)
-scans = pd.DataFrame(runs.scans)
 display(
     Markdown(
         f"{N_BANDS} bands × {len(RFT_POLICIES)} policies × {len(ARMS)} arms = {len(episodes):,} episodes "
@@ -118,7 +170,7 @@ display(
 # ## 1. The RFT variant: every reference policy, echo arm and scrambled arm
 #
 # Columns: `reward` = 3 × mean occupied-IoU (the RFT reward); `mean_occ`, `early_occ` (scans 1–6),
-# `late_occ` (scans 7–12); `memory_gain` = late − early (measured, never rewarded), with its standard
+# `late_occ` (scans 7–12); `memory_gain` = late − early (measured, never rewarded), ± 1 standard
 # error over bands; `mean_avail` = mean available-IoU (the bench metric, tracked only); `carry_rate` =
 # share of the displayed running list found again in the next report (τ = 0.05 MHz; docs/spectrum.md §B.11);
 # `report size` = mean number of centres submitted per scan.
@@ -148,8 +200,8 @@ for name in RFT_POLICIES:
     diff_rows.append(
         {
             "policy": name,
-            "Δ mean_occ (scrambled − echo) ± s.e.": pm(d_occ.mean, d_occ.se),
-            "Δ memory_gain (scrambled − echo) ± s.e.": pm(d_gain.mean, d_gain.se),
+            "Δ mean_occ (scrambled − echo) ± 1 s.e.": pm(d_occ.mean, d_occ.se),
+            "Δ memory_gain (scrambled − echo) ± 1 s.e.": pm(d_gain.mean, d_gain.se),
         }
     )
 display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
@@ -157,7 +209,7 @@ display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
 # %% [markdown]
 # ## 2. Scan by scan: the late-versus-early rise is `memory_gain`
 #
-# Mean occupied-IoU at each scan, over bands, with standard-error bars. Left: the real running list;
+# Mean occupied-IoU at each scan, over bands, with ± 1 standard-error bars. Left: the real running list;
 # right: the scrambled control. The dotted vertical line splits the early half from the late half; the
 # legend gives each policy's `memory_gain` (late-half mean − early-half mean) in that arm. With the real
 # list, `echo_follower` (dashed) lies exactly on `accumulate`.
@@ -196,7 +248,7 @@ for ax, arm in zip(np.atleast_1d(axes), ARMS, strict=True):
     ax.set_ylim(0, 1.32)
     ax.set_yticks(np.linspace(0, 1, 6))
     ax.legend(fontsize=8, loc="upper center", ncol=2)
-np.atleast_1d(axes)[0].set_ylabel(f"occupied-IoU (mean ± s.e. over {N_BANDS} bands)")
+np.atleast_1d(axes)[0].set_ylabel(f"occupied-IoU (mean ± 1 s.e. over {N_BANDS} bands)")
 fig.suptitle("Per-scan occupied-IoU of the reference policies", fontsize=11)
 fig.tight_layout()
 plt.show()
@@ -226,7 +278,7 @@ for name in ["accumulate", "echo_follower"]:
         ax.errorbar(line["scan"], line["mean"], yerr=line["sem"], capsize=2, color=colors[name], **style)
 ax.set_xlabel("scan")
 ax.set_xticks(range(1, NUM_SCANS + 1))
-ax.set_ylabel(f"centres submitted (mean ± s.e., {N_BANDS} bands)")
+ax.set_ylabel(f"centres submitted (mean ± 1 s.e., {N_BANDS} bands)")
 ax.set_title("Report size per scan")
 ax.legend(fontsize=8)
 fig.tight_layout()
@@ -271,7 +323,7 @@ for ax, (metric, title) in zip(
     ax.set_xlabel("scan")
     ax.set_xticks(range(1, NUM_SCANS + 1))
     ax.set_ylim(-0.02, 1.05)
-axes[0].set_ylabel(f"IoU (mean ± s.e. over {N_BANDS} bands)")
+axes[0].set_ylabel(f"IoU (mean ± 1 s.e. over {N_BANDS} bands)")
 fig.legend(
     *axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(AVAIL_CURVE_POLICIES), fontsize=9
 )
@@ -296,10 +348,10 @@ for name in AVAIL_POLICIES:
     avail_rows.append(
         {
             "policy": name,
-            "mean_occ ± s.e.": pm(occ_m, occ_se, signed=False),
-            "memory_gain (occ) ± s.e.": pm(g_m, g_se),
-            "mean_avail ± s.e.": pm(av_m, av_se, signed=False),
-            "avail_gain ± s.e.": pm(ag_m, ag_se),
+            "mean_occ ± 1 s.e.": pm(occ_m, occ_se, signed=False),
+            "memory_gain (occ) ± 1 s.e.": pm(g_m, g_se),
+            "mean_avail ± 1 s.e.": pm(av_m, av_se, signed=False),
+            "avail_gain ± 1 s.e.": pm(ag_m, ag_se),
         }
     )
 display(Markdown(markdown_table(pd.DataFrame(avail_rows))))
@@ -386,10 +438,10 @@ display(
 # %% [markdown]
 # ## Conclusions
 #
-# Every number below is computed in this notebook from the tables above.
+# Every number below is computed in this notebook from the tables above; ± is one standard error over bands
+# (± 1 s.e.), never a 95% interval.
 
 # %%
-ech, scr = "echo", "scrambled"
 follow_echo, follow_scr = summaries[ech, "echo_follower"], summaries[scr, "echo_follower"]
 gain_by_policy = {n: summaries[ech, n]["memory_gain"] for n in RFT_POLICIES}
 top_gain = max(gain_by_policy, key=gain_by_policy.get)
@@ -412,7 +464,12 @@ display(
     Markdown(
         "\n".join(
             [
-                f"- **The RFT reward pays for memory.** Over {N_BANDS} bands, `memoryless` earns reward "
+                f"- **The RFT reward pays for memory, but also for report size.** `carpet`, which remembers "
+                f"nothing, earns {carpet_share:.0%} of `accumulate`'s occupied-IoU reward "
+                f"({summaries[ech, 'carpet']['reward']:.3f} against {summaries[ech, 'accumulate']['reward']:.3f}; "
+                f"paired difference in mean occupied-IoU {pm(carpet_vs_acc.mean, carpet_vs_acc.se)}, ± 1 s.e. over "
+                "bands), so a rise in occupied-IoU can come from bigger reports rather than recall. Over "
+                f"{N_BANDS} bands, `memoryless` earns reward "
                 f"{summaries[ech, 'memoryless']['reward']:.3f} (mean occupied-IoU "
                 f"{summaries[ech, 'memoryless']['mean_occ']:.3f}, memory_gain "
                 f"{r3(summaries[ech, 'memoryless']['memory_gain']):+.3f}); `accumulate` earns "

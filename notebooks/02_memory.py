@@ -16,116 +16,256 @@
 # ---
 
 # %% [markdown]
-# # Spectrum memory study: the seed's controlled RFT experiment, end to end on the local backend
-#
-# The seed trained Qwen3-1.7B with GRPO on the spectrum-memory task (`docs/spectrum.md`, Part B) in
-# six arms: a learning-rate-zero **probe** (the band-noise floor), **A** (explicit prompt, real
-# running-list echo), **B** (explicit prompt, scrambled echo: the skill-drift control), **C** and **C′**
-# (weak prompt, real echo, two seeds) and **D** (agent-managed notepad). This notebook runs the same
-# arms from the same spec files (`data/specs/spectrum_*.json`), through the same environment, reward,
-# run store and analysis a Fireworks job would use.
-#
-# **On the local backend the model is a simulation.** `rftlab.policies.spectrum.simulated` is a stochastic,
-# differentiable stand-in for the LLM: per scan it keeps or drops each remembered item, reports or
-# skips each current peak, and (arm D) reads and writes the notepad, each choice a log-linear Bernoulli
-# draw over a few interpretable features, trained by exact score-function GRPO gradients. Its two
-# prompt variants are starting parameters calibrated to the seed's base-model carry-rates. Nothing
-# below is a statement about an LLM; it shows what the experimental design can and cannot detect, with
-# a learner whose truth we know. With `BACKEND = "fireworks"` the same cells read Fireworks runs.
+# # Spectrum memory study: can GRPO train memory use? Pre-registered contrasts on the local backend
 
 # %% tags=["parameters"]
 import os
 import tempfile
 
-import numpy as np
+from rftlab.runs.paths import PROJECT_ROOT
 
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # "local" (simulated policy) or "fireworks"
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
-SPEC_DIR = "data/specs"
-ARMS = ["probe", "A", "B", "C", "C_prime", "D"]
-# Arm D once more with a reward cost per notepad write (the seed's "channel cost"), named D_cost.
-D_WRITE_COST = 0.1
+SPEC_DIR = PROJECT_ROOT / "data" / "specs"  # the arm specs, spectrum_<arm>.json
+PLAN = SPEC_DIR / "study_spectrum_memory.json"  # the pre-registered analysis plan
 # Run-store root: quick runs go to a throwaway folder so smoke tests leave nothing behind.
 ROOT = tempfile.mkdtemp(prefix="rftlab-quick-") if QUICK else os.environ.get("RFTLAB_RUNS_ROOT", "runs")
 # Size overrides for quick mode (full mode uses the spec files as they are: 48 × 12 × 12 scans × 12 epochs).
 SIZE_OVERRIDES = {"rows": 4, "response_candidates": 4, "epochs": 4} if QUICK else {}
-# Declared before looking at results: a control arm is "flat" if the 95% CI of its per-epoch slope lies
-# within ± these bands (over 12 epochs: ±0.024 occ, ±0.024 carry).
-EPSILON = {"mean_occ": 0.002, "carry": 0.002}
-CEILING_BANDS = 12 if QUICK else 200  # bands for the ceiling table (rows ceil_<i>, unsalted)
+CEILING_BANDS = 12 if QUICK else 400  # rows bl0_<i>, unsalted: the bands of notebook 01
 CALIBRATION_ROWS = 4 if QUICK else 48
 POWER_NSIM = 300 if QUICK else 4000
-# The seed's probe floor, "±0.02" of mean occ, has two readings; each gives a noise scenario (the epoch sd
-# of mean occ at the seed's sizes): a 95% band of one epoch's mean, or one s.d. of the probe's late − early
-# halves difference (which has sd = σ_e·sqrt(1/6 + 1/6)).
-SEED_FLOORS = {"floor: 95% band": 0.02 / 1.96, "floor: halves s.d.": 0.02 / np.sqrt(1 / 6 + 1 / 6)}
 
 # %%
 # (imports follow the parameters cell, which must come first)
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis.display import fixed_digits_markdown, interval
+from rftlab.analysis.spectrum.plan import METRIC_LABELS
 from rftlab.analysis.spectrum.power import (
     SEED_SIZES,
     inflate,
     inflation_to_floor,
     power_slope,
+    seed_floor_scenarios,
     seed_slopes,
     size_for_power,
     slope_power_by_size,
     variance_components,
 )
-from rftlab.analysis.spectrum.study import carry_of, compare_epochs, epoch_series, residual_sd
-from rftlab.analysis.trends import fit_trend, pooled_slope, slope_flatness
+from rftlab.analysis.spectrum.study import (
+    arm_trend_rows,
+    compare_epochs,
+    epoch_series,
+    replicate_pool,
+    residual_sd,
+    seed_comparison,
+)
 from rftlab.launch.spectrum.preflight import spectrum_preflight
-from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.policies.spectrum.simulated import PARAM_NAMES
-from rftlab.rollout.spectrum.ceilings import SEED_CEILINGS, ceiling_table
-from rftlab.studies.spectrum import launch_arms
-from rftlab.training.spectrum.calibration import calibration_table
+from rftlab.rollout.spectrum.ceilings import (
+    SEED_CEILING_SOURCE,
+    SEED_CEILINGS,
+    ceiling_table,
+    naive_ceiling_search,
+)
+from rftlab.studies.spectrum import run_memory_study
+from rftlab.training.spectrum.calibration import calibration_check
 from rftlab.training.spectrum.grpo import final_theta
 
-METRIC_LABEL = {"mean_occ": "occ", "carry": "carry"}
+METRICS = ("memory_gain", "mean_occ", "carry")
 
 
-# %% [markdown]
-# ## 1. Calibration of the simulated policy's prompt variants
-#
-# The `explicit` and `weak` variants differ only in the carry bias; each was set by bisection on the
-# carry-rate measured through the environment. Re-measured here on other bands (rows `calib_<i>`,
-# unsalted, 12 candidates, temperature 1.2), untrained:
+def ci_text(ci, digits=4):
+    return interval(round(ci[0], digits) + 0.0, round(ci[1], digits) + 0.0, signed=True, digits=digits)
+
+
+def signed(x, digits=4):
+    """``x`` with its sign and ``digits`` decimals, without a negative zero."""
+    return f"{round(x, digits) + 0.0:+.{digits}f}"
+
 
 # %%
-calib = pd.DataFrame(calibration_table(rows=CALIBRATION_ROWS))
-display(fixed_digits_markdown(calib))
-calib_text = "; ".join(
-    f"{r.variant}: measured carry-rate {r.measured_carry:.3f} vs the seed's {r.target_carry:.2f} "
-    f"(mean occ {r.mean_occ:.3f}, {int(r.rollouts)} rollouts)"
-    for r in calib.itertuples()
-)
-display(Markdown(f"Untrained simulated policy — {calib_text}."))
+study = run_memory_study(PLAN, SPEC_DIR, BACKEND, ROOT, SIZE_OVERRIDES)
+plan = study.plan.plan
+runs, rollouts, specs = study.runs, study.rollouts, study.specs
+contrasts = {c.id: c for c in study.contrasts}
+primary = study.primary
+confirmatory = [c for c in study.contrasts if c.planned.family == "confirmatory"]
+ARM_ORDER = list(specs)
+BASE_ARMS = list(plan.arms)
+n_pairs = len(primary.fits)
+eps_mg = plan.epsilon("memory_gain")
+sim = "simulated policy" if BACKEND == "local" else f"backend {BACKEND}"
+
+
+def c_line(cid):
+    c = contrasts[cid]
+    runs_text = f"{len(c.fits)} seed-matched pairs, {c.agreement()}" if c.pooled else "1 run"
+    return (
+        f"{signed(c.estimate)} per epoch, {plan.interval_level:.0%} CI {ci_text(c.ci)} "
+        f"({signed(c.estimate * (plan.epochs - 1), 3)} over the run; rows = bands, {runs_text}; {sim})"
+    )
+
+
+seed_rows = seed_comparison(plan, rollouts)
+disagree = [r for r in seed_rows if not r["agree"]]
+trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
+slope_of = {(r["arm"], r["metric"]): r["fit"] for r in trend_rows}
+c_carry, bp_carry = slope_of["C", "carry"], slope_of["B_prime", "carry"]
+if contrasts["C-B_prime.carry"].claim:
+    carry_reading = (
+        f"C's carry-rate ({c_carry.slope:+.4f}/epoch) rises faster than B′'s ({bp_carry.slope:+.4f}/epoch)."
+    )
+else:
+    carry_reading = (
+        f"The carry-rate rises about as fast with the scrambled list (B′ {bp_carry.slope:+.4f}/epoch) as with "
+        f"the real one (C {c_carry.slope:+.4f}/epoch): in this simulation a rising carry-rate is not evidence of "
+        "memory use."
+    )
 
 # %% [markdown]
-# ## 2. Preflight of every arm
+# ## Summary
+
+# %%
+mg, occ_c, carry_c = primary, contrasts["C-B_prime.mean_occ"], contrasts["C-B_prime.carry"]
+b_probe, a_b = contrasts["B-probe.mean_occ"], contrasts["A-B.carry"]
+display(
+    Markdown(
+        "\n".join(
+            [
+                f"**Question** (the plan's): {plan.question}",
+                "",
+                f"**Verdict on the primary contrast (C − B′, memory_gain, confirmatory): "
+                f"{'supported' if mg.claim else 'not supported'}.** {mg.verdict()}: the slope of the row-paired "
+                f"difference is {c_line(mg.id)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
+                f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}). Its size over the run, "
+                f"{signed(mg.estimate * (plan.epochs - 1), 3)} (CI {ci_text([x * (plan.epochs - 1) for x in mg.ci], 3)}), "
+                f"is to be read against the plan's design effect ({plan.design_effect.over_run:g}) and its "
+                f"negligible margin (±{plan.equivalence_margins['memory_gain'].over_run:g}).",
+                "",
+                "The numbers that carry it (each the slope per epoch of a row-paired contrast, "
+                f"{plan.interval_level:.0%} CI, all confirmatory, a simulation):",
+                "",
+                f"- **C − B′ memory_gain** (real vs scrambled list, weak prompt, same bands): {c_line(mg.id)}.",
+                f"- **C − B′ carry-rate**: {c_line(carry_c.id)}: {carry_c.verdict()}. {carry_reading}",
+                f"- **C − B′ mean occupied-IoU**: {c_line(occ_c.id)}: {occ_c.verdict()}.",
+                f"- **B − probe occ** (the scrambled control against the untrained probe, same bands): "
+                f"{c_line(b_probe.id)}: {b_probe.verdict()}.",
+                f"- **A − B carry** (explicit prompt, real vs scrambled list): {c_line(a_b.id)}: {a_b.verdict()}.",
+                "",
+                "**What it does not show.** The learner is a simulated policy (a few log-linear choices with "
+                "calibrated starting values), not an LLM: the study shows what this design detects when the "
+                "truth is known, not what Qwen3-1.7B does. Its noise is the simulation's (§12 scales it to the "
+                "seed's probe floor), the prompts are starting parameters set by calibration (inputs, §2), and "
+                + (
+                    "the simulation disagrees with the seed on "
+                    + ", ".join(f"{r['arm']} {r['metric']}" for r in disagree)
+                    + " (§8)."
+                    if disagree
+                    else "the simulation agrees with the directions the seed reports (§8)."
+                )
+                + " Equivalence within the plan's margins is shown only where the contrast table says so.",
+            ]
+        )
+    )
+)
+
+# %% [markdown]
+# The seed trained Qwen3-1.7B with GRPO on the spectrum-memory task (`docs/spectrum.md`, Part B) in a
+# learning-rate-zero **probe** (the band-noise floor), **A** (explicit prompt, real running-list echo),
+# **B** (explicit prompt, scrambled echo), **C** and **C′** (weak prompt, real echo, two seeds) and **D**
+# (agent-managed notepad). This study adds **B′** (weak prompt, scrambled echo), C's matched control: it
+# differs from C only in the echo's content (B differs from C in the prompt too, so it is not one), and it
+# uses C's rows and epoch salts, so in every epoch C and B′ face the same bands. Replicates of C and B′ with further seeds are paired the same way. **D_cost** is D
+# with a reward cost per notepad write. Every arm runs from its spec file (`data/specs/spectrum_*.json`)
+# through the environment, reward, run store and analysis a Fireworks job would use.
+#
+# **On the local backend the model is a simulation.** `rftlab.policies.spectrum.simulated` is a stochastic,
+# differentiable stand-in for the LLM: per scan it keeps or drops each remembered item, reports or skips
+# each current peak, and (arm D) reads and writes the notepad, each choice a log-linear Bernoulli draw over
+# a few features, trained by exact score-function GRPO gradients. Every number below comes from it unless
+# it is marked as the seed's.
+
+# %% [markdown]
+# ## 1. The analysis plan
+#
+# Everything that decides a finding is fixed in the plan file, written before B′ and the replicates were
+# run: the primary metric and contrast, the secondary metrics, every contrast with its hypothesis and
+# family, the equivalence margins with their reasons, α, the multiplicity rule and the replicate rule.
+# The notebook reads it; nothing below is decided by a number typed here.
+
+# %%
+plan_rows = [
+    {
+        "contrast": f"{c.treatment} − {c.control}",
+        "metric": METRIC_LABELS[c.metric],
+        "hypothesis": c.hypothesis,
+        "family": c.family,
+        "question": c.question,
+    }
+    for c in plan.contrasts
+]
+display(
+    Markdown(
+        f"Plan `{study.plan.path.name}`, SHA-256 `{study.plan.sha256}`. Primary metric `{plan.primary_metric}`; "
+        f"secondary {', '.join(f'`{m}`' for m in plan.secondary_metrics)}; unit: {plan.unit_note} "
+        f"α = {plan.alpha:g} with {plan.multiplicity.title()} over the {len(confirmatory)} confirmatory "
+        f"tests; intervals are two-sided {plan.interval_level:.0%} throughout. Registered: {plan.registered}"
+    )
+)
+display(fixed_digits_markdown(pd.DataFrame(plan_rows)))
+display(
+    fixed_digits_markdown(
+        pd.DataFrame(
+            [
+                {
+                    "quantity": f"ε ({METRIC_LABELS[m]})" if m != "design" else "design effect",
+                    "over the run": margin.over_run,
+                    "per epoch": plan.per_epoch(margin),
+                    "why": margin.justification,
+                }
+                for m, margin in [("design", plan.design_effect), *plan.equivalence_margins.items()]
+            ]
+        ),
+        digits=4,
+    )
+)
+
+# %% [markdown]
+# ## 2. Calibration of the simulated policy's prompt variants: inputs, not results
+#
+# The `explicit` and `weak` variants differ only in the carry bias, each set by bisection so the untrained
+# carry-rate equals the seed's base-model value (0.97 and 0.89). On the bisection's own rows and RNG seed
+# the match holds by construction; the held-out rows (another band set) with another RNG seed are the
+# check. Standard errors are over rows (bands). Everything that follows from these starting values (for
+# example that A starts above C) is an input of the simulation, not a finding.
+
+# %%
+calib = pd.DataFrame(calibration_check(rows=CALIBRATION_ROWS))
+display(fixed_digits_markdown(calib, digits=4))
+held = calib[calib["sample"].str.startswith("held-out")]
+calib_text = "; ".join(
+    f"{r['variant']}: {r['measured carry']:.3f} ± {r['s.e. (rows)']:.3f} against {r['target carry']:.2f} "
+    f"({r['gap / s.e.']:+.1f} s.e.)"
+    for _, r in held.iterrows()
+)
+display(Markdown(f"Held-out rows, other RNG seed (measured carry ± s.e. over rows against the target): {calib_text}."))
+
+# %% [markdown]
+# ## 3. Preflight of every arm
 #
 # The checks `rftlab spectrum preflight SPEC.json` runs before a paid launch: a row's candidates share a
-# band; a deterministic policy has no within-group spread (any spread would be band luck — the seed's
-# historical per-rollout-band bug); the reward separates memory use from memoryless play; the stochastic
-# policy's groups have reward variance; the epoch salt gives fresh bands.
+# band; a deterministic policy has no within-group spread; the reward separates memory use from memoryless
+# play; the stochastic policy's groups have reward variance; the epoch salt gives fresh bands.
 
 # %%
-specs = {arm: load_arm_spec(f"{SPEC_DIR}/spectrum_{arm}.json") for arm in ARMS}
-specs["D_cost"] = specs["D"].model_copy(
-    update={"arm": "D_cost", "notepad_write_cost": D_WRITE_COST, "description": "D with a cost per notepad write"}
-)
-if SIZE_OVERRIDES:
-    specs = {arm: s.model_copy(update=SIZE_OVERRIDES) for arm, s in specs.items()}
-ARM_ORDER = list(specs)
 preflight_rows = []
-for arm, spec in specs.items():
-    rep = spectrum_preflight(spec, rows=2, bands=8 if QUICK else 24)
+for arm in BASE_ARMS:
+    rep = spectrum_preflight(specs[arm], rows=2, bands=8 if QUICK else 24)
     preflight_rows.append(
         {"arm": arm, "passed": "yes" if rep.passed else "NO"}
         | {c["name"]: "ok" if c["passed"] else "FAIL" for c in rep.checks}
@@ -133,19 +273,34 @@ for arm, spec in specs.items():
 display(fixed_digits_markdown(pd.DataFrame(preflight_rows)))
 
 # %% [markdown]
-# ## 3. Launch (or load) the arms
+# ## 4. The runs, and how many replicates
 #
-# `launch_arms` (one `launch_arm(spec)` per arm) reuses a finished run of the same spec, resumes an unfinished one, or trains a
-# new one (`rftlab arm launch SPEC.json --backend local` does the same from the shell). The local
-# backend maps the spec's LoRA learning rate onto the simulated policy's parameters with a fixed factor
-# (`rftlab.launch.spectrum.local.SIMULATED_LR_SCALE`, ×100), so the probe's 1e-9 stays effectively zero; one Adam
-# step per 8 rows (6 steps per epoch at 48 rows), group-normalised advantages (`advantage: grpo`).
+# `run_memory_study` launches (or reuses) every arm of the plan, then sizes the replicates of C and B′ by
+# the plan's rule: the seed-0 pair's primary contrast gives the standard error of one run, and the number
+# of seed-matched pairs is the smallest that reaches the plan's power for the design effect (α divided by
+# the number of confirmatory tests, Holm's first step). The local backend maps the spec's LoRA rate onto
+# the simulated policy's parameters with a fixed factor (×100, so the probe's 1e-9 stays effectively zero).
 
 # %%
-runs = launch_arms(specs, BACKEND, ROOT)
-rollouts = {arm: [run.rollouts(e) for e in range(len(run.metrics()))] for arm, run in runs.items()}
-series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain", "reward"]) for arm, rolls in rollouts.items()}
-n_epochs = {arm: len(r) for arm, r in rollouts.items()}
+design = study.replicate_design
+display(
+    Markdown(
+        f"Replicate design (design effect {design.effect:.4f} per epoch, one run's s.e. {design.se_run:.5f} from "
+        f"the seed-0 pair, τ² assumed 0, α = {design.alpha:.3g}): "
+        + "; ".join(f"{n} pairs → power {p:.2f}" for n, p in design.powers)
+        + f". **Runs {design.runs} pairs**"
+        + (
+            "."
+            if design.met
+            else f", short of {design.target:.0%}: it would take "
+            + (
+                f"{design.runs_needed} pairs ({2 * (design.runs_needed - design.runs)} more arm runs)."
+                if design.runs_needed
+                else "more than 64 pairs."
+            )
+        )
+    )
+)
 sizes = {arm: (s.rows, s.response_candidates, s.num_scans, s.epochs) for arm, s in specs.items()}
 display(
     fixed_digits_markdown(
@@ -158,7 +313,6 @@ display(
                     "write cost": specs[arm].notepad_write_cost,
                     "rows × cand. × scans × epochs": " × ".join(map(str, sizes[arm])),
                     "lr (spec)": f"{specs[arm].learning_rate:g}",
-                    "lr (simulated)": f"{run.record.provider.get('trainer', {}).get('learning_rate', float('nan')):g}",
                     "seed": specs[arm].seed,
                     "run": run.run_id,
                 }
@@ -169,85 +323,171 @@ display(
 )
 
 # %% [markdown]
-# ## 4. Per-arm trends: early/late halves, slope per epoch, 95% CI, R²
+# ## 5. The planned contrasts
 #
-# One point per epoch (the replication unit for a training curve). `carry` is the env's carry-rate
-# (τ = 0.05 MHz, share of the displayed running list found again in the next report); in the notepad
-# arms, where nothing is displayed, it is the share of the notepad list the policy read and kept.
+# Each row is the slope per epoch of the difference `treatment − control`, computed on row values (a row's
+# value is its candidates' mean) paired row by row in every epoch, with a cluster-robust standard error over
+# rows (`rftlab.analysis.contrasts`, `docs/statistics.md` §6). "bands shared" is the share of pairs in
+# which both arms saw the same band: probe, A and B share rows `sc1_*` and seed 0; C and B′ share `sc2_*`,
+# and each replicate pair shares its seed; C against the probe, C′ against the probe and D against A are
+# on different bands (valid, less precise). For C − B′ the estimate pools the seed-matched pairs by random
+# effects (Hartung–Knapp interval, `k of n runs` = pairs whose own CI excludes 0 on the pooled side).
+# "p" is the p-value of the planned hypothesis (two-sided for a difference; for equivalence twice the
+# larger TOST p-value, so p < α means the CI lies inside ±ε); "p (Holm)" adjusts the confirmatory family.
+# Exploratory rows are unadjusted.
 
 # %%
-trend_rows = []
-fits = {}
-for arm in ARM_ORDER:
-    for metric in ("mean_occ", "carry"):
-        y = np.asarray(series[arm][metric]["mean"])
-        fit = fit_trend(np.arange(y.size), y)
-        fits[arm, metric] = fit
-        trend_rows.append(
-            {
-                "arm": arm,
-                "metric": METRIC_LABEL[metric],
-                "early": fit.early,
-                "late": fit.late,
-                "late − early": fit.delta,
-                "slope / epoch": fit.slope,
-                "95% CI": interval(*fit.slope_ci, signed=True, digits=4),
-                "p": fit.p_value,
-                "R²": fit.r2,
-            }
-        )
-trends = pd.DataFrame(trend_rows)
-display(fixed_digits_markdown(trends, digits=4))
+table = pd.DataFrame([c.row() for c in study.contrasts])
+ci_col = f"{plan.interval_level:.0%} CI"
+table[ci_col] = [ci_text(ci) for ci in table[ci_col]]
+display(fixed_digits_markdown(table, digits=4))
 
 # %% [markdown]
-# Beside the seed's published arm results (Qwen3-1.7B on Fireworks, from the seed document; early → late
-# where the seed gives a change):
+# The same contrasts as a picture: each slope with its CI, the plan's ±ε band shaded grey.
 
 # %%
-SEED_ARMS = {
-    "A": "occ 0.472 flat, carry 0.967",
-    "B": "occ 0.356 flat",
-    "C": "occ 0.403 → 0.439 (R² 0.65), carry 0.888 → 0.938",
-    "C_prime": "occ slope same sign as C, carry 0.900 → 0.935",
-    "D": "notepad memory erodes under prolonged RL (no numbers published)",
-}
-display(
-    fixed_digits_markdown(
-        pd.DataFrame(
-            [
-                {
-                    "arm": arm,
-                    "seed (LLM)": SEED_ARMS.get(arm, "–"),
-                    "simulation occ": f"{fits[arm, 'mean_occ'].early:.3f} → {fits[arm, 'mean_occ'].late:.3f}",
-                    "simulation carry": f"{fits[arm, 'carry'].early:.3f} → {fits[arm, 'carry'].late:.3f}",
-                }
-                for arm in ARM_ORDER
-            ]
+fig, axes = plt.subplots(1, len(METRICS), figsize=(15, 5.4), sharey=False)
+for ax, metric in zip(axes, METRICS, strict=True):
+    rows_m = [c for c in study.contrasts if c.planned.metric == metric]
+    y = np.arange(len(rows_m))[::-1]
+    eps = plan.epsilon(metric)
+    if eps is not None:
+        ax.axvspan(-1e3 * eps, 1e3 * eps, color="0.88", zorder=0, label="±ε (plan)")
+    ax.axvline(0, color="0.4", lw=0.8)
+    for yi, c in zip(y, rows_m, strict=True):
+        conf = c.planned.family == "confirmatory"
+        ax.errorbar(
+            1e3 * c.estimate,
+            yi,
+            xerr=[[1e3 * (c.estimate - c.ci[0])], [1e3 * (c.ci[1] - c.estimate)]],
+            fmt="o" if conf else "s",
+            color="C3" if conf else "C0",
+            ms=5,
+            capsize=3,
         )
-    )
-)
+    ax.set_yticks(y, [f"{c.planned.treatment} − {c.planned.control}" for c in rows_m], fontsize=9)
+    ax.set_xlabel(f"slope of the contrast per epoch, ×10⁻³ ({METRIC_LABELS[metric]})")
+    ax.set_title(f"{METRIC_LABELS[metric]}: red = confirmatory, blue = exploratory", fontsize=10)
+    ax.tick_params(axis="x", labelsize=9)
+axes[0].legend(fontsize=8, loc="lower right")
+fig.suptitle(f"Planned contrasts: slope per epoch with {plan.interval_level:.0%} CI (rows = bands; {sim})")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The primary contrast epoch by epoch: the mean row-paired difference C − B′ of memory_gain in each
+# epoch with its 95% CI over rows (t on rows − 1 degrees of freedom), one panel per seed-matched pair, with
+# the fitted slope.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-for ax, metric in zip(axes, ("mean_occ", "carry"), strict=True):
-    for arm in ARM_ORDER:
+from rftlab.analysis.contrasts import paired_differences  # noqa: E402
+from rftlab.analysis.spectrum.study import metric_value  # noqa: E402
+
+fig, axes = plt.subplots(1, n_pairs, figsize=(4.6 * n_pairs, 3.8), sharey=True, squeeze=False)
+for ax, (seed, t_arm, c_arm, fit) in zip(axes[0], primary.fits, strict=True):
+    d = paired_differences(rollouts[t_arm], rollouts[c_arm], metric_value("memory_gain"))
+    epochs = np.arange(len(d.n_pairs_per_epoch))
+    means, half = d.epoch_means(), d.epoch_half_widths(plan.interval_level)
+    ax.errorbar(epochs, means, yerr=half, fmt="o", ms=4, capsize=3, color="C3", label="epoch mean ± 95% CI")
+    ax.plot(epochs, fit.intercept + fit.slope * epochs, color="k", lw=1, label=f"slope {fit.slope:+.4f}/epoch")
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xticks(epochs)
+    ax.set_xlabel("epoch")
+    ax.set_title(f"{t_arm} − {c_arm} (seed {seed})", fontsize=10)
+    ax.legend(fontsize=8)
+axes[0][0].set_ylabel("memory_gain difference (row-paired)")
+fig.suptitle(f"Primary contrast per epoch ({sim})")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 6. Replicates: agreement and random-effects pooling
+#
+# The run is the unit of reproducibility. For C's own slopes (C, C′ and further seeds) and for each pooled
+# contrast: every run's slope, "k of n runs" whose CI excludes 0 on the pooled side, the
+# random-effects pooled slope with its Hartung–Knapp CI, the between-run variance τ², I² and Cochran's Q.
+# (The fixed-effect pool that ignores τ² is shown for comparison only.)
+
+# %%
+rep_rows = []
+for metric in METRICS:
+    fits, pool = replicate_pool(plan, rollouts, "C", metric)
+    items = [("C alone", fits, pool)]
+    cc = contrasts[f"C-B_prime.{metric}"]
+    items.append(("C − B′", [(f"{t}−{c}", f) for _, t, c, f in cc.fits], cc.pooled))
+    for label, fs, p in items:
+        rep_rows.append(
+            {
+                "what": label,
+                "metric": METRIC_LABELS[metric],
+                "per-run slopes": ", ".join(f"{f.slope:+.4f}" for _, f in fs),
+                "k of n": p.agreement() if p else "1 run",
+                "pooled slope": p.estimate if p else fs[0][1].slope,
+                "95% CI (HK)": ci_text(p.ci) if p else ci_text(fs[0][1].slope_ci),
+                "τ²": p.tau2 if p else None,
+                "I²": p.i2 if p else None,
+                "Q": p.q if p else None,
+                "fixed-effect slope": p.fixed_estimate if p else None,
+                "fixed-effect 95% CI": ci_text((p.fixed_estimate - 1.96 * p.fixed_se, p.fixed_estimate + 1.96 * p.fixed_se))
+                if p
+                else None,
+            }
+        )
+display(fixed_digits_markdown(pd.DataFrame(rep_rows), digits=4))
+
+# %% [markdown]
+# ## 7. Per-arm trends
+#
+# Each arm alone (exploratory: a single arm's trend is not a contrast). First and last epoch, early and late
+# halves, and the slope per epoch with rows as clusters, with the plan's ε verdict: `flat` (CI inside ±ε
+# and including 0), `flat_but_rising` (inside ±ε, excludes 0), `rising`/`falling` (excludes 0, not inside),
+# `inconclusive` (includes 0, reaches outside: absence of evidence). `carry` is the env's carry-rate in the
+# echo arms (share of the displayed list found again in the next report) and, in the notepad arms, the share
+# of the notepad list the policy read and kept: two different quantities, plotted apart below.
+
+# %%
+trend_table = pd.DataFrame(trend_rows).drop(columns="fit")
+trend_table["ci"] = [ci_text(ci) for ci in trend_table["ci"]]
+trend_table = trend_table.rename(columns={"ci": f"{plan.interval_level:.0%} CI", "within ±ε": "ε verdict (plan)"})
+display(fixed_digits_markdown(trend_table, digits=4))
+
+# %%
+series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain"]) for arm, rolls in rollouts.items()}
+echo_arms = [a for a in BASE_ARMS if specs[a].memory in ("echo", "scrambled")]
+notepad_arms = [a for a in BASE_ARMS if specs[a].memory == "notepad"]
+panels = [
+    ("carry", echo_arms, "echo carry-rate (share of the shown list kept)"),
+    ("carry", notepad_arms, "notepad carry (share of the list read and kept)"),
+    ("mean_occ", BASE_ARMS, "mean occupied-IoU"),
+    ("memory_gain", BASE_ARMS, "memory_gain (late − early occupied-IoU)"),
+]
+fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+style = {a: ("--" if specs[a].memory == "scrambled" else "-") for a in BASE_ARMS}
+colors = {a: f"C{i}" for i, a in enumerate(BASE_ARMS)}
+for ax, (metric, arms, ylabel) in zip(axes.flat, panels, strict=True):
+    for arm in arms:
         m = np.asarray(series[arm][metric]["mean"])
         se = np.asarray(series[arm][metric]["se"])
         x = np.arange(m.size)
-        (line,) = ax.plot(x, m, marker="o", ms=3, label=arm)
-        ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=line.get_color(), alpha=0.15)
+        ax.plot(x, m, style[arm], marker="o", ms=3, color=colors[arm], label=arm)
+        ax.fill_between(x, m - 1.96 * se, m + 1.96 * se, color=colors[arm], alpha=0.12)
+    ax.set_xticks(np.arange(max(len(series[a][metric]["mean"]) for a in arms)))
     ax.set_xlabel("epoch")
-    ax.set_ylabel(METRIC_LABEL[metric])
-    ax.set_title(f"per-epoch {METRIC_LABEL[metric]} (band: ±1.96 s.e. over rows)")
-axes[0].legend(ncol=2, fontsize=8)
-fig.tight_layout()
+    ax.set_ylabel(ylabel)
+axes[0, 1].legend(fontsize=8, loc="lower right")
+handles, labels = axes[1, 0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=len(BASE_ARMS), fontsize=9)
+fig.suptitle(
+    f"Per-epoch means with 95% bands (±1.96 s.e. over rows); dashed = scrambled echo; seed-0 runs "
+    f"(the replicates are in §6) ({sim})"
+)
+fig.tight_layout(rect=(0, 0.04, 1, 1))
 plt.show()
 
 # %% [markdown]
 # What the simulated policy learned: its parameters before the first and after the last epoch (logit
 # weights; every logit is divided by the temperature). `carry.*` governs keeping remembered items,
-# `report.*` adding current peaks (`snr` = power above the noise floor, `width` = departure from 8 MHz),
-# `read`/`write` the notepad (arm D only).
+# `report.*` adding current peaks, `read`/`write` the notepad (arms D, D_cost only).
 
 # %%
 param_rows = []
@@ -261,65 +501,40 @@ for arm in ARM_ORDER:
 display(fixed_digits_markdown(pd.DataFrame(param_rows)))
 
 # %% [markdown]
-# ## 5. The control arms: flat or not?
+# ## 8. Beside the seed: its own reading (first → last epoch) and ours
 #
-# "Flat" means the slope's 95% CI lies inside the declared band ±ε (TOST on the slope); a CI that
-# merely includes 0 is absence of evidence and is labelled so. The probe (learning rate ≈ 0) is the
-# band-noise floor; B (scrambled echo) is the control for non-memory skill drift.
+# The seed reads a change from the first to the last epoch; ours is shown the same way (epoch means over
+# rows), with our early → late halves and the row-clustered slope beside it. "Our direction" is `up`/`down`
+# when the slope's CI excludes 0, `flat` when it lies inside the plan's ±ε, `unclear` otherwise. The
+# seed's numbers are Qwen3-1.7B on Fireworks; ours are the simulated policy.
 
 # %%
-flat_rows = []
-flat = {}
-for arm in ("probe", "B"):
-    for metric in ("mean_occ", "carry"):
-        verdict = slope_flatness(fits[arm, metric], EPSILON[metric])
-        flat[arm, metric] = verdict
-        flat_rows.append(
-            {
-                "arm": arm,
-                "metric": METRIC_LABEL[metric],
-                "ε": EPSILON[metric],
-                "slope": verdict.slope,
-                "95% CI": interval(*verdict.slope_ci, signed=True, digits=4),
-                "TOST p": verdict.tost_p_value,
-                "verdict": verdict.label,
-            }
+seed_table = pd.DataFrame(seed_rows)
+for col in ("ours: first → last", "ours: early → late"):
+    seed_table[col] = [f"{a:.3f} → {b:.3f}" for a, b in seed_table[col]]
+seed_table["ci"] = [ci_text(ci) for ci in seed_table["ci"]]
+seed_table = seed_table.rename(columns={"ci": "95% CI"})
+display(fixed_digits_markdown(seed_table, digits=4))
+display(
+    Markdown(
+        "Where the simulation disagrees with the seed: "
+        + "; ".join(
+            f"{r['arm']} {r['metric']} (seed {r['seed direction']}: {r['seed: first → last']}; simulation "
+            f"{r['our direction']}, {r['ours: first → last'][0]:.3f} → {r['ours: first → last'][1]:.3f})"
+            for r in disagree
         )
-display(fixed_digits_markdown(pd.DataFrame(flat_rows), digits=4))
-
-# %% [markdown]
-# ## 6. Reproducibility: C vs C′
-#
-# Two runs of the same arm with different seeds (and so different bands every epoch). The run is the
-# replication unit: sign agreement of the slopes and the fixed-effect pooled slope.
-
-# %%
-repro_rows = []
-pooled = {}
-for metric in ("mean_occ", "carry"):
-    pair = [fits["C", metric], fits["C_prime", metric]]
-    p = pooled_slope(pair)
-    pooled[metric] = p
-    repro_rows.append(
-        {
-            "metric": METRIC_LABEL[metric],
-            "slope C": pair[0].slope,
-            "slope C′": pair[1].slope,
-            "same sign": "yes" if np.sign(pair[0].slope) == np.sign(pair[1].slope) else "no",
-            "pooled slope": p.slope,
-            "pooled 95% CI": interval(*p.ci, signed=True, digits=4),
-            "C early→late": f"{pair[0].early:.3f} → {pair[0].late:.3f}",
-            "C′ early→late": f"{pair[1].early:.3f} → {pair[1].late:.3f}",
-        }
+        + "."
+        if disagree
+        else "The simulation agrees with every direction the seed reports."
     )
-display(fixed_digits_markdown(pd.DataFrame(repro_rows), digits=4))
+)
 
 # %% [markdown]
-# ## 7. Does the reward rank memory use within a group?
+# ## 9. Does the reward rank memory use within a group?
 #
 # Per group (the candidates of one row in one epoch, one band), the Pearson correlation of carry with
 # reward, averaged over groups (groups with no variance skipped), with the within-group reward spread
-# and the share of zero-variance groups (which give no gradient).
+# and the share of zero-variance groups (which give no gradient). Descriptive.
 
 # %%
 group_rows = []
@@ -335,119 +550,116 @@ for arm in ARM_ORDER:
             "zero-variance groups": float(np.mean([m["frac_zero_variance_groups"] for m in mets])),
         }
     )
-group_table = pd.DataFrame(group_rows)
-display(fixed_digits_markdown(group_table))
+display(fixed_digits_markdown(pd.DataFrame(group_rows)))
 
 # %% [markdown]
-# ## 8. Epoch 0 vs the final epoch: per-rollout memory_gain and carry
+# ## 10. Epoch 0 against the final epoch, per arm
 #
-# As the seed compared epochs: Welch's t and the Mann–Whitney U test (two-sided) on per-rollout values.
-# Rollouts of one row share a band, so they are not independent; the same tests on per-row means (the
-# independent unit) follow beside them.
+# The seed's proof test compared the first and the final epoch with Welch's t on per-rollout values. The
+# candidates of a row share a band, so rollouts are not independent (a per-rollout test counts a band 12
+# times); the tests below use per-row means, the independent unit, and with fresh bands every epoch the two
+# epochs' rows are different bands (two-sample tests). None of these tests is in the plan's confirmatory
+# family (that family is the five contrasts of §5), so each is labelled from the plan as exploratory and
+# left unadjusted: read them as descriptions.
 
 # %%
 cmp_rows = []
-comparisons = {}
 for arm in ARM_ORDER:
     first, last = rollouts[arm][0], rollouts[arm][-1]
     for metric in ("memory_gain", "carry"):
-        c = compare_epochs(first, last, metric)
-        comparisons[arm, metric] = c
-        for unit in ("rollout", "row"):
-            if unit not in c:
-                continue
-            u = c[unit]
-            cmp_rows.append(
-                {
-                    "arm": arm,
-                    "metric": metric,
-                    "unit": f"{unit} (n={u['n_first']}/{u['n_last']})",
-                    "epoch 0": u["mean_first"],
-                    "final": u["mean_last"],
-                    "diff": u["diff"],
-                    "Welch t": u["welch_t"],
-                    "Welch p": u["welch_p"],
-                    "Mann–Whitney p": u["mannwhitney_p"],
-                }
-            )
-display(fixed_digits_markdown(pd.DataFrame(cmp_rows)))
-
-# %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-for ax, metric in zip(axes, ("memory_gain", "carry"), strict=True):
-    data, labels = [], []
-    for arm in ARM_ORDER:
-        for tag, recs in (("0", rollouts[arm][0]), ("last", rollouts[arm][-1])):
-            vals = [carry_of(r) if metric == "carry" else r.get(metric) for r in recs]
-            data.append([v for v in vals if v is not None])
-            labels.append(f"{arm}\n{tag}")
-    ax.boxplot(data, showfliers=False)
-    ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
-    ax.set_title(f"per-rollout {metric}: epoch 0 vs final epoch")
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# ## 9. Ceilings: what the published numbers are
-#
-# The seed publishes occupied-IoU ceilings of 0.447 (naive accumulate-all), 0.513 (+ perfect
-# false-alarm filtering) and 0.549 (+ centre denoising, described upstream as averaging away each
-# channel's frequency jitter; docs/spectrum.md §B.12 defines it as reporting the true centres of the
-# detected channels). Both readings of the last one are computed here on the same bands, beside
-# variants of the first two.
-
-# %%
-ceil = pd.DataFrame(ceiling_table([f"ceil_{i}" for i in range(CEILING_BANDS)]))
-display(fixed_digits_markdown(ceil[["policy", "description", "mean_occ", "mean_occ_se", "early_occ", "late_occ", "memory_gain", "report_size"]]))
-occ_of = dict(zip(ceil["policy"], ceil["mean_occ"], strict=True))
-se_of = dict(zip(ceil["policy"], ceil["mean_occ_se"], strict=True))
-matches = {
-    "naive accumulate-all": ["accumulate_nodedupe", "accumulate", "memory_all"],
-    "+ perfect false-alarm filtering": ["accumulate_nodedupe_filtered", "accumulate_filtered"],
-    "+ centre denoising": ["averaging", "true_centre"],
-}
-seed_rows = []
-for label, value in SEED_CEILINGS.items():
-    for name in matches[label]:
-        seed_rows.append(
+        u = compare_epochs(first, last, metric)
+        if u is None:
+            continue
+        test_id = f"first-vs-last.{arm}.{metric}"
+        cmp_rows.append(
             {
-                "seed ceiling": label,
-                "seed value": value,
-                "our policy": name,
-                "our mean occ": occ_of[name],
-                "difference": occ_of[name] - value,
-                "in s.e. units": (occ_of[name] - value) / se_of[name],
+                "arm": arm,
+                "metric": METRIC_LABELS[metric],
+                "test": f"{plan.family_of(test_id)} (rows {u['n_first']}/{u['n_last']})",
+                "epoch 0": u["mean_first"],
+                "final": u["mean_last"],
+                "diff": u["diff"],
+                "Welch t": u["welch_t"],
+                "Welch p": u["welch_p"],
+                "Mann–Whitney p": u["mannwhitney_p"],
             }
         )
-display(fixed_digits_markdown(pd.DataFrame(seed_rows)))
+display(fixed_digits_markdown(pd.DataFrame(cmp_rows)))
+
+# %% [markdown]
+# ## 11. Ceilings: what the published numbers are
+#
+# The seed publishes occupied-IoU ceilings of 0.447 (naive oracle: accumulate every detection), 0.513
+# (+ perfect false-alarm filter) and 0.549 (+ centre averaging). Computed here on the bands of notebook 01
+# (rows `bl0_<i>`, unsalted), every policy on the same bands; ± is one standard error over bands.
 
 # %%
+ceil_rows = [f"bl0_{i}" for i in range(CEILING_BANDS)]
+ceil = pd.DataFrame(ceiling_table(ceil_rows))
+display(
+    fixed_digits_markdown(
+        ceil[["policy", "description", "mean_occ", "mean_occ_se", "early_occ", "late_occ", "memory_gain", "report_size"]],
+        digits=4,
+    )
+)
+occ_of = dict(zip(ceil["policy"], ceil["mean_occ"], strict=True))
+se_of = dict(zip(ceil["policy"], ceil["mean_occ_se"], strict=True))
 avg_gap = (occ_of["averaging"] - SEED_CEILINGS["+ centre denoising"]) / se_of["averaging"]
-true_gap = occ_of["true_centre"] - SEED_CEILINGS["+ centre denoising"]
-filt_best = min(matches["+ perfect false-alarm filtering"], key=lambda n: abs(occ_of[n] - 0.513))
-naive_best = min(matches["naive accumulate-all"], key=lambda n: abs(occ_of[n] - 0.447))
+filt_gap = (occ_of["accumulate_nodedupe_filtered"] - SEED_CEILINGS["+ perfect false-alarm filtering"]) / se_of[
+    "accumulate_nodedupe_filtered"
+]
 display(
     Markdown(
-        f"**The 0.549 ceiling does not follow from its stated definition.** Reporting the true centres of the "
-        f"detected channels (false alarms dropped) scores {occ_of['true_centre']:.3f} on {CEILING_BANDS} bands, "
-        f"{true_gap:+.3f} above 0.549. Averaging each detected channel's detections so far (false alarms dropped, "
-        f"centres still noisy) scores {occ_of['averaging']:.3f} ± {se_of['averaging']:.3f}, "
-        f"{avg_gap:+.1f} s.e. from 0.549: the published number is what the averaging policy produces. "
-        f"The filtering ceiling 0.513 is near our {filt_best} ({occ_of[filt_best]:.3f}); the naive 0.447 is not "
-        f"reproduced by any literal accumulate-all on these bands (closest: {naive_best}, {occ_of[naive_best]:.3f}), "
-        "so it depends on details the seed does not publish (merging tolerance, band set)."
+        f"**The 0.549 ceiling is the averaging policy.** Upstream's memo defines it as accumulate + perfect "
+        f"false-alarm filter + centre averaging ({SEED_CEILING_SOURCE}). That is our `averaging` policy: "
+        f"{occ_of['averaging']:.4f} ± {se_of['averaging']:.4f} on {CEILING_BANDS} bands, {avg_gap:+.1f} s.e. from "
+        f"0.549. The project's own earlier reading of the definition (docs/spectrum.md §B.12: the true centres of "
+        f"the detected channels, `true_centre`) gives {occ_of['true_centre']:.3f}; that reading, not upstream's "
+        f"number, was wrong. The filter ceiling 0.513 matches `accumulate_nodedupe_filtered` "
+        f"({occ_of['accumulate_nodedupe_filtered']:.4f}, {filt_gap:+.1f} s.e.)."
     )
 )
 
 # %% [markdown]
-# ## 10. Design power: could the seed's sizes detect the seed's effects?
+# **The naive 0.447.** Upstream gives it as "accumulate-all-detections ceiling: occ 0.447 ± 0.042" and
+# publishes no script. Every reading of "accumulate every detection" we could think of is scored below on
+# the same bands (s.d. and s.e. over bands), each beside the same scheme with false alarms dropped: a
+# scheme that explains the published ladder must give about 0.447 naive and 0.513 filtered.
+
+# %%
+search = pd.DataFrame(naive_ceiling_search(ceil_rows))
+display(fixed_digits_markdown(search, digits=4))
+inside = search[search["within 0.447 ± 0.042"]]
+literal = search.set_index("scheme").loc["first16"]
+best_ladder = search.loc[(search["filtered mean occ"] - SEED_CEILINGS["+ perfect false-alarm filtering"]).abs().idxmin()]
+display(
+    Markdown(
+        "Within 0.447 ± 0.042 (reading ± as an interval): "
+        + (", ".join(f"`{r['scheme']}` ({r['naive mean occ']:.3f})" for _, r in inside.iterrows()) or "none")
+        + f". The literal reading (`first16`, the scheme whose filtered version gives the published 0.513: "
+        f"{literal['filtered mean occ']:.3f}) scores {literal['naive mean occ']:.3f} ± {literal['s.e.']:.3f} "
+        f"(s.d. over bands {literal['s.d. over bands']:.3f}), {literal['naive mean occ'] - 0.447:+.3f} from 0.447, "
+        f"{(literal['naive mean occ'] - 0.447) / 0.042:.1f} times the published ± 0.042: consistent with it only if "
+        "± 0.042 is the standard error of upstream's own estimate, not if it is an interval or a band-to-band s.d. "
+        "(ours is shown). No scheme reproduces both rungs: "
+        f"filtering false alarms gains {search['filter gain'].min():.3f}–{search['filter gain'].max():.3f} in "
+        f"every scheme, against 0.066 between the published 0.447 and 0.513 (the scheme nearest 0.513 filtered, "
+        f"`{best_ladder['scheme']}`, gains {best_ladder['filter gain']:.3f}). The schemes that land inside the "
+        "interval do so by not being \"accumulate every detection\" (sorting by frequency drops the upper band, "
+        "the lagged list leaves out the current scan). So nothing we tried reproduces 0.447 as the seed "
+        "describes it; it likely came from a different script or setting that was not published."
+    )
+)
+
+# %% [markdown]
+# ## 12. Design power: could the seed's sizes detect the seed's effects?
 #
-# By simulation (method in `rftlab.analysis.spectrum.power`): variance components of carry and occ are
-# estimated from the simulated policy's untrained rollouts (arm C's epoch 0: band-to-band `σ²_b` and
-# candidate-to-candidate `σ²_w`); a run's per-epoch series is then drawn as a linear trend plus noise
-# of variance `σ²_b/R + σ²_w/(R·K)`; a slope counts as detected when its 95% CI lies above zero (pooled
-# over replicate runs by inverse variance). This surrogate replaces thousands of full training runs;
-# it is checked against the probe arm, whose per-epoch series is pure noise around a flat policy.
+# By simulation (`rftlab.analysis.spectrum.power`): variance components of carry and occ from the
+# simulated policy's untrained rollouts (arm C's epoch 0: band-to-band `σ²_b` and candidate-to-candidate
+# `σ²_w`); a run's per-epoch series is then a linear trend plus noise of variance `σ²_b/R + σ²_w/(R·K)`;
+# a slope counts as detected when its 95% CI lies above zero (pooled over replicate runs). The surrogate
+# is checked against the probe arm, whose per-epoch series is noise around a flat policy. This part is
+# about the seed's Fireworks design (one run per arm, epoch means), not about the contrasts above.
 
 # %%
 comps = {m: variance_components(rollouts["C"][0], "mean_occ" if m == "mean_occ" else "carry_rate") for m in ("mean_occ", "carry")}
@@ -459,7 +671,7 @@ for m in ("mean_occ", "carry"):
     observed = residual_sd(series["probe"][m]["mean"])
     check_rows.append(
         {
-            "metric": METRIC_LABEL[m],
+            "metric": METRIC_LABELS[m],
             "σ²_b (probe, epoch 0)": probe_comps[m].sigma2_between,
             "σ²_w (probe, epoch 0)": probe_comps[m].sigma2_within,
             "predicted epoch sd (probe sizes)": predicted,
@@ -467,24 +679,22 @@ for m in ("mean_occ", "carry"):
             "ratio": observed / predicted,
         }
     )
-surrogate_check = pd.DataFrame(check_rows)
-display(fixed_digits_markdown(surrogate_check, digits=5))
+display(fixed_digits_markdown(pd.DataFrame(check_rows), digits=5))
 
 # %% [markdown]
 # The simulated policy's noise is binomial choice noise on one band plus band-to-band spread; an LLM's
-# rollouts vary more (whole lists dropped, formatting slips). So the tables use two noise scenarios:
-# **simulation** (components from arm C's untrained epoch 0) and two **seed floors** (both components
-# scaled up by the one factor that makes the epoch sd of occ at the seed's sizes equal the seed's probe
-# floor of ±0.02, read either as a 95% band of an epoch mean or as one s.d. of the probe's late − early
-# difference). No seed number anchors an LLM's carry noise: it is scaled by the same factor. Slopes are
-# the seed's C-arm changes read two ways: first→last epoch (change / 11) and early→late half means
-# (change / 6).
+# rollouts vary more. So the tables use two noise scenarios: **simulation** (components from arm C's
+# untrained epoch 0) and two **seed floors** (both components scaled up by the one factor that makes the
+# epoch sd of occ at the seed's sizes equal the seed's probe floor of ±0.02, read either as a 95% band of
+# an epoch mean or as one s.d. of the probe's late − early difference). Slopes are the seed's C-arm changes
+# read two ways: first→last epoch (change / 11) and early→late half means (change / 6).
 
 # %%
 slopes = seed_slopes(SEED_SIZES["epochs"])
+floors = seed_floor_scenarios(SEED_SIZES["epochs"])
 scenarios = {"simulation": comps}
 factors = {}
-for name, floor_sd in SEED_FLOORS.items():
+for name, floor_sd in floors.items():
     factors[name] = inflation_to_floor(comps["mean_occ"], floor_sd, SEED_SIZES["rows"], SEED_SIZES["candidates"])
     scenarios[name] = {m: inflate(c, factors[name]) for m, c in comps.items()}
 metric_key = {"mean_occ": "mean_occ", "carry": "carry_rate"}
@@ -495,7 +705,7 @@ for scen, cc in scenarios.items():
             power_rows.append(
                 {
                     "noise": scen,
-                    "metric": METRIC_LABEL[m],
+                    "metric": METRIC_LABELS[m],
                     "slope reading": reading,
                     "slope / epoch": slope,
                     "epoch sd at seed sizes": cc[m].epoch_sd(SEED_SIZES["rows"], SEED_SIZES["candidates"]),
@@ -506,7 +716,7 @@ power_table = pd.DataFrame(power_rows)
 display(
     Markdown(
         "Variance factors over the simulation: "
-        + "; ".join(f"{name} ×{f:.1f} (epoch sd of occ {SEED_FLOORS[name]:.4f})" for name, f in factors.items())
+        + "; ".join(f"{name} ×{f:.1f} (epoch sd of occ {floors[name]:.4f})" for name, f in factors.items())
         + "."
     )
 )
@@ -524,109 +734,87 @@ need_rows = []
 for scen, cc in scenarios.items():
     for m in ("carry", "mean_occ"):
         slope = slopes[metric_key[m]]["first_to_last"]
-        row = {"noise": scen, "metric": METRIC_LABEL[m], "slope / epoch": slope}
+        row = {"noise": scen, "metric": METRIC_LABELS[m], "slope / epoch": slope}
         for factor_name, grid in GRIDS.items():
             n = size_for_power(slope, cc[m], factor_name, grid, nsim=POWER_NSIM)
             row[f"{factor_name} for 80%"] = n if n is not None else f">{grid[-1]}"
         need_rows.append(row)
         for factor_name in ("rows", "candidates", "epochs", "runs"):
             for r in slope_power_by_size(slope, cc[m], factor_name, GRIDS[factor_name][::2], nsim=POWER_NSIM):
-                curve_rows.append({"noise": scen, "metric": METRIC_LABEL[m], "factor": factor_name, "value": r[factor_name], "power": r["power"]})
-need = pd.DataFrame(need_rows)
+                curve_rows.append({"noise": scen, "metric": METRIC_LABELS[m], "factor": factor_name, "value": r[factor_name], "power": r["power"]})
 display(Markdown("**Sizes for 80% power** at the seed's C-arm slopes (first→last reading), one factor varied, the others at 48 rows × 12 candidates × 12 epochs × 1 run:"))
-display(fixed_digits_markdown(need, digits=4))
+display(fixed_digits_markdown(pd.DataFrame(need_rows), digits=4))
 
 # %%
 curves = pd.DataFrame(curve_rows)
-fig, axes = plt.subplots(1, 4, figsize=(15, 3.6), sharey=True)
+fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), sharey=True)
 for ax, factor_name in zip(axes, ("rows", "candidates", "epochs", "runs"), strict=True):
     for (scen, m), grp in curves[curves["factor"] == factor_name].groupby(["noise", "metric"]):
         ax.plot(grp["value"], grp["power"], marker="o", ms=3, ls={"simulation": "-", "floor: 95% band": "--"}.get(scen, ":"), label=f"{m}, {scen}")
     ax.axhline(0.8, color="grey", lw=0.8)
     ax.axvline(SEED_SIZES[factor_name], color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
-    ax.set_xlabel(factor_name)
-axes[0].set_ylabel("power")
+    ticks = GRIDS[factor_name][::2]
+    ax.set_xticks(ticks, [str(v) for v in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(f"{factor_name} (log scale)")
+axes[0].set_ylabel("power (probability the 95% CI lies above 0)")
 axes[0].legend(fontsize=7)
-fig.suptitle("power to detect the seed's C-arm slope (first→last reading) vs one size factor")
+fig.suptitle("Power to detect the seed's C-arm slope (first→last reading) vs one size factor; dotted line = the seed's size")
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The same curves as numbers, for the noisier reading of the seed floor (power to detect the seed's
-# C-arm slope, first→last reading, one factor varied):
+# ## 13. Findings (each from a measured contrast; all from the simulated policy)
 
 # %%
-noisy = curves[curves["noise"] == "floor: halves s.d."]
-for factor_name in ("rows", "candidates", "epochs", "runs"):
-    sub = noisy[noisy["factor"] == factor_name].pivot(index="metric", columns="value", values="power")
-    sub.columns = [f"{factor_name}={c}" for c in sub.columns]
-    display(fixed_digits_markdown(sub.reset_index(), digits=2))
-
-# %% [markdown]
-# ## 11. Findings (computed from the numbers above)
-
-# %%
-def slope_text(arm, metric):
-    f = fits[arm, metric]
-    return f"{f.early:.3f}→{f.late:.3f} (slope {f.slope:+.4f}/epoch, 95% CI {interval(*f.slope_ci, signed=True, digits=4)}, R² {f.r2:.2f})"
-
-
-def ci_note(arm, metric):
-    lo, hi = fits[arm, metric].slope_ci
-    return ", CI excludes 0 but lies within ±ε" if (lo > 0 or hi < 0) and flat[arm, metric].flat else ""
-
-
-def writes_fit(arm):
-    return fit_trend(np.arange(n_epochs[arm]), [m["notepad_writes"] for m in runs[arm].metrics()])
-
-
-def final_params(arm):
-    mets = runs[arm].metrics()
-    return {n: mets[-1][f"theta.{n}"] for n in PARAM_NAMES}
-
-
-c_up = fits["C", "carry"].slope_ci[0] > 0
-cp_up = fits["C_prime", "carry"].slope_ci[0] > 0
-a_gap = fits["A", "mean_occ"].late - max(fits["C", "mean_occ"].late, fits["C_prime", "mean_occ"].late)
-seed_power = power_table[(power_table["slope reading"] == "first_to_last")].set_index(["noise", "metric"])["power (48×12×12, 1 run)"]
+c_probe = contrasts["C-probe.mean_occ"]
+d_cost_mg = contrasts["D_cost-D.memory_gain"]
+c_rep_fits, c_rep_pool = replicate_pool(plan, rollouts, "C", "memory_gain")
+c_rep_text = (
+    f"{c_rep_pool.agreement()} with a CI above 0 (pooled {c_rep_pool.estimate:+.4f} {ci_text(c_rep_pool.ci)}, "
+    f"τ² = {c_rep_pool.tau2:.2g}, I² = {c_rep_pool.i2:.0%})"
+    if c_rep_pool
+    else f"one run, {c_rep_fits[0][1].slope:+.4f} {ci_text(c_rep_fits[0][1].slope_ci)}"
+)
+d_mg = [r for r in seed_rows if r["arm"] == "D" and r["metric"] == "memory_gain"]
 lines = [
-    f"- **All of this is a simulation** (backend `{BACKEND}`): a log-linear Bernoulli policy calibrated to the seed's "
-    f"base-model carry-rates ({calib_text}).",
-    f"- **C (weak prompt, real echo)**: carry {slope_text('C', 'carry')}; occ {slope_text('C', 'mean_occ')}. "
-    f"**C′**: carry {slope_text('C_prime', 'carry')}. Carry rises with a CI above zero in "
-    f"{'both runs' if c_up and cp_up else ('one run' if c_up or cp_up else 'neither run')}; pooled carry slope "
-    f"{pooled['carry'].slope:+.4f}/epoch, 95% CI {interval(*pooled['carry'].ci, signed=True, digits=4)}, signs agree in "
-    f"{pooled['carry'].sign_agreement:.0%} of runs.",
-    f"- **A (explicit prompt)** ends at occ {fits['A', 'mean_occ'].late:.3f} in its late half, "
-    f"{a_gap:+.3f} {'above' if a_gap > 0 else 'below'} the better weak-prompt run: "
-    + ("the instruction-calibrated start is still ahead of what 12 epochs of RL reach from the weak start." if a_gap > 0 else "RL from the weak start catches up with the instruction-calibrated start."),
-    f"- **Probe** (lr ≈ 0): occ {flat['probe', 'mean_occ'].label}; carry {flat['probe', 'carry'].label}. "
-    f"**B** (scrambled echo): occ {flat['B', 'mean_occ'].label} (slope {flat['B', 'mean_occ'].slope:+.4f}{ci_note('B', 'mean_occ')}); "
-    f"carry {flat['B', 'carry'].label} (slope {flat['B', 'carry'].slope:+.4f}{ci_note('B', 'carry')}, "
-    f"carry {fits['B', 'carry'].early:.3f}→{fits['B', 'carry'].late:.3f}).",
-    "- **Within-group ranking**: mean corr(carry, reward) over epochs is "
-    + ", ".join(f"{r['arm']} {r['corr, mean over epochs']:+.2f}" for r in group_rows if r["corr, mean over epochs"] is not None)
-    + "; zero-variance groups: "
-    + f"{max(r['zero-variance groups'] for r in group_rows):.1%} at most.",
-    f"- **Notepad**: D (no write cost) carry {slope_text('D', 'carry')}, notepad writes/episode "
-    f"{writes_fit('D').early:.2f}→{writes_fit('D').late:.2f} (slope {writes_fit('D').slope:+.3f}/epoch); "
-    f"D_cost ({D_WRITE_COST:g} reward per write) writes/episode {writes_fit('D_cost').early:.2f}→"
-    f"{writes_fit('D_cost').late:.2f} (slope {writes_fit('D_cost').slope:+.3f}/epoch, 95% CI "
-    f"{interval(*writes_fit('D_cost').slope_ci, signed=True, digits=3)}), occ {slope_text('D_cost', 'mean_occ')}.",
-    "- **Surrogate check**: the probe's observed epoch-to-epoch residual sd is "
-    + " and ".join(f"{r['ratio']:.2f}× ({r['metric']})" for r in check_rows)
-    + " the surrogate's prediction from its own epoch-0 rollouts.",
-    f"- **Ceilings**: averaging {occ_of['averaging']:.3f} vs true centres {occ_of['true_centre']:.3f}: the seed's 0.549 "
-    "is the averaging ceiling, not the true-centre one its definition names.",
-    "- **Design power** at the seed's sizes and the seed's C slope (first→last reading), carry / occ: "
-    + "; ".join(f"{scen} {seed_power[(scen, 'carry')]:.2f} / {seed_power[(scen, 'occ')]:.2f}" for scen in scenarios)
-    + ". Needed for 80% (one factor at a time) under the noisier floor: "
-    + "; ".join(
-        f"{r['metric']}: " + ", ".join(f"{k.split(' ')[0]} {r[k]}" for k in r if k.endswith("for 80%"))
-        for r in need_rows
-        if r["noise"] == "floor: halves s.d."
+    f"- **Primary (confirmatory): C − B′ memory_gain** {c_line(primary.id)}; Holm p = {primary.p_adjusted:.3g}: "
+    f"{primary.verdict()}. Pairs: "
+    + ", ".join(f"seed {s} {f.slope:+.4f} {ci_text(f.slope_ci)}" for s, _, _, f in primary.fits)
+    + (f"; τ² = {primary.pooled.tau2:.2g}, I² = {primary.pooled.i2:.0%}." if primary.pooled else "."),
+    f"- **C − B′ carry (confirmatory)** {c_line(carry_c.id)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
+    f"{carry_reading} **A − B carry (confirmatory)**: {c_line(a_b.id)}; Holm p = "
+    f"{a_b.p_adjusted:.3g}: {a_b.verdict()}.",
+    f"- **C − B′ occ (confirmatory)** {c_line(occ_c.id)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
+    f"Against the probe (exploratory, other bands) C's occ slope is {c_probe.estimate:+.4f} {ci_text(c_probe.ci)}.",
+    f"- **B − probe occ (confirmatory, equivalence)** {c_line(b_probe.id)}; Holm p = {b_probe.p_adjusted:.3g}: "
+    f"{b_probe.verdict()}. B's own occ trend is "
+    + next(f"{r['slope / epoch']:+.4f} {ci_text(r['ci'])}" for r in trend_rows if r["arm"] == "B" and r["metric"] == "occ")
+    + "; the contrast with the probe on the same bands is what says whether that is band drift.",
+    f"- **Replicates**: C's own memory_gain slope, {c_rep_text}; the replicate count came from the plan's rule "
+    f"({design.runs} pairs, power {dict(design.powers)[design.runs]:.2f} at the design effect).",
+    "- **Against the seed** (§8): "
+    + (
+        "; ".join(f"{r['arm']} {r['metric']}: seed {r['seed direction']}, simulation {r['our direction']}" for r in disagree)
+        if disagree
+        else "every direction agrees"
     )
-    + ".",
+    + ". "
+    + (
+        f"In particular D's memory_gain goes {d_mg[0]['our direction']} in the simulation "
+        f"({d_mg[0]['ours: first → last'][0]:.3f} → {d_mg[0]['ours: first → last'][1]:.3f}), where the seed saw the "
+        "notepad erode (+0.055 → −0.008 over 20 epochs). The simulator charges nothing for reading or writing "
+        f"the notepad; with a cost of {specs['D_cost'].notepad_write_cost:g} per write (D_cost) the memory_gain "
+        f"contrast with D is {d_cost_mg.estimate:+.4f} {ci_text(d_cost_mg.ci)} per epoch (exploratory): "
+        f"{d_cost_mg.verdict()}."
+        if d_mg
+        else ""
+    ),
+    f"- **Inputs, not findings**: the prompt variants' starting carry-rates were set to the seed's 0.97 and 0.89 "
+    f"(held-out check: {calib_text}); the level difference between A and C follows from that calibration.",
+    f"- **Ceilings**: 0.549 is accumulate + perfect false-alarm filter + centre averaging (upstream memo), our "
+    f"`averaging` {occ_of['averaging']:.4f} ± {se_of['averaging']:.4f}; the naive 0.447 is not reproduced by any "
+    f"scheme tried (the literal one gives {literal['naive mean occ']:.3f}).",
 ]
 display(Markdown("\n".join(lines)))

@@ -38,7 +38,7 @@ def test_policy_table_rows():
     s = {"reward": 1.0, "mean_occ": 0.3, "early_occ": 0.2, "late_occ": 0.4, "memory_gain": 0.2,
          "memory_gain_se": 0.01, "mean_avail": 0.5, "carry_rate": None, "report_size": 3.0}  # fmt: skip
     (row,) = policy_table_rows({"acc": s}, {"acc": "accumulates"})
-    assert row["memory_gain ± s.e."] == "+0.200 ± 0.010" and row["carry_rate"] == "–"
+    assert row["memory_gain ± 1 s.e."] == "+0.200 ± 0.010" and row["carry_rate"] == "–"
     assert row["what it does"] == "accumulates" and row["late_occ"] == 0.4
 
 

@@ -115,3 +115,21 @@ def test_one_data_set_can_pass_or_not_depending_on_the_seed():
         len(set(seeds_passing(counts_sample(1319, 100, 111), "hoeffding", MARGIN, ALPHA, range(5)).values()))
         == 1
     )
+
+
+def test_holm_adjust_equals_statsmodels_multipletests():
+    from statsmodels.stats.multitest import multipletests
+
+    from rftlab.analysis.multiplicity import holm_adjust
+
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 5, 12):
+        p = rng.uniform(0, 0.2, m)
+        p[0] = p[-1]  # a tie
+        reject, adjusted, _, _ = multipletests(p, alpha=0.05, method="holm")
+        assert holm_adjust(p) == pytest.approx(adjusted, rel=1e-12)
+        assert list(holm_adjust(p) < 0.05) == list(reject)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm_adjust([0.1, 1.5])
+    with pytest.raises(ValueError, match="non-empty"):
+        holm_adjust([])

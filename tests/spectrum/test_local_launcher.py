@@ -67,7 +67,7 @@ def test_cli_arm_launch(tmp_path, capsys):
     assert "not valid JSON" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("arm", ["probe", "A", "B", "C", "C_prime", "D"])
+@pytest.mark.parametrize("arm", ["probe", "A", "B", "B_prime", "C", "C_prime", "D", "D_cost"])
 def test_preflight_passes_the_study_arms(arm):
     report = spectrum_preflight(load_arm_spec(SPECS / f"spectrum_{arm}.json"), rows=2, bands=12)
     assert report.passed, report.render()

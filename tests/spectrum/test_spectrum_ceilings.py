@@ -46,3 +46,22 @@ def test_ceiling_ordering_on_real_bands():
     assert table["oracle"] == 1.0
     # averaging the detections sits far below placing them at the true centres
     assert table["true_centre"] - table["averaging"] > 0.15
+
+
+def test_naive_search_scores_equal_the_policies_played_through_the_env():
+    """The search scores reports directly; its first-16 schemes must equal the same policies played through
+    the env's submit_report (``ceiling_table``), naive and filtered."""
+    from rftlab.rollout.spectrum.ceilings import naive_ceiling_search
+
+    rows = [f"bl0_{i}" for i in range(8)]
+    search = {r["scheme"]: r for r in naive_ceiling_search(rows)}
+    table = {r["policy"]: r["mean_occ"] for r in ceiling_table(rows)}
+    assert search["first16"]["naive mean occ"] == pytest.approx(table["accumulate_nodedupe"], abs=1e-12)
+    assert search["first16"]["filtered mean occ"] == pytest.approx(
+        table["accumulate_nodedupe_filtered"], abs=1e-12
+    )
+    assert search["merge4"]["naive mean occ"] == pytest.approx(table["accumulate"], abs=1e-12)
+    assert search["merge4"]["filtered mean occ"] == pytest.approx(table["accumulate_filtered"], abs=1e-12)
+    for r in search.values():
+        assert r["within 0.447 ± 0.042"] == (0.405 <= r["naive mean occ"] <= 0.489)
+        assert r["bands"] == 8

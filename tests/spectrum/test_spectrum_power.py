@@ -68,3 +68,40 @@ def test_seed_slopes_readings():
     s = seed_slopes()
     assert s["carry_rate"]["first_to_last"] == pytest.approx(0.05 / 11)
     assert s["mean_occ"]["early_to_late_halves"] == pytest.approx(0.036 / 6)
+
+
+def test_replicate_power_equals_pooling_simulated_runs():
+    """The closed form against what ``random_effects_pool`` (DerSimonian–Laird + Hartung–Knapp) decides on
+    simulated replicate slopes."""
+    from rftlab.analysis.contrasts import random_effects_pool
+    from rftlab.analysis.spectrum.power import replicate_power
+
+    rng = np.random.default_rng(4)
+    effect, se, alpha, tau2 = 0.0012, 0.0006, 0.01, 0.0004**2
+    for runs in (3, 4):
+        hits = 0
+        nsim = 1500
+        for _ in range(nsim):
+            b = effect + rng.normal(0, np.sqrt(se**2 + tau2), runs)
+            pool = random_effects_pool(b, np.full(runs, se), level=1 - alpha)
+            hits += pool.ci[0] > 0
+        analytic = replicate_power(effect, se, runs, alpha, tau2)
+        assert abs(hits / nsim - analytic) < 4 * np.sqrt(analytic * (1 - analytic) / nsim) + 0.005
+
+
+def test_replicates_for_power_picks_the_smallest_sufficient_count():
+    from rftlab.analysis.spectrum.power import replicate_power, replicates_for_power
+
+    design = replicates_for_power(0.0033, 0.0003, alpha=0.01, target=0.8, min_runs=3, max_runs=4)
+    assert design.runs == 3 and design.met
+    assert design.powers[0] == (3, pytest.approx(replicate_power(0.0033, 0.0003, 3, 0.01)))
+    weak = replicates_for_power(0.0005, 0.0005, alpha=0.01, target=0.8, min_runs=3, max_runs=4)
+    assert weak.runs == 4 and not weak.met
+    assert weak.runs_needed is not None and weak.runs_needed > 4
+    assert (
+        replicate_power(0.0005, 0.0005, weak.runs_needed, 0.01)
+        >= 0.8
+        > replicate_power(0.0005, 0.0005, weak.runs_needed - 1, 0.01)
+    )
+    with pytest.raises(ValueError):
+        replicates_for_power(0.001, 0.001, alpha=0.01, target=0.8, min_runs=4, max_runs=3)

@@ -168,3 +168,24 @@ def test_long_memory_lists_are_capped_not_crashing():
         decide_scan(
             policy.theta, 1.2, ScanBatch.build([[]], [[1.0, 2.0]]), np.zeros((1, 1)), np.zeros((1, 0))
         )
+
+
+def test_calibration_check_uses_the_bisection_sample_and_a_held_out_one():
+    from rftlab.training.spectrum.calibration import calibration_check
+
+    rows = calibration_check(rows=6, candidates=4)
+    assert [(r["variant"], r["sample"]) for r in rows] == [
+        ("explicit", "bisection rows and seed"),
+        ("explicit", "held-out rows, other seed"),
+        ("weak", "bisection rows and seed"),
+        ("weak", "held-out rows, other seed"),
+    ]
+    # the bisection sample is exactly what calibrate_carry_bias measures (its rows and seed) ...
+    again = measure_untrained("weak", rows=6, candidates=4)
+    assert rows[2]["measured carry"] == again["carry_rate"]
+    # ... and the held-out sample is other bands drawn with another RNG seed
+    assert rows[3]["rows"] == "heldout_0..5" and rows[3]["rng seed"] != rows[2]["rng seed"]
+    assert rows[3]["measured carry"] != rows[2]["measured carry"]
+    for r in rows:
+        assert r["s.e. (rows)"] > 0
+        assert r["gap / s.e."] == pytest.approx((r["measured carry"] - r["target carry"]) / r["s.e. (rows)"])

@@ -11,6 +11,10 @@ whatever the dependence between looks (shared items, correlated checkpoints), an
 method, as long as each look's bound is valid at its own level. A look beyond the K declared is
 refused: the split must be fixed before the first look.
 
+**A family of claims.** ``holm_adjust`` gives Holm's step-down adjusted p-values for a pre-declared
+family of hypotheses (a study plan's confirmatory contrasts): a claim is made when its adjusted p-value
+is below alpha, which keeps the family-wise error at most alpha under any dependence between the tests.
+
 **Seed shopping.** Plug-in empirical Bernstein and betting depend on the order of the items. Trying
 several permutation seeds and keeping a pass is also a repeated test; ``seed_shopping_error_rate``
 measures how much it inflates the error. The defence is procedural: the seed is part of the
@@ -35,6 +39,23 @@ from rftlab.analysis.noninferiority import (
 from rftlab.analysis.power import DiscordanceModel, simulate_paired_differences
 
 _CHUNK = 2500
+
+
+def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values, in the order given: with the p-values sorted ascending,
+    ``adj_(j) = max_{i <= j} min(1, (m − i + 1)·p_(i))``. Reject hypothesis j at level alpha iff
+    ``adj_j < alpha``."""
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError("need a non-empty list of p-values")
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("p-values must lie in [0, 1]")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(stepped)
+    return adjusted
 
 
 def look_alphas(alpha: float, n_looks: int, weights: Sequence[float] | None = None) -> np.ndarray:

@@ -3,7 +3,9 @@
 
 ``launch_arm`` runs one arm spec on a backend (reusing a finished run of the same spec, resuming an
 unfinished one), ``launch_arms`` does it for every arm of the study and returns the runs, ``arm_status``
-reports the newest run of a spec. Bad input raises ``ValueError``.
+reports the newest run of a spec. ``run_memory_study`` runs the whole memory study its analysis plan
+describes (every arm, then as many replicate pairs as the plan's design-power rule asks for) and computes
+the plan's contrasts. Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
@@ -16,7 +18,8 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
   ``rftlab.rollout.eval_entries.spectrum_mcp_server``
 - training: ``rftlab.training.spectrum`` (local GRPO of the simulated policy, group rollouts, calibration)
 - launch: ``rftlab.launch.spectrum`` (arm spec, preflight, local launcher)
-- analysis: ``rftlab.analysis.spectrum`` (study summaries, design power, episode summaries)
+- analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
+  episode summaries)
 - studies: ``rftlab.studies.spectrum``
 - cli: ``rftlab.cli.spectrum``
 """
@@ -26,7 +29,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from rftlab.analysis.spectrum.plan import LoadedPlan, StudyPlan, load_study_plan
+from rftlab.analysis.spectrum.power import ReplicateDesign, replicates_for_power
+from rftlab.analysis.spectrum.study import ContrastResult, compute_contrast, study_contrasts
 from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
@@ -90,3 +97,111 @@ def arm_status(
     run = max(runs, key=lambda r: (r.record.created_at, r.path.name))
     ref = RunRef(spec.experiment, spec.arm, run.run_id, run.path, backend)
     return ArmLaunch(ref, launcher_for(backend).poll(ref), reused=True)
+
+
+# ------------------------------------------------------------------------------ the memory study
+
+
+def replicate_spec(spec: SpectrumArmSpec, seed: int, arm: str) -> SpectrumArmSpec:
+    """``spec`` run again with another ``seed`` (so other bands every epoch) under the arm name ``arm``; a
+    Fireworks block gets its own output model."""
+    update: dict[str, Any] = {
+        "seed": seed,
+        "arm": arm,
+        "description": f"{spec.description} Replicate, seed {seed}.",
+    }
+    if spec.fireworks is not None:
+        fw = spec.fireworks.model_copy(update={"output_model": f"{spec.fireworks.output_model}-seed{seed}"})
+        update["fireworks"] = fw
+    return spec.model_copy(update=update)
+
+
+def study_specs(
+    plan: StudyPlan, spec_dir: str | Path, size_overrides: Mapping[str, Any] | None = None
+) -> dict[str, SpectrumArmSpec]:
+    """The spec of every arm the plan names (``<spec_dir>/spectrum_<arm>.json``), with ``size_overrides``
+    (rows, candidates, epochs: quick runs) applied."""
+    specs = {arm: load_arm_spec(Path(spec_dir) / f"spectrum_{arm}.json") for arm in plan.arms}
+    if size_overrides:
+        specs = {arm: s.model_copy(update=dict(size_overrides)) for arm, s in specs.items()}
+    return specs
+
+
+def replicate_specs(
+    plan: StudyPlan, specs: Mapping[str, SpectrumArmSpec], runs: int
+) -> dict[str, SpectrumArmSpec]:
+    """Seeds 0..runs−1 of both replicated arms (seed 0 and named replicates are the plan's own arms)."""
+    out: dict[str, SpectrumArmSpec] = {}
+    for arm in plan.replicates.arms:
+        for seed in range(runs):
+            name = plan.replicate_name(arm, seed)
+            out[name] = specs[name] if name in specs else replicate_spec(specs[arm], seed, name)
+    return out
+
+
+@dataclass
+class MemoryStudy:
+    """The memory study as run: its plan, every arm's spec and run (replicates included), the per-epoch
+    rollout records, the replicate design and the plan's contrasts."""
+
+    plan: LoadedPlan
+    specs: dict[str, SpectrumArmSpec]
+    runs: dict[str, Run]
+    rollouts: dict[str, list[list[dict[str, Any]]]]
+    replicate_design: ReplicateDesign
+    contrasts: list[ContrastResult]
+
+    def contrast(self, contrast_id: str) -> ContrastResult:
+        for c in self.contrasts:
+            if c.id == contrast_id:
+                return c
+        raise KeyError(contrast_id)
+
+    @property
+    def primary(self) -> ContrastResult:
+        return self.contrast(self.plan.plan.primary_contrast)
+
+
+def _rollouts(run: Run) -> list[list[dict[str, Any]]]:
+    return [run.rollouts(e) for e in range(len(run.metrics()))]
+
+
+def replicate_design(plan: StudyPlan, rollouts: Mapping[str, list[list[dict[str, Any]]]]) -> ReplicateDesign:
+    """The plan's replicate rule: the seed-0 pair's primary contrast gives the standard error per run."""
+    primary = {c.id: c for c in plan.contrasts}[plan.primary_contrast]
+    fits, _ = compute_contrast(
+        plan, primary, {k: v for k, v in rollouts.items() if k in (primary.treatment, primary.control)}
+    )
+    rep = plan.replicates
+    return replicates_for_power(
+        plan.per_epoch(plan.design_effect),
+        fits[0][3].slope_se,
+        alpha=plan.alpha / len(plan.confirmatory()),
+        target=rep.power,
+        min_runs=rep.min_runs,
+        max_runs=rep.max_runs,
+    )
+
+
+def run_memory_study(
+    plan_path: str | Path,
+    spec_dir: str | Path,
+    backend: str = "local",
+    root: str | Path = "runs",
+    size_overrides: Mapping[str, Any] | None = None,
+) -> MemoryStudy:
+    """Run (or reuse) every arm of the plan, size the replicates by the plan's rule from the seed-0 pair,
+    run them, and compute every planned contrast."""
+    loaded = load_study_plan(plan_path)
+    plan = loaded.plan
+    specs = study_specs(plan, spec_dir, size_overrides)
+    runs = launch_arms(specs, backend, root)
+    rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
+    design = replicate_design(plan, rollouts)
+    extra = {k: v for k, v in replicate_specs(plan, specs, design.runs).items() if k not in specs}
+    if extra:
+        new = launch_arms(extra, backend, root)
+        runs.update(new)
+        rollouts.update({arm: _rollouts(run) for arm, run in new.items()})
+        specs.update(extra)
+    return MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts))

@@ -35,6 +35,21 @@ SEED_SIZES: dict[str, int] = {"rows": 48, "candidates": 12, "epochs": 12, "runs"
 SEED_C_CHANGES: dict[str, tuple[float, float]] = {"carry_rate": (0.888, 0.938), "mean_occ": (0.403, 0.439)}
 
 
+# The seed's probe floor: "band-noise +-0.02" of mean occ (upstream RESULTS_memory.md).
+SEED_PROBE_FLOOR = 0.02
+
+
+def seed_floor_scenarios(epochs: int = 12) -> dict[str, float]:
+    """The two readings of the seed's probe floor as an epoch s.d. of mean occ at the seed's sizes: a 95%
+    band of one epoch's mean (``0.02/1.96``), or one s.d. of the late − early halves difference, which has
+    s.d. ``σ_e·sqrt(2/(T/2))`` (``0.02/sqrt(1/6 + 1/6)`` at 12 epochs)."""
+    half = epochs // 2
+    return {
+        "floor: 95% band": SEED_PROBE_FLOOR / 1.96,
+        "floor: halves s.d.": SEED_PROBE_FLOOR / float(np.sqrt(1 / half + 1 / (epochs - half))),
+    }
+
+
 def seed_slopes(epochs: int = 12) -> dict[str, dict[str, float]]:
     """Per-epoch slopes implied by the seed's C-arm changes under both readings."""
     out = {}
@@ -177,3 +192,75 @@ def size_for_power(
         if power_slope(slope, comps, nsim=nsim, **{**base, factor: int(v)}) >= target:
             return int(v)
     return None
+
+
+@dataclass(frozen=True)
+class ReplicateDesign:
+    """How many replicate pairs the study's primary contrast needs (the plan's replicate rule).
+
+    Each replicate pair gives one slope with standard error ``se_run`` (measured: the seed-0 pair's
+    cluster-robust standard error) plus between-run spread ``tau2``; the pairs are pooled by random
+    effects with the Hartung–Knapp interval, two-sided at ``alpha``. With equal standard errors that
+    pooled test is exactly a one-sample t-test on the runs' slopes, so the power of ``n`` runs is the
+    non-central t probability ``P(T'(n−1, ncp) > t_{1−α/2, n−1})``, ``ncp = effect·√n / sqrt(se_run² + tau2)``
+    (``replicate_power``; a test checks it against pooling simulated runs).
+    """
+
+    effect: float
+    se_run: float
+    tau2: float
+    alpha: float
+    target: float
+    powers: tuple[tuple[int, float], ...]  # (runs, power) from min to max
+    runs: int  # the number to run
+    met: bool  # whether ``runs`` reaches ``target``
+    runs_needed: int | None  # the smallest n (searched up to 64) that reaches it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def replicate_power(effect: float, se_run: float, runs: int, alpha: float, tau2: float = 0.0) -> float:
+    """Power of the random-effects (Hartung–Knapp) pooled test over ``runs`` replicate slopes to find
+    ``effect`` > 0 (see ``ReplicateDesign``)."""
+    if runs < 2:
+        raise ValueError("the pooled interval needs at least 2 runs")
+    if se_run <= 0 or tau2 < 0 or not 0 < alpha < 1:
+        raise ValueError("need se_run > 0, tau2 >= 0 and 0 < alpha < 1")
+    df = runs - 1
+    ncp = effect * np.sqrt(runs) / np.sqrt(se_run**2 + tau2)
+    return float(sps.nct.sf(sps.t.ppf(1 - alpha / 2, df), df, ncp))
+
+
+def replicates_for_power(
+    effect: float,
+    se_run: float,
+    *,
+    alpha: float,
+    target: float,
+    min_runs: int,
+    max_runs: int,
+    tau2: float = 0.0,
+) -> ReplicateDesign:
+    """The smallest ``n`` in ``[min_runs, max_runs]`` with ``replicate_power >= target`` (else ``max_runs``),
+    with the power of every ``n`` in that range and the ``n`` it would take (up to 64)."""
+    if not 2 <= min_runs <= max_runs:
+        raise ValueError("need 2 <= min_runs <= max_runs")
+    powers = tuple(
+        (n, replicate_power(effect, se_run, n, alpha, tau2)) for n in range(min_runs, max_runs + 1)
+    )
+    needed = next(
+        (n for n in range(2, 65) if replicate_power(effect, se_run, n, alpha, tau2) >= target), None
+    )
+    chosen = next((n for n, p in powers if p >= target), max_runs)
+    return ReplicateDesign(
+        effect=float(effect),
+        se_run=float(se_run),
+        tau2=float(tau2),
+        alpha=float(alpha),
+        target=float(target),
+        powers=powers,
+        runs=chosen,
+        met=dict(powers)[chosen] >= target,
+        runs_needed=needed,
+    )

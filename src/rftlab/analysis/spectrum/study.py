@@ -1,19 +1,34 @@
 """Summaries of the spectrum-memory study's runs (the numbers ``notebooks/02_memory.py`` shows).
 
-The replication unit of a training curve is the epoch (``docs/statistics.md`` §1): per-epoch means are
-the points of a trend; inside an epoch the band (row) is the unit, so per-epoch standard errors are taken
-over the rows' group means. ``compare_epochs`` reproduces the seed's epoch-0 vs final-epoch comparison
-on per-rollout values (Welch t and Mann–Whitney U) and repeats it on per-row means, the unit that is
-actually independent (the candidates of a row share a band).
+Inside an epoch the band (row) is the unit (``docs/statistics.md`` §1 and §6): per-epoch standard errors
+are taken over the rows' group means, slopes are fitted to row values with rows as clusters
+(``rftlab.analysis.contrasts``), and ``compare_epochs`` repeats the seed's epoch-0 vs final-epoch
+comparison on per-row means, never on rollouts (the candidates of a row share a band, so a per-rollout
+test counts one band twelve times). ``study_contrasts`` computes every contrast of the study's
+pre-registered plan (``rftlab.analysis.spectrum.plan``); ``seed_comparison`` sets the seed's published
+first → last readings beside the same readings of the simulated runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
+
+from rftlab.analysis.contrasts import (
+    ContrastFit,
+    RandomEffectsPool,
+    arm_rows,
+    contrast_slope,
+    paired_contrast,
+    random_effects_pool,
+)
+from rftlab.analysis.multiplicity import holm_adjust
+from rftlab.analysis.spectrum.plan import METRIC_LABELS, PlannedContrast, StudyPlan
+from rftlab.analysis.trends import slope_flatness
 
 
 def carry_of(record: Mapping[str, Any]) -> float | None:
@@ -70,26 +85,422 @@ def residual_sd(values: Sequence[float]) -> float:
 
 def compare_epochs(
     first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]], metric: str
-) -> dict[str, Any]:
-    """Epoch-0 vs final-epoch comparison of a per-rollout metric: Welch t and Mann–Whitney U (two-sided)
-    on per-rollout values (as the seed did) and on per-row means (the independent unit)."""
-    out: dict[str, Any] = {"metric": metric}
-    a = np.array([v for r in first if (v := _value(r, metric)) is not None])
-    b = np.array([v for r in last if (v := _value(r, metric)) is not None])
-    for unit, (x, y) in (("rollout", (a, b)), ("row", (row_means(first, metric), row_means(last, metric)))):
-        if x.size < 2 or y.size < 2:
-            continue
-        welch = sps.ttest_ind(y, x, equal_var=False)
-        both_constant = np.ptp(np.concatenate([x, y])) == 0
-        mwu_p = 1.0 if both_constant else float(sps.mannwhitneyu(y, x, alternative="two-sided").pvalue)
-        out[unit] = {
-            "n_first": int(x.size),
-            "n_last": int(y.size),
-            "mean_first": float(x.mean()),
-            "mean_last": float(y.mean()),
-            "diff": float(y.mean() - x.mean()),
-            "welch_t": float(welch.statistic) if np.isfinite(welch.statistic) else 0.0,
-            "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
-            "mannwhitney_p": mwu_p,
+) -> dict[str, Any] | None:
+    """Epoch-0 vs final-epoch comparison of a metric on per-row means (the independent unit: the
+    candidates of a row share a band; with epoch salts the two epochs' rows are different bands, so the
+    comparison is two-sample): Welch's t and the Mann–Whitney U test, two-sided. ``None`` with fewer than
+    two rows in either epoch."""
+    x, y = row_means(first, metric), row_means(last, metric)
+    if x.size < 2 or y.size < 2:
+        return None
+    welch = sps.ttest_ind(y, x, equal_var=False)
+    both_constant = np.ptp(np.concatenate([x, y])) == 0
+    mwu_p = 1.0 if both_constant else float(sps.mannwhitneyu(y, x, alternative="two-sided").pvalue)
+    return {
+        "metric": metric,
+        "n_first": int(x.size),
+        "n_last": int(y.size),
+        "mean_first": float(x.mean()),
+        "mean_last": float(y.mean()),
+        "diff": float(y.mean() - x.mean()),
+        "welch_t": float(welch.statistic) if np.isfinite(welch.statistic) else 0.0,
+        "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
+        "mannwhitney_p": mwu_p,
+    }
+
+
+# ------------------------------------------------------------------ contrasts of the study plan
+
+
+@dataclass(frozen=True)
+class ContrastResult:
+    """One planned contrast, computed (docs/spectrum.md, "The analysis plan").
+
+    ``fits`` holds one row-paired fit per replicate pair (seed, treatment run, control run, fit); with two
+    or more pairs ``pooled`` is their random-effects pool and the estimate is the pooled one. ``p_difference``
+    is two-sided for slope ≠ 0; ``p_equivalence`` is twice the larger TOST p-value, so that ``< alpha``
+    means the two-sided ``1 − alpha`` interval lies inside ``±epsilon`` (docs/statistics.md §2).
+    ``p_family`` is the p-value of the planned hypothesis, Holm-adjusted (``p_adjusted``) across the
+    confirmatory family; exploratory contrasts keep it unadjusted.
+    """
+
+    planned: PlannedContrast
+    fits: tuple[tuple[int, str, str, ContrastFit], ...]
+    pooled: RandomEffectsPool | None
+    estimate: float
+    se: float
+    ci: tuple[float, float]
+    df: float
+    epsilon: float | None
+    p_difference: float
+    p_equivalence: float | None
+    p_adjusted: float
+    alpha: float
+    epochs: int
+
+    @property
+    def id(self) -> str:
+        return self.planned.id
+
+    @property
+    def p_family(self) -> float:
+        if self.planned.hypothesis == "equivalence":
+            assert self.p_equivalence is not None
+            return self.p_equivalence
+        return self.p_difference
+
+    @property
+    def shared_bands(self) -> float:
+        return float(np.mean([f.shared_bands for *_, f in self.fits]))
+
+    @property
+    def within_epsilon(self) -> bool | None:
+        if self.epsilon is None:
+            return None
+        return -self.epsilon < self.ci[0] and self.ci[1] < self.epsilon
+
+    @property
+    def claim(self) -> bool:
+        """Whether the planned hypothesis is supported at ``alpha`` (Holm-adjusted when confirmatory)."""
+        return self.p_adjusted < self.alpha
+
+    def agreement(self) -> str:
+        """``k of n runs`` whose own CI excludes 0 on the estimate's side (a single run: ``1 run``)."""
+        if self.pooled is None:
+            return "1 run"
+        return self.pooled.agreement()
+
+    def verdict(self) -> str:
+        """The planned hypothesis's verdict in words, with the other fact beside it."""
+        eps = self.epsilon
+        band = f"±{eps:.2g}/epoch" if eps is not None else None
+        excludes0 = self.ci[0] > 0 or self.ci[1] < 0
+        if self.planned.hypothesis == "equivalence":
+            if self.claim:
+                return f"equivalent within {band}" + (" (yet the CI excludes 0)" if excludes0 else "")
+            return f"not shown equivalent within {band}" + (
+                "; differs from 0" if excludes0 else "; CI includes 0"
+            )
+        if self.claim:
+            side = "higher" if self.estimate > 0 else "lower"
+            words = f"{self.planned.treatment}'s slope is {side}"
+            return words + (f" (but within {band})" if self.within_epsilon else "")
+        if self.within_epsilon:
+            return f"no difference shown; within {band}"
+        return "no difference shown (absence of evidence)"
+
+    def row(self) -> dict[str, Any]:
+        """The contrast-table row (arm pair, metric, slope, CI, verdict …)."""
+        label = "confirmatory (Holm)" if self.planned.family == "confirmatory" else "exploratory"
+        return {
+            "contrast": f"{self.planned.treatment} − {self.planned.control}",
+            "metric": METRIC_LABELS[self.planned.metric],
+            "test": f"{self.planned.hypothesis}, {label}",
+            "bands shared": f"{self.shared_bands:.0%}",
+            "runs": self.agreement(),
+            "slope / epoch": self.estimate,
+            f"{1 - self.alpha:.0%} CI": (self.ci[0], self.ci[1]),
+            "over the run": self.estimate * (self.epochs - 1),
+            "ε / epoch": self.epsilon,
+            "p": self.p_family,
+            "p (Holm)": self.p_adjusted if self.planned.family == "confirmatory" else None,
+            "verdict": self.verdict(),
         }
+
+
+def _tost_p(estimate: float, se: float, df: float, epsilon: float) -> float:
+    if se <= 0:
+        return 0.0 if abs(estimate) < epsilon else 1.0
+    t = sps.t(df)
+    return float(min(1.0, 2 * max(t.sf((estimate + epsilon) / se), t.cdf((estimate - epsilon) / se))))
+
+
+def replicate_pairs(
+    plan: StudyPlan, contrast: PlannedContrast, available: Iterable[str]
+) -> list[tuple[int, str, str]]:
+    """``(seed, treatment arm, control arm)`` pairs of a contrast: every seed both replicated arms have
+    when the contrast is between the plan's two replicated arms, else the seed-0 pair alone."""
+    have = set(available)
+    if {contrast.treatment, contrast.control} == set(plan.replicates.arms):
+        pairs = []
+        for seed in range(plan.replicates.max_runs):
+            t = plan.replicate_name(contrast.treatment, seed)
+            c = plan.replicate_name(contrast.control, seed)
+            if t in have and c in have:
+                pairs.append((seed, t, c))
+        return pairs
+    return (
+        [(0, contrast.treatment, contrast.control)] if {contrast.treatment, contrast.control} <= have else []
+    )
+
+
+def metric_value(metric: str):
+    """The per-rollout value of a plan metric (``carry`` is the env's carry-rate, or the notepad carry)."""
+    return carry_of if metric == "carry" else (lambda r: None if r.get(metric) is None else float(r[metric]))
+
+
+def compute_contrast(
+    plan: StudyPlan, contrast: PlannedContrast, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+) -> tuple[tuple[tuple[int, str, str, ContrastFit], ...], RandomEffectsPool | None]:
+    """The row-paired fit of every replicate pair of ``contrast`` and, with two or more, their pool."""
+    pairs = replicate_pairs(plan, contrast, rollouts)
+    if not pairs:
+        raise ValueError(f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}")
+    value = metric_value(contrast.metric)
+    fits = tuple(
+        (seed, t, c, paired_contrast(rollouts[t], rollouts[c], value, plan.interval_level))
+        for seed, t, c in pairs
+    )
+    pooled = None
+    if len(fits) >= 2:
+        pooled = random_effects_pool(
+            [f.slope for *_, f in fits],
+            [f.slope_se for *_, f in fits],
+            plan.interval_level,
+            dfs=[f.df_resid for *_, f in fits],
+        )
+    return fits, pooled
+
+
+def study_contrasts(
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+) -> list[ContrastResult]:
+    """Every contrast of the plan on the runs given (arm name -> per-epoch rollout records), with Holm's
+    adjustment across the confirmatory family. A contrast whose arms have no runs is refused."""
+    partial = []
+    for contrast in plan.contrasts:
+        fits, pooled = compute_contrast(plan, contrast, rollouts)
+        if pooled is not None:
+            est, se, ci, df, p = pooled.estimate, pooled.se, pooled.ci, float(pooled.df), pooled.p_value
+        else:
+            f = fits[0][3]
+            est, se, ci, df, p = f.slope, f.slope_se, f.slope_ci, f.df_resid, f.p_value
+        eps = plan.epsilon(contrast.metric)
+        p_eq = None if eps is None else _tost_p(est, se, df, eps)
+        partial.append((contrast, fits, pooled, est, se, ci, df, eps, p, p_eq))
+    family = [i for i, item in enumerate(partial) if item[0].family == "confirmatory"]
+    family_p = [partial[i][9] if partial[i][0].hypothesis == "equivalence" else partial[i][8] for i in family]
+    adjusted = dict(zip(family, holm_adjust(family_p), strict=True)) if family else {}
+    out = []
+    for i, (contrast, fits, pooled, est, se, ci, df, eps, p, p_eq) in enumerate(partial):
+        own = p_eq if contrast.hypothesis == "equivalence" else p
+        out.append(
+            ContrastResult(
+                planned=contrast,
+                fits=fits,
+                pooled=pooled,
+                estimate=est,
+                se=se,
+                ci=(float(ci[0]), float(ci[1])),
+                df=df,
+                epsilon=eps,
+                p_difference=p,
+                p_equivalence=p_eq,
+                p_adjusted=float(adjusted.get(i, own)),
+                alpha=plan.alpha,
+                epochs=plan.epochs,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ single arms, replicates, the seed
+
+
+def arm_slope(
+    by_epoch: Sequence[Sequence[Mapping[str, Any]]], metric: str, level: float = 0.95
+) -> ContrastFit:
+    """An arm's own slope per epoch of ``metric``, rows as clusters (``arm_rows``)."""
+    return contrast_slope(arm_rows(by_epoch, metric_value(metric)), level)
+
+
+def arm_trend_rows(
+    plan: StudyPlan,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    arms: Sequence[str],
+    metrics: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Per arm and metric: first and last epoch, early and late halves, the row-clustered slope with its
+    CI and the plan's equivalence verdict (exploratory: a single arm's trend is not a contrast)."""
+    out = []
+    for arm in arms:
+        for metric in metrics:
+            try:
+                fit = arm_slope(rollouts[arm], metric, plan.interval_level)
+            except ValueError:  # no value of the metric in this arm (e.g. an echo carry in a notepad arm)
+                continue
+            eps = plan.epsilon(metric)
+            out.append(
+                {
+                    "arm": arm,
+                    "metric": METRIC_LABELS[metric],
+                    "first": fit.first,
+                    "last": fit.last,
+                    "early": fit.early,
+                    "late": fit.late,
+                    "slope / epoch": fit.slope,
+                    "ci": fit.slope_ci,
+                    "over the run": fit.slope * (plan.epochs - 1),
+                    "within ±ε": None if eps is None else slope_flatness(fit, eps).verdict,
+                    "fit": fit,
+                }
+            )
+    return out
+
+
+def replicate_pool(
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], arm: str, metric: str
+) -> tuple[list[tuple[str, ContrastFit]], RandomEffectsPool | None]:
+    """The row-clustered slope of every replicate of ``arm`` that was run, and their random-effects pool."""
+    fits = []
+    for seed in range(plan.replicates.max_runs):
+        name = plan.replicate_name(arm, seed)
+        if name in rollouts:
+            fits.append((name, arm_slope(rollouts[name], metric, plan.interval_level)))
+    if len(fits) < 2:
+        return fits, None
+    return fits, random_effects_pool(
+        [f.slope for _, f in fits],
+        [f.slope_se for _, f in fits],
+        plan.interval_level,
+        dfs=[f.df_resid for _, f in fits],
+    )
+
+
+# The seed's published readings (upstream RESULTS_memory.md and MEMO_memory_training.html, Qwen3-1.7B on
+# Fireworks): first → last epoch where it gives them, and the direction it reports.
+SEED_READINGS: tuple[dict[str, Any], ...] = (
+    {
+        "arm": "A",
+        "metric": "mean_occ",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "0.472, flat",
+    },
+    {
+        "arm": "A",
+        "metric": "carry",
+        "first": 0.967,
+        "last": 0.972,
+        "direction": "up",
+        "note": "0.967 → 0.972",
+    },
+    {
+        "arm": "B",
+        "metric": "mean_occ",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "0.356, flat",
+    },
+    {
+        "arm": "B",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "gain flat",
+    },
+    {
+        "arm": "C",
+        "metric": "mean_occ",
+        "first": 0.403,
+        "last": 0.439,
+        "direction": "up",
+        "note": "0.403 → 0.439",
+    },
+    {
+        "arm": "C",
+        "metric": "carry",
+        "first": 0.888,
+        "last": 0.938,
+        "direction": "up",
+        "note": "0.888 → 0.938",
+    },
+    {
+        "arm": "C",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "up",
+        "note": "rose (no numbers)",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "mean_occ",
+        "first": 0.401,
+        "last": 0.425,
+        "direction": "up",
+        "note": "0.401 → 0.425",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "carry",
+        "first": 0.900,
+        "last": 0.935,
+        "direction": "up",
+        "note": "0.900 → 0.935",
+    },
+    {
+        "arm": "C_prime",
+        "metric": "memory_gain",
+        "first": None,
+        "last": None,
+        "direction": "flat",
+        "note": "did not rise (did not replicate C)",
+    },
+    {
+        "arm": "D",
+        "metric": "memory_gain",
+        "first": 0.055,
+        "last": -0.008,
+        "direction": "down",
+        "note": "+0.055 → −0.008 over 20 epochs (notepad erodes)",
+    },
+)
+
+
+def _direction(fit: ContrastFit, epsilon: float | None) -> str:
+    lo, hi = fit.slope_ci
+    if lo > 0:
+        return "up"
+    if hi < 0:
+        return "down"
+    if epsilon is not None and -epsilon < lo and hi < epsilon:
+        return "flat"
+    return "unclear"
+
+
+def seed_comparison(
+    plan: StudyPlan,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    readings: Sequence[Mapping[str, Any]] = SEED_READINGS,
+) -> list[dict[str, Any]]:
+    """The seed's reading (first → last epoch) beside ours (first → last epoch, early → late halves, the
+    row-clustered slope) and whether the directions agree. Ours is "flat" only when the slope's CI lies
+    inside the plan's ``±ε``, "unclear" when it includes 0 but reaches outside."""
+    out = []
+    for r in readings:
+        if r["arm"] not in rollouts:
+            continue
+        fit = arm_slope(rollouts[r["arm"]], r["metric"], plan.interval_level)
+        ours = _direction(fit, plan.epsilon(r["metric"]))
+        seed_change = None if r["first"] is None else r["last"] - r["first"]
+        out.append(
+            {
+                "arm": r["arm"],
+                "metric": METRIC_LABELS[r["metric"]],
+                "seed: first → last": r["note"],
+                "seed change": seed_change,
+                "ours: first → last": (fit.first, fit.last),
+                "our change": fit.last - fit.first,
+                "ours: early → late": (fit.early, fit.late),
+                "our slope / epoch": fit.slope,
+                "ci": fit.slope_ci,
+                "seed direction": r["direction"],
+                "our direction": ours,
+                "agree": ours == r["direction"],
+            }
+        )
     return out

@@ -122,7 +122,7 @@ def policy_table_rows(
     summaries: Mapping[str, Mapping[str, Any]], descriptions: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """One display row per policy of an arm's episode summaries (``summarize_episodes`` output):
-    the occupied-IoU halves, ``memory_gain ± s.e.``, available-IoU, carry-rate and report size."""
+    the occupied-IoU halves, ``memory_gain ± 1 s.e.`` (over episodes), available-IoU, carry-rate and report size."""
     from rftlab.analysis.display import MISSING, pm
 
     rows = []
@@ -136,7 +136,7 @@ def policy_table_rows(
                 "mean_occ": s["mean_occ"],
                 "early_occ": s["early_occ"],
                 "late_occ": s["late_occ"],
-                "memory_gain ± s.e.": pm(s["memory_gain"], s["memory_gain_se"]),
+                "memory_gain ± 1 s.e.": pm(s["memory_gain"], s["memory_gain_se"]),
                 "mean_avail": s["mean_avail"],
                 "carry_rate": MISSING if carry is None else f"{carry:.3f}",
                 "report size": s["report_size"],

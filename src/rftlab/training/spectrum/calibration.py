@@ -3,6 +3,8 @@
 ``measure_untrained(variant)`` plays the untrained policy (echo arm, temperature 1.2) on fresh bands and
 returns the measured epoch metrics; ``calibrate_carry_bias(target)`` bisects the carry bias until the
 measured carry-rate hits the target (the values stored in ``CALIBRATED_CARRY_BIAS`` came from it).
+``calibration_check`` re-measures both variants on the bisection's own rows and RNG seed (which match
+by construction) and on held-out rows with another RNG seed (which test the calibration).
 """
 
 from __future__ import annotations
@@ -35,8 +37,21 @@ def measure_untrained(
         res = sampler.run(th, temperature, f"{row_prefix}_{i}", "", np.random.default_rng([seed, i]))
         records.extend(res.records)
     out = summarize_rollouts(records)
-    out.update(variant=variant, rows=rows, candidates=candidates, temperature=temperature)
+    per_row: dict[str, list[float]] = {}
+    for r in records:
+        if r.get("carry_rate") is not None:
+            per_row.setdefault(r["row_id"], []).append(float(r["carry_rate"]))
+    row_means = np.array([np.mean(v) for v in per_row.values()])
+    out["carry_rate_se"] = (
+        float(row_means.std(ddof=1) / np.sqrt(row_means.size)) if row_means.size > 1 else None
+    )
+    out.update(variant=variant, rows=rows, candidates=candidates, temperature=temperature, seed=seed)
     return out
+
+
+# The bisection's rows and RNG seed (``calibrate_carry_bias`` measures with these), and a held-out set.
+BISECTION_SAMPLE: tuple[str, int] = ("calib", 12345)
+HELD_OUT_SAMPLE: tuple[str, int] = ("heldout", 20261201)
 
 
 def calibrate_carry_bias(
@@ -87,4 +102,30 @@ def calibration_table(rows: int = 48, candidates: int = 12) -> list[dict[str, An
                 "rollouts": m["n_rollouts"],
             }
         )
+    return out
+
+
+def calibration_check(rows: int = 48, candidates: int = 12) -> list[dict[str, Any]]:
+    """Both prompt variants' untrained carry-rate against its target on the bisection sample (rows
+    ``calib_<i>``, RNG seed 12345: equal by construction) and on a held-out sample (rows ``heldout_<i>``,
+    another RNG seed: the real check), with the s.e. over rows and the gap in s.e. units."""
+    out = []
+    samples = {"bisection rows and seed": BISECTION_SAMPLE, "held-out rows, other seed": HELD_OUT_SAMPLE}
+    for variant, target in TARGET_CARRY.items():
+        for label, (prefix, seed) in samples.items():
+            m = measure_untrained(variant, rows=rows, candidates=candidates, seed=seed, row_prefix=prefix)
+            se = m["carry_rate_se"]
+            out.append(
+                {
+                    "variant": variant,
+                    "sample": label,
+                    "rows": f"{prefix}_0..{rows - 1}",
+                    "rng seed": seed,
+                    "target carry": target,
+                    "measured carry": m["carry_rate"],
+                    "s.e. (rows)": se,
+                    "gap / s.e.": (m["carry_rate"] - target) / se if se else None,
+                    "mean occ": m["mean_occ"],
+                }
+            )
     return out

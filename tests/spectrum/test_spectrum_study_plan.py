@@ -1,0 +1,219 @@
+"""The memory study's analysis plan: loading and validation, the planned contrasts on constructed runs
+whose contrasts are known, Holm across the confirmatory family, and the whole study on a tiny size."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rftlab.analysis.multiplicity import holm_adjust
+from rftlab.analysis.spectrum.plan import load_study_plan
+from rftlab.analysis.spectrum.study import replicate_pairs, study_contrasts
+from rftlab.runs.hashing import file_sha256
+from rftlab.runs.paths import PROJECT_ROOT
+
+PLAN = PROJECT_ROOT / "data" / "specs" / "study_spectrum_memory.json"
+SPECS = PROJECT_ROOT / "data" / "specs"
+
+
+def test_the_committed_plan_loads_with_its_hash_and_margins():
+    loaded = load_study_plan(PLAN)
+    plan = loaded.plan
+    assert loaded.sha256 == file_sha256(PLAN)
+    assert plan.primary_metric == "memory_gain"
+    assert plan.primary_contrast == "C-B_prime.memory_gain"
+    assert plan.multiplicity == "holm" and plan.interval_level == pytest.approx(1 - plan.alpha)
+    # margins are over the run (first to last epoch) and used per epoch
+    assert plan.epsilon("mean_occ") == pytest.approx(0.012 / 11)
+    assert plan.epsilon("carry") == pytest.approx(0.0167 / 11)
+    assert plan.replicate_name("C", 0) == "C" and plan.replicate_name("C", 1) == "C_prime"
+    assert plan.replicate_name("B_prime", 2) == "B_prime_seed2"
+    assert {c.family for c in plan.contrasts} == {"confirmatory", "exploratory"}
+    assert plan.family_of("C-B_prime.memory_gain") == "confirmatory"
+    assert plan.family_of("first-vs-last.C.memory_gain") == "exploratory"
+    for arm in plan.arms:  # every arm of the plan has a spec file
+        assert (SPECS / f"spectrum_{arm}.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(alpha=0.1), "interval_level"),
+        (lambda d: d.update(primary_contrast="nope"), "primary_contrast"),
+        (lambda d: d["contrasts"].append(dict(d["contrasts"][0])), "unique"),
+        (lambda d: d["contrasts"][0].update(control="Z"), "not among the plan's arms"),
+        (lambda d: d["equivalence_margins"].pop("carry"), "equivalence margin"),
+        (lambda d: d["contrasts"][0].update(family="exploratory"), "must be confirmatory"),
+        (
+            lambda d: d["equivalence_margins"]["carry"].update(over_run=-0.1),
+            "equivalence_margins.carry.over_run",
+        ),
+        (lambda d: d["replicates"].update(min_runs=5), "min_runs"),
+        (lambda d: d.update(surprise=1), "surprise"),
+    ],
+)
+def test_a_bad_plan_is_refused_with_the_field_named(tmp_path, edit, message):
+    data = json.loads(PLAN.read_text())
+    edit(data)
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message):
+        load_study_plan(bad)
+
+
+# --------------------------------------------------------------------------- constructed study runs
+
+EPOCHS, ROWS, CANDS = 12, 24, 3
+# arm -> (row group sharing bands, slope of memory_gain, slope of mean_occ, slope of carry)
+TRUE = {
+    "probe": ("sc1/0", 0.0, 0.0005, 0.0),
+    "A": ("sc1/0", 0.0, 0.0012, 0.0010),
+    "B": ("sc1/0", 0.0, 0.0005, 0.0010),
+    "C": ("sc2/0", 0.003, 0.002, 0.004),
+    "B_prime": ("sc2/0", 0.0, 0.001, 0.004),
+    "C_prime": ("sc2/1", 0.003, 0.002, 0.004),
+    "B_prime_seed1": ("sc2/1", 0.0, 0.001, 0.004),
+    "C_seed2": ("sc2/2", 0.003, 0.002, 0.004),
+    "B_prime_seed2": ("sc2/2", 0.0, 0.001, 0.004),
+    "D": ("np/0", 0.001, 0.001, 0.0),
+    "D_cost": ("np/0", 0.001, 0.001, 0.0),
+}
+
+
+def _runs(seed: int = 0, luck_sd: float = 0.05) -> dict[str, list[list[dict]]]:
+    rng = np.random.default_rng(seed)
+    groups = sorted({g for g, *_ in TRUE.values()})
+    luck = {g: rng.normal(0, luck_sd, (EPOCHS, ROWS, 3)) for g in groups}  # shared band luck per metric
+    out = {}
+    for arm, (group, *slopes) in TRUE.items():
+        epochs = []
+        for e in range(EPOCHS):
+            recs = []
+            for r in range(ROWS):
+                for c in range(CANDS):
+                    vals = [
+                        0.2 + s * e + luck[group][e, r, k] + rng.normal(0, 0.002)
+                        for k, s in enumerate(slopes)
+                    ]
+                    recs.append(
+                        {
+                            "row_id": f"{group.split('/')[0]}_{r}",
+                            "band_seed": f"{group}:{e}:{r}",
+                            "candidate": c,
+                            "memory_gain": vals[0],
+                            "mean_occ": vals[1],
+                            "carry_rate": vals[2],
+                        }
+                    )
+            epochs.append(recs)
+        out[arm] = epochs
+    return out
+
+
+def test_planned_contrasts_recover_known_slopes_with_holm_over_the_confirmatory_family():
+    plan = load_study_plan(PLAN).plan
+    results = {r.id: r for r in study_contrasts(plan, _runs())}
+    assert set(results) == {c.id for c in plan.contrasts}
+    primary = results["C-B_prime.memory_gain"]
+    assert len(primary.fits) == 3 and primary.pooled is not None  # three seed-matched pairs
+    assert primary.shared_bands == 1.0
+    assert primary.ci[0] < 0.003 < primary.ci[1]
+    assert primary.claim and primary.agreement() == "3 of 3 runs"
+    assert primary.verdict().startswith("C's slope is higher")
+    occ = results["C-B_prime.mean_occ"]
+    assert occ.ci[0] < 0.001 < occ.ci[1]
+    carry = results["C-B_prime.carry"]
+    assert not carry.claim and carry.within_epsilon  # the same carry trend with a scrambled list
+    b_probe = results["B-probe.mean_occ"]
+    assert b_probe.claim and b_probe.verdict().startswith("equivalent within")
+    # Holm: the adjusted p-values are Holm's of the family's own p-values, in plan order
+    family = [results[c.id] for c in plan.confirmatory()]
+    assert [r.p_adjusted for r in family] == pytest.approx(list(holm_adjust([r.p_family for r in family])))
+    for r in results.values():
+        if r.planned.family == "exploratory":
+            assert r.p_adjusted == r.p_family
+    # contrasts between arms on other rows say so
+    assert results["C-probe.memory_gain"].shared_bands == 0.0
+    d_a = results["D-A.mean_occ"]
+    assert d_a.shared_bands == 0.0 and d_a.ci[0] < 0.001 - 0.0012 < d_a.ci[1]
+
+
+def test_replicate_pairs_match_seeds_and_fall_back_to_seed_zero():
+    plan = load_study_plan(PLAN).plan
+    by_id = {c.id: c for c in plan.contrasts}
+    have = ["C", "B_prime", "C_prime", "B_prime_seed1", "C_seed2", "probe"]
+    assert replicate_pairs(plan, by_id["C-B_prime.memory_gain"], have) == [
+        (0, "C", "B_prime"),
+        (1, "C_prime", "B_prime_seed1"),
+    ]
+    assert replicate_pairs(plan, by_id["C-probe.mean_occ"], have) == [(0, "C", "probe")]
+    assert replicate_pairs(plan, by_id["B-probe.mean_occ"], have) == []
+    with pytest.raises(ValueError, match="no runs"):
+        study_contrasts(plan, {k: v for k, v in _runs().items() if k != "B"})
+
+
+def test_the_whole_study_runs_at_a_tiny_size_and_is_reused(tmp_path):
+    from rftlab.studies.spectrum import run_memory_study
+
+    sizes = {"rows": 3, "response_candidates": 3, "epochs": 3}
+    study = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
+    plan = study.plan.plan
+    design = study.replicate_design
+    assert plan.replicates.min_runs <= design.runs <= plan.replicates.max_runs
+    assert [n for n, _ in design.powers] == list(
+        range(plan.replicates.min_runs, plan.replicates.max_runs + 1)
+    )
+    expected = set(plan.arms) | {
+        plan.replicate_name(a, s) for a in plan.replicates.arms for s in range(design.runs)
+    }
+    assert set(study.runs) == expected
+    assert study.specs["C_seed2"].seed == 2 and study.specs["C_seed2"].prompt == "weak"
+    assert study.specs["B_prime_seed2"].memory == "scrambled"
+    assert len(study.primary.fits) == design.runs
+    again = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
+    assert {k: r.path for k, r in again.runs.items()} == {k: r.path for k, r in study.runs.items()}
+    assert [c.estimate for c in again.contrasts] == [c.estimate for c in study.contrasts]
+
+
+def test_compare_epochs_tests_row_means_not_rollouts():
+    from scipy import stats
+
+    from rftlab.analysis.spectrum.study import compare_epochs, row_means
+
+    runs = _runs(seed=5)
+    first, last = runs["C"][0], runs["C"][-1]
+    out = compare_epochs(first, last, "memory_gain")
+    x, y = row_means(first, "memory_gain"), row_means(last, "memory_gain")
+    assert (out["n_first"], out["n_last"]) == (ROWS, ROWS)  # rows, not the 72 rollouts
+    assert out["welch_p"] == pytest.approx(stats.ttest_ind(y, x, equal_var=False).pvalue)
+    assert out["diff"] == pytest.approx(y.mean() - x.mean())
+    assert compare_epochs(first[:1], last, "memory_gain") is None
+
+
+def test_arm_slopes_replicate_pool_and_the_seed_comparison():
+    from rftlab.analysis.spectrum.study import arm_slope, replicate_pool, seed_comparison
+
+    plan = load_study_plan(PLAN).plan
+    runs = _runs(seed=6, luck_sd=0.01)  # a single arm's slope keeps its band luck: less of it here
+    fit = arm_slope(runs["C"], "memory_gain")
+    assert fit.slope_ci[0] < 0.003 < fit.slope_ci[1] and fit.shared_bands == 1.0
+    fits, pool = replicate_pool(plan, runs, "C", "memory_gain")
+    assert [name for name, _ in fits] == ["C", "C_prime", "C_seed2"]
+    assert pool.n_runs == 3 and abs(pool.estimate - 0.003) < 4 * pool.fixed_se
+    rows = {(r["arm"], r["metric"]): r for r in seed_comparison(plan, runs)}
+    # constructed: C rises in all three metrics (the seed: up), D's memory_gain rises (the seed: down)
+    assert rows["C", "occ"]["our direction"] == "up" and rows["C", "occ"]["agree"]
+    assert rows["D", "memory_gain"]["our direction"] == "up" and not rows["D", "memory_gain"]["agree"]
+    assert rows["B", "occ"]["seed change"] is None  # the seed gives no first/last numbers for B's occ
+    # flat needs the CI inside the plan's margin: B's memory_gain has slope 0 and a tight CI here
+    assert rows["B", "memory_gain"]["our direction"] == "flat" and rows["B", "memory_gain"]["agree"]
+
+
+def test_seed_floor_scenarios():
+    from rftlab.analysis.spectrum.power import seed_floor_scenarios
+
+    f = seed_floor_scenarios(12)
+    assert f["floor: 95% band"] == pytest.approx(0.02 / 1.96)
+    assert f["floor: halves s.d."] == pytest.approx(0.02 / np.sqrt(1 / 6 + 1 / 6))
