@@ -53,6 +53,9 @@ class GS1Backend:
     # a seed on every sampling request (local: reproducible runs); never on the service, whose seed
     # handling is unreliable (tinker-feedback #79, tinker-cookbook #206): rl_loop.sample_requests
     send_seeds: bool = True
+    # check (c) of the preflight (loss and gradient against references): a float64 twin of the local
+    # service, so float32 rounding of a loss whose terms cancel decides nothing; None: service_client
+    reference_client: Any = None
 
 
 def default_backend() -> str:
@@ -155,4 +158,13 @@ def make_gs1_backend(
         arms = quick_arms(arms)
     if task is None:
         task = local_task(max(cfg.n_train for cfg in arms.values()))
-    return GS1Backend(name, service, renderer, task, arms, warm, send_seeds=name != "tinker")
+    reference = None
+    if name == "local":
+        import torch
+
+        reference = LocalServiceClient(
+            storage_dir=local_storage_dir(root) / "float64", model_dirs=model_dirs, dtype=torch.float64
+        )
+    return GS1Backend(
+        name, service, renderer, task, arms, warm, send_seeds=name != "tinker", reference_client=reference
+    )

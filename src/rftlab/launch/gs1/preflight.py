@@ -540,8 +540,11 @@ def run_preflight(
     spec_sha256: str | None = None,
     baseline_arm: str = "grpo_gs8",
     send_seeds: bool = True,
+    reference_client: Any = None,
 ) -> PreflightReport:
-    """Every check, in order; a backend exception fails its check without stopping the others."""
+    """Every check, in order; a backend exception fails its check without stopping the others. Check (c)
+    runs on ``reference_client`` when given (the local backend's float64 twin), else on
+    ``service_client``."""
     tolerances = tolerances_from_spec(spec or {})
     grpo = arms[baseline_arm]
     checks = [_timed(check_estimators_offline, bandwidth=arms.get("gs1_kernel", grpo).bandwidth)]
@@ -558,7 +561,7 @@ def run_preflight(
 
         def make_client():
             return resolve(
-                service_client.create_lora_training_client(
+                (reference_client or service_client).create_lora_training_client(
                     base_model=grpo.base_model, rank=grpo.lora_rank, seed=grpo.seed
                 )
             )
