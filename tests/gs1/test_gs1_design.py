@@ -79,7 +79,7 @@ def test_revised_rule_power_and_error_against_the_single_sample_bound():
 
 def test_the_design_numbers_choose_the_revised_specs_method():
     rule, _ = load_decision_rule(DEFAULT_SPEC)
-    designs = ana.candidate_designs(rule, N, reps=2000)
+    designs = ana.candidate_designs(rule, N, reps=1000)
     assert [d.method for d in designs] == list(ana.FINITE_SAMPLE)
     chosen = ana.choose_method(designs)
     revised, _ = load_decision_rule(REVISED_SPEC)
