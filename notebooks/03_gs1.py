@@ -344,7 +344,7 @@ if runs:
             "model repeat legitimately). The sampler-vs-trainer KL compares the sampler's logprobs with the "
             "trainer's on the trained tokens each step"
             + (
-                ": the local backend samples and trains with one model, so it is 0 by construction here."
+                ": the local backend samples and trains with one model, so it is 0 up to float rounding here."
                 if backend.name == "local"
                 else "."
             )

@@ -492,7 +492,8 @@ def monitor_sentences(monitor: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 f"{info['ess_p10_min_step']}, median {info['ess_p10_median']:.2f}; "
                 + (
                     f"**below the gate's minimum {info['ess_min']:g} at {len(below)} of {info['steps']} steps** "
-                    f"({', '.join(map(str, below[:10]))}{'…' if len(below) > 10 else ''})"
+                    f"(step{'s' if len(below) > 1 else ''} {', '.join(map(str, below[:10]))}"
+                    f"{'…' if len(below) > 10 else ''})"
                     if below
                     else f"never below the gate's minimum {info['ess_min']:g}"
                 )
