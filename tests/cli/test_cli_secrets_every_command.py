@@ -339,6 +339,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "kernel_baseline",
         "--json",
     ],
+    ("gs1", "design"): lambda w, env: [str(SPECS / "gs1_vs_grpo.json"), "--discordance", "0.2", "--json"],
     # --backend local: with TINKER_API_KEY set (the sentinel) the default would be the paid Tinker service.
     ("gs1", "preflight"): lambda w, env: [
         "--backend",

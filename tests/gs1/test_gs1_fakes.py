@@ -2,8 +2,15 @@
 
 They enforce what the server enforces (the exact ``loss_fn_inputs`` keys, tensor lengths equal to the
 model input, no empty chunks) and record every call in order, so the loop tests can assert the datum
-layout, the losses requested, the optimizer parameters and the step order. Imported by the other
-``test_gs1_*`` files; the few tests here check the fakes and the network guard themselves.
+layout, the losses requested, the optimizer parameters and the step order. The method signatures are
+the tinker 0.38 SDK's (``save_state(name, ttl_seconds, overwrite, user_metadata)``,
+``RestClient.delete_checkpoint_from_tinker_path``); ``forward_backward`` returns per-datum trainer
+``logprobs`` like the service (equal to the sampler's, or shifted by ``trainer_logprob_shift`` to imitate
+a sampler/trainer mismatch). Sampling imitates the service's seed behaviour: a request without a seed
+draws fresh randomness; ``seed_duplicates=True`` imitates tinker-feedback #79 (a seed with
+``num_samples > 1`` returns one sample repeated); ``collapse=True`` a service that returns the same
+sample for every request of a prompt. Imported by the other ``test_gs1_*`` files; the few tests here
+check the fakes and the network guard themselves.
 """
 
 from __future__ import annotations
@@ -77,18 +84,32 @@ class FakeSamplingClient:
         self.tok = _TOKENIZER or fake_qwen_tokenizer()
 
     def sample(self, prompt, num_samples, sampling_params, **kw):
+        service = self.trainer.service
         self.trainer.calls.append(("sample", num_samples, sampling_params))
-        rng = np.random.default_rng(
-            _digest(prompt.to_ints(), sampling_params.seed, sampling_params.temperature)
-        )
+        seed = sampling_params.seed
+        if service.collapse:
+            seed = 0  # one sample per prompt, whatever the request says
+        elif seed is None:  # the service draws fresh randomness for an unseeded request
+            service.unseeded += 1
+            seed = ("unseeded", service.unseeded)
+        rng = np.random.default_rng(_digest(prompt.to_ints(), seed, sampling_params.temperature))
+        repeat = service.collapse or (service.seed_duplicates and sampling_params.seed is not None)
         stop = sampling_params.stop or []
         seqs = []
         offset = int(rng.integers(0, 3))
+        filler = "".join("abcdefgh"[int(x)] for x in rng.integers(0, 8, 6))  # many distinct responses
         for i in range(num_samples):  # answers cycle, so a group of 3 or more never has constant rewards
-            answer = 0 if sampling_params.temperature == 0 else (offset + i) % 3
-            toks = self.tok.encode(f"So \\boxed{{{answer}}}") + list(stop)
+            answer = 0 if sampling_params.temperature == 0 else (offset + (0 if repeat else i)) % 3
+            text = (
+                f"So \\boxed{{{answer}}}"
+                if sampling_params.temperature == 0
+                else f"{filler} so \\boxed{{{answer}}}"
+            )
+            toks = self.tok.encode(text) + list(stop)
             toks = toks[: sampling_params.max_tokens]
-            lps = -rng.uniform(0.05, 2.0, len(toks))
+            lps = -np.random.default_rng(_digest(toks)).uniform(
+                0.05, 2.0, len(toks)
+            )  # a function of the tokens
             seqs.append(
                 types.SampledSequence(
                     stop_reason="stop" if len(toks) < sampling_params.max_tokens else "length",
@@ -121,9 +142,22 @@ class FakeTrainingClient:
         loss = -sum(float(d.loss_fn_inputs["advantages"].to_numpy().sum()) for d in data)
         return Done(
             types.ForwardBackwardOutput(
-                loss_fn_output_type=loss_fn, loss_fn_outputs=[], metrics={"loss:sum": loss}
+                loss_fn_output_type=loss_fn,
+                loss_fn_outputs=self._trainer_logprobs(data),
+                metrics={"loss:sum": loss},
             )
         )
+
+    def _trainer_logprobs(self, data):
+        """Per datum, the trainer's logprobs of the targets: the sampler's (a faithful service), shifted
+        by ``trainer_logprob_shift`` over the response positions (advantage != 0)."""
+        outs = []
+        for d in data:
+            lp = d.loss_fn_inputs["logprobs"].to_numpy().astype(np.float32)
+            adv = d.loss_fn_inputs["advantages"].to_numpy()
+            lp = np.where(adv != 0, lp - self.service.trainer_logprob_shift, lp).astype(np.float32)
+            outs.append({"logprobs": types.TensorData.from_numpy(lp)})
+        return outs
 
     def forward(self, data, loss_fn):
         self.calls.append(("forward", loss_fn, list(data)))
@@ -144,8 +178,8 @@ class FakeTrainingClient:
         self.calls.append(("save_weights_and_get_sampling_client", self.version))
         return Done(FakeSamplingClient(self, self.version))
 
-    def save_state(self, name):
-        self.calls.append(("save_state", name))
+    def save_state(self, name, ttl_seconds=None, overwrite=False, user_metadata=None):
+        self.calls.append(("save_state", name, ttl_seconds))
         path = f"fake://state/{name}"
         self.service.states[path] = self.version
         return Done(types.SaveWeightsResponse(path=path))
@@ -155,11 +189,37 @@ class FakeTrainingClient:
         return Done(types.SaveWeightsForSamplerResponse(path=f"fake://sampler/{name}"))
 
 
+class FakeRestClient:
+    """``tinker.RestClient``'s checkpoint deletion."""
+
+    def __init__(self, service):
+        self.service = service
+
+    def delete_checkpoint_from_tinker_path(self, tinker_path):
+        self.service.calls.append(("delete_checkpoint", tinker_path))
+        if tinker_path not in self.service.states:
+            raise RuntimeError(f"checkpoint {tinker_path} not found")
+        del self.service.states[tinker_path]
+        return Done(None)
+
+
 class FakeServiceClient:
-    def __init__(self, models=((BASE_MODEL, True, True),)):
+    def __init__(
+        self,
+        models=((BASE_MODEL, True, True),),
+        seed_duplicates: bool = False,
+        collapse: bool = False,
+        trainer_logprob_shift: float = 0.0,
+    ):
         self.calls: list[tuple] = []
         self.states: dict[str, int] = {}
         self.models = models
+        self.seed_duplicates, self.collapse = seed_duplicates, collapse
+        self.trainer_logprob_shift = trainer_logprob_shift
+        self.unseeded = 0
+
+    def create_rest_client(self):
+        return FakeRestClient(self)
 
     def get_server_capabilities(self):
         return types.GetServerCapabilitiesResponse(

@@ -14,6 +14,7 @@ from rftlab.training.gs1.advantages import group_mean, kernel_baseline
 from rftlab.training.gs1.rl_loop import (
     GS1ArmConfig,
     ModelNotServedError,
+    ResumeError,
     arms_from_spec,
     check_model_served,
     make_datum,
@@ -101,18 +102,26 @@ def test_loop_step_order_losses_optimizer_and_logs(arm, renderer, tmp_path):
     ]
     assert order == [
         "create_lora_training_client",
-        *per_step * 3,
+        *per_step,
+        *(per_step + ["delete_checkpoint"]) * 2,  # the previous step's state, once the new one is logged
         "save_weights_for_sampler",
         "save_weights_and_get_sampling_client",
+        "delete_checkpoint",  # the last state, once the run is finished
     ]
+    saved = [c for c in service.calls if c[0] == "save_state"]
+    assert all(ttl == 7 * 24 * 3600 for _, _, ttl in saved)  # the cookbook's 7-day TTL
+    deleted = [c[1] for c in _calls(service, "delete_checkpoint")]
+    assert deleted == [f"fake://state/{cfg.arm}-step-{k:04d}" for k in range(3)] and service.states == {}
     for _, loss_fn, _ in _calls(service, "forward_backward"):
         assert loss_fn == "importance_sampling"
     for _, adam in _calls(service, "optim_step"):
         assert adam == types.AdamParams(learning_rate=4e-5, beta1=0.9, beta2=0.95, eps=1e-8)
     samples = _calls(service, "sample")
     train_samples = [s for s in samples if s[2].temperature == 1.0]
-    assert len(train_samples) == 3 * cfg.groups_per_batch
-    assert all(n == cfg.group_size and p.max_tokens == 64 for _, n, p in train_samples)
+    # one request per sample, each with its own seed, so group members never share a request or a seed
+    assert len(train_samples) == 3 * cfg.rollouts_per_step
+    assert all(n == 1 and p.max_tokens == 64 for _, n, p in train_samples)
+    assert len({p.seed for _, _, p in train_samples}) == len(train_samples)
     evals = [s for s in samples if s[2].temperature == 0.0]
     assert len(evals) == 12 and all(n == 1 for _, n, _ in evals)
     assert len(_calls(service, "compute_logprobs")) == 3 * cfg.groups_per_batch
@@ -125,6 +134,11 @@ def test_loop_step_order_losses_optimizer_and_logs(arm, renderer, tmp_path):
         assert m["state_path"].startswith("fake://state/")
         for key in ("reward_mean", "frac_nonzero_advantage", "loss_sum", "time_sample_s", "baseline_mean"):
             assert m[key] is not None
+        assert m["kl_sample_train_v1"] == 0.0 and m["n_kl_tokens"] > 0  # a faithful trainer: no drift
+        if cfg.group_size > 1:
+            assert m["distinct_samples_per_group_min"] >= 1 and m["groups_implausible_duplicates"] == 0
+        else:  # groups of one cannot collapse
+            assert m["distinct_samples_per_group_mean"] is None
     eval_rows = res.run.eval_items()
     assert [r["item_id"] for r in eval_rows] == [f"test-{i}" for i in range(12)]
     # greedy fake answers 0: correct exactly on the items whose answer is 0
@@ -173,32 +187,159 @@ def test_datums_carry_the_estimators_advantages_and_sampler_logprobs(renderer, t
     assert constant_groups > 0  # the GRPO skip rule was exercised
 
 
-@pytest.mark.parametrize("arm", ["grpo", "gs1"])
-def test_resume_after_interruption_gives_the_same_run(arm, renderer, tmp_path):
-    cfg = small(arm, steps=4)
-    whole = run_arm(cfg, FakeServiceClient(), renderer, toy_task(), RunStore(tmp_path / "a"), backend="local")
+def _versions(service):
+    """The optimizer-step count of the weights behind every sampler the loop asked for."""
+    return [c[1] for c in service.calls if c[0] == "save_weights_and_get_sampling_client"]
 
+
+def _same_rollouts(run_a, run_b, steps):
+    for step in range(steps):
+        a = [(x["prompt_id"], x["reward"], x["advantage"]) for x in run_a.rollouts(step)]
+        b = [(x["prompt_id"], x["reward"], x["advantage"]) for x in run_b.rollouts(step)]
+        assert a == b  # the GS1 window is rebuilt from the logged rollouts
+
+
+@pytest.mark.parametrize("arm", ["grpo", "gs1"])
+def test_normal_resume_continues_from_the_restored_client(arm, renderer, tmp_path):
+    """Stopped between steps (nothing half-written): the resumed run restores the last saved state and
+    trains on from it; it never creates a fresh LoRA (the bug: the restored client was replaced)."""
+    cfg = small(arm, steps=4)
+    whole_service = FakeServiceClient()
+    whole = run_arm(cfg, whole_service, renderer, toy_task(), RunStore(tmp_path / "a"), backend="local")
     store = RunStore(tmp_path / "b")
     service = FakeServiceClient()
     first = run_arm(cfg, service, renderer, toy_task(), store, backend="local", stop_after=2)
     assert not first.run.finished and first.steps_run == 2
+    assert list(service.states) == [f"fake://state/{cfg.arm}-step-0001"]  # only what resume needs
     service2 = FakeServiceClient()
     service2.states = service.states  # the saved states live on the service
-    (first.run.path / "rollouts" / "epoch-2.jsonl").write_text('{"half": "written"}\n')  # killed mid-step
     second = run_arm(cfg, service2, renderer, toy_task(), store, backend="local")
     assert second.origin == "resumed" and second.run.path == first.run.path and second.steps_run == 2
     assert service2.calls[0] == (
         "create_training_client_from_state_with_optimizer",
         f"fake://state/{cfg.arm}-step-0001",
     )
+    assert not _calls(service2, "create_lora_training_client")
+    # the samplers of steps 2 and 3 sit on weights after 2 and 3 optimizer steps, as in the whole run
+    assert _versions(service2)[:2] == _versions(whole_service)[2:4] == [2, 3]
     assert [m["step"] for m in second.run.metrics()] == [0, 1, 2, 3]
-    for step in range(4):
-        a = [(x["prompt_id"], x["reward"], x["advantage"]) for x in whole.run.rollouts(step)]
-        b = [(x["prompt_id"], x["reward"], x["advantage"]) for x in second.run.rollouts(step)]
-        assert a == b  # the GS1 window is rebuilt from the logged rollouts
+    _same_rollouts(whole.run, second.run, 4)
     assert whole.run.eval_items() == second.run.eval_items()
     third = run_arm(cfg, FakeServiceClient(), renderer, toy_task(), store, backend="local")
     assert third.origin == "reused" and third.steps_run == 0
+
+
+@pytest.mark.parametrize("arm", ["grpo", "gs1"])
+def test_resume_with_leftover_rollouts_redoes_the_step_from_the_restored_client(arm, renderer, tmp_path):
+    """Killed after writing step 2's rollouts but before its metrics: the step is redone from the state of
+    step 1, and the half-written file is kept aside, not read."""
+    cfg = small(arm, steps=4)
+    whole = run_arm(cfg, FakeServiceClient(), renderer, toy_task(), RunStore(tmp_path / "a"), backend="local")
+    store = RunStore(tmp_path / "b")
+    service = FakeServiceClient()
+    first = run_arm(cfg, service, renderer, toy_task(), store, backend="local", stop_after=2)
+    service2 = FakeServiceClient()
+    service2.states = service.states
+    (first.run.path / "rollouts" / "epoch-2.jsonl").write_text('{"half": "written"}\n')  # killed mid-step
+    second = run_arm(cfg, service2, renderer, toy_task(), store, backend="local")
+    assert second.origin == "resumed" and second.steps_run == 2
+    assert service2.calls[0][0] == "create_training_client_from_state_with_optimizer"
+    assert not _calls(service2, "create_lora_training_client")
+    assert _versions(service2)[:2] == [2, 3]
+    kept = first.run.path / "rollouts" / "interrupted" / "epoch-2-0.jsonl"
+    assert kept.read_text() == '{"half": "written"}\n'  # no data lost
+    _same_rollouts(whole.run, second.run, 4)
+    assert whole.run.eval_items() == second.run.eval_items()
+
+
+@pytest.mark.parametrize("arm", ["grpo", "gs1"])
+def test_interruption_after_rollouts_at_step_0_starts_a_fresh_lora(arm, renderer, tmp_path):
+    """Killed during step 0 after its rollouts were written: no state exists yet, so the run starts a fresh
+    seed-0 LoRA and redoes step 0 (it used to raise UnboundLocalError)."""
+    cfg = small(arm, steps=3)
+    whole = run_arm(cfg, FakeServiceClient(), renderer, toy_task(), RunStore(tmp_path / "a"), backend="local")
+    store = RunStore(tmp_path / "b")
+    run, origin = store.start_or_reuse(cfg.experiment, cfg.arm, cfg.to_dict(), backend="local", resume=True)
+    assert origin == "new"
+    run.write_rollouts(0, [{"prompt_id": "train-0", "reward": 1.0}])  # the killed process's only output
+    service = FakeServiceClient()
+    res = run_arm(cfg, service, renderer, toy_task(), store, backend="local")
+    assert res.origin == "resumed" and res.run.path == run.path and res.steps_run == 3 and res.run.finished
+    assert service.calls[0] == ("create_lora_training_client", BASE_MODEL, 32, 0)
+    assert not _calls(service, "create_training_client_from_state_with_optimizer")
+    assert (run.path / "rollouts" / "interrupted" / "epoch-0-0.jsonl").exists()
+    _same_rollouts(whole.run, res.run, 3)
+    assert whole.run.eval_items() == res.run.eval_items()
+
+
+def test_a_logged_step_without_a_state_cannot_be_resumed(renderer, tmp_path):
+    cfg = small("gs1")
+    store = RunStore(tmp_path)
+    run, _ = store.start_or_reuse(cfg.experiment, cfg.arm, cfg.to_dict(), backend="local", resume=True)
+    run.append_metrics({"step": 0, "reward_mean": 0.5})
+    with pytest.raises(ResumeError, match="no saved state"):
+        run_arm(cfg, FakeServiceClient(), renderer, toy_task(), store, backend="local")
+
+
+def test_a_failed_state_deletion_never_stops_the_run(renderer, tmp_path):
+    """Housekeeping only: the TTL expires what the loop could not delete."""
+    service = FakeServiceClient()
+
+    class BrokenRest:
+        def delete_checkpoint_from_tinker_path(self, path):
+            raise RuntimeError("service unavailable")
+
+    service.create_rest_client = BrokenRest
+    res = run_arm(small("grpo"), service, renderer, toy_task(), RunStore(tmp_path), backend="local")
+    assert res.run.finished and len(service.states) == 3
+    kept = res.run.record.provider["states_not_deleted"]
+    assert kept["count"] == 2 and "service unavailable" in kept["last"]  # the last state goes after finish
+
+
+def test_resumed_local_run_has_the_weights_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    """On the real local backend (tiny Qwen3, LoRA, importance_sampling, Adam, checkpoints on disk): a run
+    stopped after step 0 and resumed in a new service client ends with exactly the LoRA weights, rollouts
+    and evaluation of the same run trained without interruption. The reward is a stand-in (the parity of
+    the response length) so the untrained model gets non-constant rewards and really trains."""
+    import torch
+    from tinker_cookbook import renderers
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+    from rftlab.envs.gs1.task import local_task
+    from rftlab.training.gs1 import rl_loop
+    from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
+
+    monkeypatch.setattr(rl_loop, "grade", lambda text, answer: float(len(text) % 2))
+    cfg = GS1ArmConfig(
+        arm="grpo_gs8", estimator="group_mean", group_size=4, groups_per_batch=2, steps=3,
+        max_tokens=6, eval_max_tokens=6, n_train=8, n_eval=4, base_model=TINY_MODEL,
+        renderer_name="qwen3_5_disable_thinking", learning_rate=1e-2,
+    )  # fmt: skip
+    task = local_task(8)
+
+    def service(folder):
+        client = LocalServiceClient(storage_dir=tmp_path / folder)
+        return client, renderers.get_renderer(cfg.renderer_name, get_tokenizer(TINY_MODEL))
+
+    svc, renderer = service("a")
+    whole = run_arm(cfg, svc, renderer, task, RunStore(tmp_path / "runs_a"), backend="local")
+    svc_b, renderer = service("b")
+    store = RunStore(tmp_path / "runs_b")
+    first = run_arm(cfg, svc_b, renderer, task, store, backend="local", stop_after=1)
+    assert first.steps_run == 1 and not first.run.finished
+    svc_c, renderer = service("b")  # a new process: the state comes from disk
+    second = run_arm(cfg, svc_c, renderer, task, store, backend="local")
+    assert second.origin == "resumed" and second.steps_run == 2
+    assert any(m["n_datums"] > 0 for m in whole.run.metrics())  # it trained
+    _same_rollouts(whole.run, second.run, 3)
+    assert whole.run.eval_items() == second.run.eval_items()
+    a, b = svc._fetch(whole.final_path)["lora"], svc_c._fetch(second.final_path)["lora"]
+    assert a.keys() == b.keys()
+    init = LocalServiceClient(storage_dir=tmp_path / "init")
+    fresh = init.create_lora_training_client(TINY_MODEL, rank=cfg.lora_rank, seed=0).result().lora_state()
+    assert any(not torch.equal(a[k], fresh[k]) for k in a)  # the weights moved away from the init
+    for k in a:
+        assert torch.equal(a[k], b[k]), k  # bit for bit
 
 
 def test_model_not_served_is_a_clear_error(renderer, tmp_path):

@@ -133,3 +133,39 @@ def test_live_tinker_serves_the_spec_base_model():
         (Path(__file__).resolve().parents[2] / "data" / "specs" / "gs1_vs_grpo.json").read_text()
     )
     check_model_served(service_capabilities(tinker.ServiceClient()), spec["base_model"])
+
+
+@pytest.mark.slow
+def test_a_preflight_made_on_a_dirty_tree_is_never_reused(tmp_path):
+    """``study_preflight`` reuses a finished preflight only from the commit checked out now with a clean
+    tree: a local preflight made on uncommitted code is rerun once the code is committed, and the Tinker
+    handoff is then completed by the clean rerun, never by the dirty record."""
+    import sys
+
+    from rftlab.studies.gs1 import DEFAULT_SPEC, load_spec, study_preflight
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_gs1_fakes import TinyTorchServiceClient
+    from test_gs1_study import _backend
+
+    repo = _repo(tmp_path)
+    store = RunStore(tmp_path / "runs", repo=repo)
+    spec, sha = load_spec(DEFAULT_SPEC)
+    backend = _backend(TinyTorchServiceClient(), spec)
+    (repo / "loop.py").write_text("x = 2\n")  # uncommitted change
+    dirty, dirty_path = study_preflight(backend, spec, sha, store)
+    assert dirty["status"] == "passed"
+    again, again_path = study_preflight(backend, spec, sha, store)
+    assert again_path != dirty_path  # still dirty: run again, never reuse
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # fmt: skip
+    subprocess.run(["git", "commit", "-qam", "loop 2"], cwd=repo, check=True, env=env)
+    clean, clean_path = study_preflight(backend, spec, sha, store)
+    assert clean_path not in (dirty_path, again_path)
+    assert RunStore(tmp_path / "runs").runs("gs1_vs_grpo", "preflight")[0].record.git["dirty"] is True
+    reused, reused_path = study_preflight(backend, spec, sha, store)
+    assert reused_path == clean_path  # same commit, clean tree: reused
+    tinker = {**report("tinker", TINKER, sha=sha), "status": "unresolved"}
+    pre_path = _preflight_run(store, "tinker", tinker)
+    done, why = reference_completion(store, tinker, pre_path)
+    assert why == "" and done["completed_by"] == str(clean_path)

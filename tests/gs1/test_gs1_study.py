@@ -81,8 +81,14 @@ def test_decision_is_the_paired_hoeffding_rule_with_tighter_bounds_beside(tmp_pa
     expected = "noninferior" if lcb > -0.03 else None
     if expected:
         assert out["decision"] == expected
-    methods = [r["method"] for r in decision_table(out)]
-    assert methods[0] == "hoeffding (pre-registered)" and "empirical_bernstein" in methods
+    table = decision_table(out)
+    methods = [r["method"] for r in table]
+    assert methods[0] == "hoeffding" and table[0]["status"].startswith("pre-registered: gs1_vs_grpo.json")
+    assert "empirical_bernstein" in methods
+    for row in table[1:]:  # every bound the spec does not register: exploratory, level and seed stated
+        assert row["status"] == "exploratory" and row["one-sided level"] == pytest.approx(0.95)
+        order_dependent = row["method"] in ("betting", "plugin_empirical_bernstein")
+        assert row["permutation seed"] == (0 if order_dependent else "none")
     assert out["n"] == 1319
     assert main(["gs1", "decide", "--treatment", str(t), "--baseline", str(b)]) == 0
     assert "decision:" in capsys.readouterr().out
@@ -103,27 +109,61 @@ def test_study_stops_before_full_runs_when_preflight_is_unresolved(tmp_path):
 
 
 @pytest.mark.slow
-def test_study_end_to_end_on_fakes(tmp_path):
+def test_run_command_end_to_end_on_fakes(tmp_path, monkeypatch, capsys):
+    """``rftlab gs1 run`` from the shell, its progress printer included (it used to stop with
+    ``KeyError: 'arm'`` after the first full-arm step), on the fake service with a real tiny torch model."""
+    import rftlab.studies.gs1 as study
+
     spec = json.loads(DEFAULT_SPEC.read_text())
     backend = _backend(TinyTorchServiceClient(), spec)
-    summary = run_study(backend, DEFAULT_SPEC, tmp_path / "runs", despite_failed_gate=True)
+    monkeypatch.setattr(study, "get_backend", lambda name, spec, root, quick: backend)
+    root = tmp_path / "runs"
+    code = main(["gs1", "run", "--root", str(root), "--despite-failed-gate"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    for arm in ("grpo_gs8", "gs1_kernel"):
+        assert f"  {arm} step 0: reward" in err and f"  {arm} step 1: reward" in err
+    assert "decision (pre-registered, gs1_vs_grpo.json)" in out and "for these seed-0 checkpoints" in out
+    assert (
+        "decision (revised, gs1_vs_grpo_betting.json)" in out and "assay sensitivity: grpo_gs8 - base" in out
+    )
+    assert "--despite-failed-gate was given" in out
+
+    summary = run_study(backend, DEFAULT_SPEC, root, despite_failed_gate=True)  # reuses every run
     assert summary["preflight"]["status"] == "passed"
     pilot = summary["pilot"]
     checks = {c["metric"]: c for c in pilot["gate"]["checks"]}
     assert checks["executed_group_size_treatment"]["observed"] == 1
     assert checks["executed_group_size_baseline"]["observed"] == 8
+    assert "frac_nonzero_advantage_treatment" in pilot["by_construction"]
     assert pilot["recompute_max_abs_diff"] < 1e-12
     assert pilot["chosen_bandwidth"] in (0.5, 1.0)
     assert set(pilot["metrics_by_bandwidth"]) == {"0.5", "1.0"}
     assert pilot["feasibility"]["wall_seconds"] > 0
+    assert {r["origin"] for r in summary["runs"].values()} == {"reused"}
+    assert set(summary["runs"]) == {"grpo_gs8", "gs1_kernel", "base"}
     d = summary["decision"]
     assert d["n"] == 16 and d["decision"] in ("noninferior", "inferior", "inconclusive")
-    store = RunStore(tmp_path / "runs")
+    assert d["revised"]["rule"]["method"] == "betting" and d["revised"]["rule"]["permutation_seed"] == 20
+    base_eval = RunStore(root).runs("gs1_vs_grpo", "base")[0]
+    assert base_eval.record.spec["steps"] == 0 and len(base_eval.eval_items()) == 16
+    c = d["contrasts"]
+    assert c["grpo_gs8-base"]["baseline_accuracy"] == d["base_accuracy"]
+    assert c["gs1_kernel-grpo_gs8"]["mean_difference"] == pytest.approx(
+        d["rule"]["criteria"][0]["statistic_mean"]
+    )
+    assert set(summary["monitor"]) == {"grpo_gs8", "gs1_kernel"}
+    assert summary["monitor"]["gs1_kernel"]["steps"] == 2
+    store = RunStore(root)
     assert {r.record.arm for r in store.runs("gs1_vs_grpo_pilot")} == {"grpo_gs8", "gs1_kernel"}
-    # a second call reuses everything
-    again = run_study(backend, DEFAULT_SPEC, tmp_path / "runs", despite_failed_gate=True)
-    assert {r["origin"] for r in again["runs"].values()} == {"reused"}
-    assert json.loads(json.dumps(again["decision"]["rule"])) == json.loads(json.dumps(d["rule"]))
+
+
+def test_the_notebook_never_relaxes_a_gate_by_default():
+    from rftlab.runs.paths import PROJECT_ROOT
+
+    text = (PROJECT_ROOT / "notebooks" / "03_gs1.py").read_text()
+    params = text.split('# %% tags=["parameters"]', 1)[1].split("# %%", 1)[0]
+    assert "\nDESPITE_FAILED_GATE = False" in params
 
 
 def test_gate_metrics_by_hand():

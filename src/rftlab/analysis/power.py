@@ -134,6 +134,39 @@ def pass_rate(
     )
 
 
+def pass_rates(
+    method: str,
+    n: int,
+    margin: float,
+    alpha: float,
+    differences: Sequence[float],
+    discordance: float,
+    rng: np.random.Generator | None = None,
+    reps: int | None = None,
+) -> list[PassRate]:
+    """P(noninferiority claimed) at each true difference, for one discordance rate (``docs/statistics.md``
+    §3.3): exact for a count-only method (a trinomial sum: ``reps`` 0, ``mc_se`` 0), else Monte Carlo on
+    common random numbers (one ``(reps, n)`` uniform draw serves every difference; ``reps`` defaults to
+    ``mc_reps_for(0.01, 0.8)`` = 6,400) with its standard error."""
+    models = [DiscordanceModel.from_difference(d, discordance) for d in differences]
+    if method in COUNT_ONLY:
+        rates = [(exact_pass_rate(method, n, m, margin, alpha), 0.0) for m in models]
+        used = 0
+    else:
+        if rng is None:
+            raise ValueError("a Monte Carlo pass rate needs an explicit numpy.random.Generator")
+        used = mc_reps_for(0.01, 0.8) if reps is None else int(reps)
+        uniforms = rng.random((used, n), dtype=np.float32)
+        rates = []
+        for m in models:
+            rate = _pass_rate_from_uniforms(method, uniforms, m, margin, alpha)
+            rates.append((rate, math.sqrt(rate * (1.0 - rate) / used)))
+    return [
+        PassRate(method, n, m.difference, m.discordance, margin, alpha, used, rate, se)
+        for m, (rate, se) in zip(models, rates, strict=True)
+    ]
+
+
 def null_error_rate(
     method: str, n: int, margin: float, discordance: float, alpha: float, reps: int, rng: np.random.Generator
 ) -> PassRate:

@@ -1,12 +1,14 @@
 """``rftlab gs1``: the GS1 kernel-baseline vs GRPO study (``data/specs/gs1_vs_grpo.json``).
 
     rftlab gs1 advantages --input BATCH.json --estimator group_mean|kernel_baseline [--bandwidth H] --json
+    rftlab gs1 design [SPEC] [--discordance R ...] [--candidates] [--json]
     rftlab gs1 preflight [--backend local|tinker] [--root runs] [--out preflight.json] [--quick]
     rftlab gs1 run --arm grpo_gs8|gs1_kernel|both [--backend local|tinker] [--root runs] [--quick]
     rftlab gs1 decide --treatment GS1/eval.jsonl --baseline GRPO/eval.jsonl [--spec SPEC] [--json]
 
-``run`` calls the study driver ``rftlab.studies.gs1.run_study`` (preflight → pilot gate → arms →
-decision); this module parses arguments, turns the driver's ``ValueError`` into a usage error and prints.
+``design`` prints what a spec's decision rule can decide before anything runs (``rftlab.studies.gs1.design``);
+``run`` calls the study driver ``rftlab.studies.gs1.run_study`` (preflight → pilot gate → arms → base →
+decisions); this module parses arguments, turns the driver's ``ValueError`` into a usage error and prints.
 Backend default: ``tinker`` when ``TINKER_API_KEY`` is set, else ``local``.
 """
 
@@ -22,6 +24,7 @@ from rftlab.cli import UsageError
 from rftlab.studies.gs1 import (
     ARMS,
     DEFAULT_SPEC,
+    REVISED_SPEC,
     decide,
     decision_table,
     run_study,
@@ -65,8 +68,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     adv.add_argument("--json", action="store_true", help="print JSON (the default is a table)")
     adv.set_defaults(func=advantages_command)
 
+    des = sub.add_parser(
+        "design", help="what the spec's decision rule can decide at its n, before any run (power)"
+    )
+    des.add_argument(
+        "spec", nargs="?", default=str(DEFAULT_SPEC), help="study spec (default: the pre-registered one)"
+    )
+    des.add_argument(
+        "--discordance",
+        type=float,
+        nargs="+",
+        default=None,
+        help="discordance rates: share of items the arms disagree on (default 0.05 0.1 0.2)",
+    )
+    des.add_argument(
+        "--candidates",
+        action="store_true",
+        help="also every finite-sample bound at the planning discordance, and the one the numbers choose",
+    )
+    des.add_argument("--reps", type=int, default=None, help="Monte Carlo replications (default 6400)")
+    des.add_argument("--json", action="store_true")
+    des.set_defaults(func=design_command)
+
     for name, helptext in (
-        ("preflight", "correctness preflight (a)-(e); writes preflight.json"),
+        ("preflight", "correctness preflight (a)-(f); writes preflight.json"),
         ("run", "preflight, pilot gate, the arms, evaluation and the decision"),
     ):
         p = sub.add_parser(name, help=helptext)
@@ -80,7 +105,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             p.set_defaults(func=preflight_command)
         else:
             p.add_argument("--arm", choices=(*ARMS, "both"), default="both")
-            p.add_argument("--despite-failed-gate", action="store_true")
+            p.add_argument(
+                "--despite-failed-gate",
+                action="store_true",
+                help="train and decide even if the activation gate fails (recorded; never the default)",
+            )
+            p.add_argument(
+                "--revised-spec",
+                default=str(REVISED_SPEC),
+                help="a revised decision rule reported after the registered one (default: %(default)s)",
+            )
             p.set_defaults(func=run_command)
 
     dec = sub.add_parser("decide", help="the spec's decision rule on two eval.jsonl files")
@@ -132,7 +166,48 @@ def advantages_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def design_command(args: argparse.Namespace) -> int:
+    from rftlab.studies.gs1 import design
+
+    load_spec(args.spec)
+    if args.reps is not None and args.reps < 100:
+        raise UsageError("--reps must be at least 100")
+    if args.discordance is not None and not all(0 < r <= 1 for r in args.discordance):
+        raise UsageError("--discordance values must lie in (0, 1]")
+    try:
+        out = design(args.spec, candidates=args.candidates, discordances=args.discordance, reps=args.reps)
+    except ValueError as exc:
+        raise UsageError(f"{args.spec}: {exc}") from None
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    d = out["design"]
+    print(f"design of {Path(args.spec).name} (sha256 {out['spec_sha256'][:16]}…)")
+    print(out["note"])
+    rows = out["table"]
+    cols = list(rows[0])
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths, strict=True)))
+    if args.candidates:
+        r = out["planning_discordance"]
+        print(
+            f"finite-sample bounds at discordance {r:g} (n = {d['n']}, alpha {d['alpha']:g}, margin {d['margin']:g}):"
+        )
+        for c in out["candidates"]:
+            null, zero = c["rows"][0], c["rows"][1]
+            se = lambda row: "" if not row["reps"] else f" ± {row['mc_se']:.3f}"  # noqa: E731
+            print(
+                f"  {c['method']:<28} P(noninferior) at {null['difference']:+.3f}: {null['p_noninferior']:.4f}{se(null)}"
+                f"   at 0: {zero['p_noninferior']:.4f}{se(zero)}"
+            )
+        print(f"chosen by the design numbers: {out['chosen_method']}")
+    return 0
+
+
 def preflight_command(args: argparse.Namespace) -> int:
+    from rftlab.runs.paths import PROJECT_ROOT
     from rftlab.runs.store import RunStore
     from rftlab.training.gs1.rl_loop import ModelNotServedError, check_model_served, service_capabilities
 
@@ -143,7 +218,7 @@ def preflight_command(args: argparse.Namespace) -> int:
             check_model_served(service_capabilities(backend.service_client), cfg.base_model)
     except ModelNotServedError as exc:
         raise UsageError(str(exc)) from None
-    pre, path = study_preflight(backend, spec, sha, RunStore(args.root))
+    pre, path = study_preflight(backend, spec, sha, RunStore(args.root, repo=PROJECT_ROOT))
     if args.out:
         write_json(Path(args.out), pre)
     if args.json:
@@ -160,16 +235,22 @@ def run_command(args: argparse.Namespace) -> int:
     backend = get_backend(args.backend, spec, args.root, args.quick)
     arms = ARMS if args.arm == "both" else (args.arm,)
 
-    def progress(m):
-        print(
-            f"  {m['arm']} step {m['step']}: reward {m['reward_mean']:.3f}, datums {m['n_datums']}",
-            file=sys.stderr,
-        )
+    revised = args.revised_spec or None
+    if revised:
+        load_spec(revised)
 
     from rftlab.training.gs1.rl_loop import ModelNotServedError, ResumeError
 
     try:
-        summary = run_study(backend, args.spec, args.root, arms, args.despite_failed_gate, progress=progress)
+        summary = run_study(
+            backend,
+            args.spec,
+            args.root,
+            arms,
+            args.despite_failed_gate,
+            progress=print_step,
+            revised_spec=revised,
+        )
     except (ModelNotServedError, ResumeError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -183,16 +264,37 @@ def run_command(args: argparse.Namespace) -> int:
             )
         for name, r in summary.get("runs", {}).items():
             print(f"{name}: {r['path']} ({r['origin']})")
+        if summary.get("despite_failed_gate"):
+            print("--despite-failed-gate was given: a failed gate would not have stopped the full runs")
         if "decision" in summary:
             d = summary["decision"]
-            crit = d["rule"]["criteria"][0]
+            for label, dec in (("pre-registered", d), ("revised", d.get("revised"))):
+                if not dec:
+                    continue
+                crit = dec["rule"]["criteria"][0]
+                print(
+                    f"decision ({label}, {dec['spec']}): {dec['decision']} for these seed-0 checkpoints "
+                    f"(mean diff {crit['statistic_mean']:+.4f}, {crit['method']} lower bound "
+                    f"{crit['lower']:+.4f} vs margin {crit['margin']})"
+                )
+            a = d["assay_sensitivity"]
             print(
-                f"decision: {d['decision']} (mean diff {crit['statistic_mean']:+.4f}, "
-                f"Hoeffding LCB {crit['lower']:+.4f} vs margin {crit['margin']})"
+                f"assay sensitivity: {a['control']} - base {a['control_minus_base']:+.4f}, Hoeffding lower "
+                f"{a['hoeffding_lower']:+.4f} vs margin {a['margin']:g}: "
+                f"{'established' if a['established'] else 'NOT established'}"
             )
         if "stopped" in summary:
             print(f"stopped: {summary['stopped']}")
     return 0 if "stopped" not in summary else 1
+
+
+def print_step(m: dict[str, Any]) -> None:
+    """Progress of a full-arm training step on stderr, with any alert (``analysis.gs1.step_alerts``)."""
+    alerts = "".join(f"; ALERT {a}" for a in m.get("alerts") or ())
+    print(
+        f"  {m.get('arm', '?')} step {m['step']}: reward {m['reward_mean']:.3f}, datums {m['n_datums']}{alerts}",
+        file=sys.stderr,
+    )
 
 
 def decide_command(args: argparse.Namespace) -> int:

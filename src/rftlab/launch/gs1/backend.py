@@ -6,7 +6,8 @@ either. Nothing here runs at import time, and tests inject fakes instead of call
 
 * ``tinker`` — ``tinker.ServiceClient()`` (credentials from ``TINKER_API_KEY`` only), the spec's base
   model with the cookbook renderer named explicitly (``qwen3_5``: the spec's ``Qwen/Qwen3.5-2B`` is not in
-  the cookbook's ``model_info``), GSM8K from the Hugging Face Hub, the spec's sizes.
+  the cookbook's ``model_info``), GSM8K from the Hugging Face Hub, the spec's sizes; sampling requests
+  carry no seed (``GS1Backend.send_seeds``).
 * ``local`` — the in-process tinker-compatible backend (``rftlab.training.local_tinker``) on its tiny
   Qwen3-architecture model after its supervised warm start (a merged base-model directory, built once
   and reused; both arms start fresh seed-0 LoRAs on it), the local GSM8K-style task (``rftlab.envs.gs1``) and the spec's recipe at the
@@ -49,6 +50,12 @@ class GS1Backend:
     task: MathTask
     arms: dict[str, GS1ArmConfig]
     warm_start: dict[str, Any] | None = None  # local backend: the supervised warm start's record
+    # a seed on every sampling request (local: reproducible runs); never on the service, whose seed
+    # handling is unreliable (tinker-feedback #79, tinker-cookbook #206): rl_loop.sample_requests
+    send_seeds: bool = True
+    # check (c) of the preflight (loss and gradient against references): a float64 twin of the local
+    # service, so float32 rounding of a loss whose terms cancel decides nothing; None: service_client
+    reference_client: Any = None
 
 
 def default_backend() -> str:
@@ -151,4 +158,13 @@ def make_gs1_backend(
         arms = quick_arms(arms)
     if task is None:
         task = local_task(max(cfg.n_train for cfg in arms.values()))
-    return GS1Backend(name, service, renderer, task, arms, warm)
+    reference = None
+    if name == "local":
+        import torch
+
+        reference = LocalServiceClient(
+            storage_dir=local_storage_dir(root) / "float64", model_dirs=model_dirs, dtype=torch.float64
+        )
+    return GS1Backend(
+        name, service, renderer, task, arms, warm, send_seeds=name != "tinker", reference_client=reference
+    )

@@ -18,7 +18,11 @@ plan's offline part):
     that arm's computed advantage: both succeed and the loss is finite;
 (e) ``restoration`` — both arms' clients (same rank and seed) start from the same LoRA initialisation:
     identical ``forward`` logprobs on the fixed batch (and identical ``lora_state()`` when the backend
-    exposes weights), and the arms' optimizer settings equal the spec's restoration group.
+    exposes weights), and the arms' optimizer settings equal the spec's restoration group;
+(f) ``independent_group_samples`` — the fixed batch's GRPO groups, sampled through the loop's own
+    requests, hold no duplicate that independent sampling makes implausible
+    (``rl_loop.group_sample_stats``): a service returning one sample several times (tinker-feedback
+    #79) would leave GRPO fewer distinct rollouts than GS1 and tilt the comparison.
 
 A check is ``passed``, ``failed`` or ``not_run`` (with the reason); the preflight is *resolved* only when
 every check passed. No full run starts while it is unresolved.
@@ -40,6 +44,7 @@ import numpy as np
 from rftlab.runs.store import atomic_write_text
 from rftlab.training.gs1.advantages import group_mean, kernel_baseline
 from rftlab.training.gs1.rl_loop import (
+    IMPLAUSIBLE_DUPLICATE_PROB,
     GroupMeanEstimator,
     GS1ArmConfig,
     MathTask,
@@ -391,7 +396,7 @@ def check_loss_and_gradient(
 
 
 def check_one_step(
-    config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask
+    config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask, send_seeds: bool = True
 ) -> PreflightCheck:
     """(d) one forward_backward + optim_step on one sampled example with the arm's advantage."""
     client = resolve(
@@ -400,7 +405,7 @@ def check_one_step(
         )
     )
     sampler = resolve(client.save_weights_and_get_sampling_client())
-    batch = sample_batch(config, 0, sampler, renderer, task)
+    batch = sample_batch(config, 0, sampler, renderer, task, send_seeds)
     est = estimate(batch, make_estimator(config))
     datums, _, _ = batch_datums(batch, est.advantages)
     cid = f"one_step_{config.arm}"
@@ -482,18 +487,47 @@ def check_restoration(
     )
 
 
+# ------------------------------------------------------------------------------------------- (f)
+
+
+def check_independent_samples(batch: SampledBatch, group_size: int) -> PreflightCheck:
+    """(f) no GRPO group of the fixed batch holds an implausible duplicate (``group_sample_stats``)."""
+    stats = dict(batch.group_stats)
+    n_groups = len({r["prompt_id"] for r in batch.records})
+    if group_size < 2 or stats.get("groups_implausible_duplicates") is None:
+        return PreflightCheck(
+            "independent_group_samples",
+            "failed",
+            f"no group of two or more samples to check ({n_groups} groups)",
+        )
+    bad = int(stats["groups_implausible_duplicates"])
+    detail = (
+        f"{n_groups} groups of {group_size}: distinct samples per group mean "
+        f"{stats['distinct_samples_per_group_mean']:.2f}, min {stats['distinct_samples_per_group_min']}; "
+        f"{stats['groups_with_duplicates']} group(s) with a repeated sample, {bad} with one that independent "
+        f"sampling makes implausible (sequence probability < {IMPLAUSIBLE_DUPLICATE_PROB:g})"
+    )
+    if bad:
+        detail += ": the service returns duplicated samples; GRPO's groups would collapse"
+    return PreflightCheck(
+        "independent_group_samples", "failed" if bad else "passed", detail, {**stats, "n_groups": n_groups}
+    )
+
+
 # ------------------------------------------------------------------------------------------ driver
 
 
-def fixed_batch(config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask) -> SampledBatch:
-    """The fixed batch of (b), (c) and (e): the GRPO arm's step-0 rollouts from the initial weights."""
+def fixed_batch(
+    config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask, send_seeds: bool = True
+) -> SampledBatch:
+    """The fixed batch of (b), (c), (e) and (f): the GRPO arm's step-0 rollouts from the initial weights."""
     client = resolve(
         service_client.create_lora_training_client(
             base_model=config.base_model, rank=config.lora_rank, seed=config.seed
         )
     )
     sampler = resolve(client.save_weights_and_get_sampling_client())
-    return sample_batch(config, 0, sampler, renderer, task)
+    return sample_batch(config, 0, sampler, renderer, task, send_seeds)
 
 
 def run_preflight(
@@ -505,13 +539,17 @@ def run_preflight(
     spec: Mapping[str, Any] | None = None,
     spec_sha256: str | None = None,
     baseline_arm: str = "grpo_gs8",
+    send_seeds: bool = True,
+    reference_client: Any = None,
 ) -> PreflightReport:
-    """Every check, in order; a backend exception fails its check without stopping the others."""
+    """Every check, in order; a backend exception fails its check without stopping the others. Check (c)
+    runs on ``reference_client`` when given (the local backend's float64 twin), else on
+    ``service_client``."""
     tolerances = tolerances_from_spec(spec or {})
     grpo = arms[baseline_arm]
     checks = [_timed(check_estimators_offline, bandwidth=arms.get("gs1_kernel", grpo).bandwidth)]
     try:
-        batch = fixed_batch(grpo, service_client, renderer, task)
+        batch = fixed_batch(grpo, service_client, renderer, task, send_seeds)
     except Exception as exc:
         batch = None
         checks.append(PreflightCheck("fixed_batch", "failed", f"{type(exc).__name__}: {exc}"))
@@ -523,19 +561,20 @@ def run_preflight(
 
         def make_client():
             return resolve(
-                service_client.create_lora_training_client(
+                (reference_client or service_client).create_lora_training_client(
                     base_model=grpo.base_model, rank=grpo.lora_rank, seed=grpo.seed
                 )
             )
 
         checks.append(_timed(check_loss_and_gradient, make_client, ours, cook, tolerances))
     for cfg in arms.values():
-        check = _timed(check_one_step, cfg, service_client, renderer, task)
+        check = _timed(check_one_step, cfg, service_client, renderer, task, send_seeds)
         check.id = f"one_step_{cfg.arm}"
         checks.append(check)
     if batch is not None:  # every rollout (advantage 1): the forward logprobs do not depend on it
         fixed = [make_datum(p, t, lp, 1.0) for p, t, lp in batch.seqs if t]
         checks.append(_timed(check_restoration, list(arms.values()), service_client, fixed, spec))
+        checks.append(_timed(check_independent_samples, batch, grpo.group_size))
     for c in checks:
         c.backend = c.backend or backend
     return PreflightReport(checks, backend, spec_sha256)
@@ -545,6 +584,7 @@ check_loss_and_gradient.check_id = "loss_and_gradient"  # type: ignore[attr-defi
 check_restoration.check_id = "restoration"  # type: ignore[attr-defined]
 check_treatment_disabled.check_id = "treatment_disabled_datums"  # type: ignore[attr-defined]
 check_estimators_offline.check_id = "estimators_offline"  # type: ignore[attr-defined]
+check_independent_samples.check_id = "independent_group_samples"  # type: ignore[attr-defined]
 
 
 def write_preflight(report: PreflightReport, path: str | Path) -> Path:

@@ -82,12 +82,13 @@ def run_pilot(
     baseline: str = "grpo_gs8",
     steps: int = PILOT_STEPS,
     n_eval: int = PILOT_EVAL_ITEMS,
+    send_seeds: bool = True,
 ) -> PilotResult:
     """Run (or reuse) both arms' pilots and compute the gate metrics at every pre-registered bandwidth."""
     runs, rollouts, timings = {}, {}, {}
     for name in (treatment, baseline):
         cfg = pilot_config(arms[name], steps, n_eval)
-        res = run_arm(cfg, service_client, renderer, task, store, backend)
+        res = run_arm(cfg, service_client, renderer, task, store, backend, send_seeds=send_seeds)
         runs[name] = res
         rollouts[name] = [r for k in range(cfg.steps) for r in res.run.rollouts(k)]
         timings[name] = run_timings(res.run)

@@ -6,7 +6,9 @@ one plug-in (``rftlab.training.gs1.advantages``). Each step:
 1. ``save_weights_and_get_sampling_client()`` → a sampler on the current weights;
 2. the step's prompts from a fixed seed-0 shuffled order (GRPO 8 prompts × 8 samples, GS1 64 × 1),
    rendered with the cookbook's math_rl prompt (few-shot prefix + ``\\boxed{}`` suffix);
-3. per prompt, ``compute_logprobs(prompt)`` (the GS1 feature φ) and ``sample(prompt, G, params)``;
+3. per prompt, ``compute_logprobs(prompt)`` (the GS1 feature φ) and G samples, one request of
+   ``num_samples=1`` each (``sample_requests``: independent group members whatever the service does
+   with seeds); distinct samples per group are logged (``group_sample_stats``);
 4. grade each response with the cookbook's GSM8K grader (``extract_boxed`` + sympy ``grade_answer``):
    the exact-answer reward, 1.0 or 0.0;
 5. advantages from the arm's estimator; a group whose advantages are all exactly 0 is skipped like the
@@ -15,8 +17,10 @@ one plug-in (``rftlab.training.gs1.advantages``). Each step:
 6. datums in the cookbook layout (prompt + response[:-1]; ``target_tokens``, sampler ``logprobs`` and
    ``advantages`` padded with zeros over the prompt);
 7. ``forward_backward(datums, loss_fn="importance_sampling")`` and
-   ``optim_step(AdamParams(learning_rate, beta1=0.9, beta2=0.95, eps=1e-8))``, submitted together;
-8. ``save_state`` (resume point), then the step's metrics and rollouts go to the run store.
+   ``optim_step(AdamParams(learning_rate, beta1=0.9, beta2=0.95, eps=1e-8))``, submitted together; the
+   sampler-vs-trainer KL of the trained tokens is logged (``sample_train_kl``);
+8. ``save_state`` (resume point, 7-day TTL), then the step's metrics and rollouts go to the run store
+   and the previous step's state is deleted.
 
 After the last step: ``save_weights_for_sampler("final")`` and greedy evaluation (temperature 0) of the
 test items into the run's ``eval.jsonl``. The loop never branches on the backend: the same code drives
@@ -25,6 +29,7 @@ test items into the run's ``eval.jsonl``. The loop never branches on the backend
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -302,65 +307,154 @@ class TrainingStep:
     datums: list[Any] = field(default_factory=list)
 
 
-def _seed(config: GS1ArmConfig, step: int, k: int, salt: int = 0) -> int:
-    return (config.seed * 1_000_003 + step * 10_007 + k * 101 + salt) % (2**31 - 1)
+TRAIN_SALT, HELDOUT_SALT, EVAL_SALT = 0, 7, 13
+
+
+def request_seed(config: GS1ArmConfig, step: int, k: int, g: int = 0, salt: int = TRAIN_SALT) -> int:
+    """The sampling seed of sample ``g`` of prompt ``k`` at ``step`` (``salt`` tells training, held-out
+    and evaluation requests apart): a ``numpy.random.SeedSequence`` hash of the five numbers, below
+    2**31 - 1, so no two requests of a run share a seed (docs/gs1.md §6)."""
+    state = np.random.SeedSequence([config.seed, step, k, g, salt]).generate_state(1)[0]
+    return int(state) % (2**31 - 1)
+
+
+IMPLAUSIBLE_DUPLICATE_PROB = 1e-6
+"""A pair of identical samples in one group is *implausible* under independent sampling when the
+sequence's probability under the sampler's own logprobs, ``exp(Σ logprob)``, is below this: then the
+chance of such a pair anywhere in a group of G is at most ``C(G, 2) · 1e-6`` (2.8e-5 for G = 8)."""
+
+
+def group_sample_stats(groups: Sequence[Sequence[tuple[Sequence[int], float]]]) -> dict[str, Any]:
+    """Distinct samples per group and duplicates that independent sampling makes implausible.
+
+    ``groups`` holds, per prompt, its samples as ``(tokens, Σ sampler logprobs)``. Returns
+    ``distinct_samples_per_group_mean`` / ``_min`` (distinct token sequences per group),
+    ``groups_with_duplicates`` and ``groups_implausible_duplicates`` (a repeated sequence whose
+    probability is below ``IMPLAUSIBLE_DUPLICATE_PROB``: the signature of a service that returns one
+    sample several times, tinker-feedback #79), over the groups of two or more samples; every value is
+    ``None`` when no group has two samples (GS1's groups of one cannot collapse)."""
+    distinct, duplicated, implausible = [], 0, 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        seen: dict[tuple[int, ...], list[float]] = {}
+        for tokens, logprob_sum in group:
+            seen.setdefault(tuple(int(t) for t in tokens), []).append(float(logprob_sum))
+        distinct.append(len(seen))
+        repeats = [lps for lps in seen.values() if len(lps) > 1]
+        duplicated += bool(repeats)
+        implausible += any(
+            math.exp(max(lps)) < IMPLAUSIBLE_DUPLICATE_PROB for lps in repeats
+        )  # the largest of the copies' logprob sums: a copy never makes the pair look less likely
+    if not distinct:
+        return {
+            "distinct_samples_per_group_mean": None,
+            "distinct_samples_per_group_min": None,
+            "groups_with_duplicates": None,
+            "groups_implausible_duplicates": None,
+        }
+    return {
+        "distinct_samples_per_group_mean": float(np.mean(distinct)),
+        "distinct_samples_per_group_min": int(min(distinct)),
+        "groups_with_duplicates": int(duplicated),
+        "groups_implausible_duplicates": int(implausible),
+    }
 
 
 @dataclass
 class SampledBatch:
     """One step's graded rollouts: ``records`` (logged per rollout) and, aligned with them, ``seqs``
-    (prompt ``ModelInput``, response tokens, sampler logprobs) for building datums."""
+    (prompt ``ModelInput``, response tokens, sampler logprobs) for building datums; ``group_stats`` and
+    ``heldout_group_stats`` are ``group_sample_stats`` of the training and held-out groups."""
 
     records: list[dict[str, Any]]
     seqs: list[tuple[Any, list[int], list[float]]]
+    group_stats: dict[str, Any] = field(default_factory=dict)
+    heldout_group_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def sample_requests(
+    config: GS1ArmConfig,
+    sampler: Any,
+    renderer: Any,
+    prompt: Any,
+    n: int,
+    step: int,
+    k: int,
+    salt: int = TRAIN_SALT,
+    send_seeds: bool = True,
+) -> list[Any]:
+    """``n`` samples of ``prompt`` as ``n`` requests of ``num_samples=1`` (futures, in order).
+
+    One request per sample keeps the members of a group independent whatever the service does with
+    ``seed``: tinker-feedback #79 reports token-identical samples when a seed is combined with
+    ``num_samples > 1``, tinker-cookbook #206 a seed without effect. With ``send_seeds`` each request
+    carries its own ``request_seed`` (the local backend: reproducible runs); without, no seed is sent (the
+    ``tinker`` backend). docs/gs1.md §6."""
+    return [
+        sampler.sample(
+            prompt=prompt,
+            num_samples=1,
+            sampling_params=sampling_params(
+                config, renderer, request_seed(config, step, k, g, salt) if send_seeds else None
+            ),
+        )
+        for g in range(n)
+    ]
+
+
+def _one_sequence(future: Any) -> Any:
+    sequences = future.result().sequences
+    if len(sequences) != 1:
+        raise RuntimeError(f"backend returned {len(sequences)} samples for num_samples=1")
+    return sequences[0]
 
 
 def sample_batch(
-    config: GS1ArmConfig, step: int, sampler: Any, renderer: Any, task: MathTask
+    config: GS1ArmConfig,
+    step: int,
+    sampler: Any,
+    renderer: Any,
+    task: MathTask,
+    send_seeds: bool = True,
 ) -> SampledBatch:
     """Steps 2-4: the step's prompts, their logprobs (φ), ``group_size`` samples each, graded."""
     problems = [task.train[i] for i in step_prompt_indices(config, step, len(task.train))]
     prompts = [task.prompt(renderer, p) for p in problems]
     lp_futures = [sampler.compute_logprobs(p) for p in prompts]
     sample_futures = [
-        sampler.sample(
-            prompt=p,
-            num_samples=config.group_size,
-            sampling_params=sampling_params(config, renderer, _seed(config, step, k)),
-        )
+        sample_requests(config, sampler, renderer, p, config.group_size, step, k, send_seeds=send_seeds)
         for k, p in enumerate(prompts)
     ]
     heldout = config.heldout_group_size > 0 and step in config.heldout_steps
     heldout_futures = [
-        sampler.sample(
-            prompt=p,
-            num_samples=config.heldout_group_size,
-            sampling_params=sampling_params(config, renderer, _seed(config, step, k, salt=7)),
+        sample_requests(
+            config, sampler, renderer, p, config.heldout_group_size, step, k, HELDOUT_SALT, send_seeds
         )
         for k, p in enumerate(prompts)
         if heldout
     ]
     records: list[dict[str, Any]] = []
     seqs: list[tuple[Any, list[int], list[float]]] = []
+    groups, heldout_groups = [], []
     for k, (problem, prompt) in enumerate(zip(problems, prompts, strict=True)):
         phi = prompt_features(prompt.length, lp_futures[k].result())
-        response = sample_futures[k].result()
-        if len(response.sequences) != config.group_size:
-            raise RuntimeError(
-                f"backend returned {len(response.sequences)} samples for num_samples={config.group_size}"
-            )
+        sequences = [_one_sequence(f) for f in sample_futures[k]]
         held_mean = None
         if heldout:
-            held = heldout_futures[k].result().sequences
+            held = [_one_sequence(f) for f in heldout_futures[k]]
             held_mean = float(
                 np.mean([grade(response_text(renderer, s.tokens), problem.answer) for s in held])
             )
-        for g, seq in enumerate(response.sequences):
+            heldout_groups.append([(s.tokens, float(np.sum(s.logprobs or [0.0]))) for s in held])
+        group = []
+        for g, seq in enumerate(sequences):
             tokens = [int(t) for t in seq.tokens]
             if seq.logprobs is None:
                 raise RuntimeError(
                     "the sampler returned no logprobs; the importance_sampling loss needs them"
                 )
+            lps = [float(x) for x in seq.logprobs]
             text = response_text(renderer, tokens)
             records.append(
                 {
@@ -371,13 +465,16 @@ def sample_batch(
                     "phi": [phi[0], phi[1]],
                     "prompt_tokens": prompt.length,
                     "response_tokens": len(tokens),
+                    "response_logprob_sum": float(np.sum(lps)),
                     "stop_reason": str(seq.stop_reason),
                     "response": text[:MAX_RESPONSE_CHARS],
                     "heldout_mean_reward": held_mean,
                 }
             )
-            seqs.append((prompt, tokens, [float(x) for x in seq.logprobs]))
-    return SampledBatch(records, seqs)
+            seqs.append((prompt, tokens, lps))
+            group.append((tokens, float(np.sum(lps))))
+        groups.append(group)
+    return SampledBatch(records, seqs, group_sample_stats(groups), group_sample_stats(heldout_groups))
 
 
 def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOutput:
@@ -416,6 +513,38 @@ def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list
     return datums, skipped_zero, skipped_empty
 
 
+def sample_train_kl(
+    datums: Sequence[Any], response_tokens: Sequence[int], trainer_outputs: Sequence[Any]
+) -> dict[str, Any]:
+    """The sampler-vs-trainer KL of one step (docs/platforms.md §3.11), over the response tokens of the
+    trained datums: ``kl_sample_train_v1`` = mean(sampler logprob − trainer logprob) and
+    ``kl_sample_train_v2`` = ½·mean of its square (the cookbook's two estimates), with
+    ``n_kl_tokens``. The trainer logprobs are ``forward_backward``'s ``loss_fn_outputs[i]["logprobs"]``
+    on the weights the sampler used (one optimizer step per sampler), so on a faithful service both
+    are 0; ``None`` when the backend returned none."""
+    empty = {"kl_sample_train_v1": None, "kl_sample_train_v2": None, "n_kl_tokens": 0}
+    if not datums or len(trainer_outputs) != len(datums):
+        return empty
+    diffs = []
+    for datum, n_resp, out in zip(datums, response_tokens, trainer_outputs, strict=True):
+        trainer = out.get("logprobs") if isinstance(out, Mapping) else None
+        if trainer is None:
+            return empty
+        trainer_lp = np.asarray(trainer.to_numpy(), dtype=np.float64).ravel()
+        sampler_lp = np.asarray(datum.loss_fn_inputs["logprobs"].to_numpy(), dtype=np.float64).ravel()
+        if trainer_lp.shape != sampler_lp.shape:
+            raise RuntimeError(
+                f"trainer returned {trainer_lp.size} logprobs for a datum of {sampler_lp.size} positions"
+            )
+        diffs.append(sampler_lp[-int(n_resp) :] - trainer_lp[-int(n_resp) :])
+    d = np.concatenate(diffs)
+    return {
+        "kl_sample_train_v1": float(d.mean()),
+        "kl_sample_train_v2": float(0.5 * np.mean(d**2)),
+        "n_kl_tokens": int(d.size),
+    }
+
+
 def rl_step(
     config: GS1ArmConfig,
     step: int,
@@ -424,15 +553,16 @@ def rl_step(
     task: MathTask,
     estimator: AdvantageEstimator,
     clock: Callable[[], float] = time.perf_counter,
+    send_seeds: bool = True,
 ) -> TrainingStep:
     """One step of the loop (the module docstring's 1-7); the caller logs and checkpoints."""
     t0 = clock()
     sampler = resolve(training_client.save_weights_and_get_sampling_client())
-    batch = sample_batch(config, step, sampler, renderer, task)
+    batch = sample_batch(config, step, sampler, renderer, task, send_seeds)
     t_sampled = clock()
     est = estimate(batch, estimator)
     datums, skipped_zero, skipped_empty = batch_datums(batch, est.advantages)
-    loss_sum, optim_metrics = None, {}
+    loss_sum, optim_metrics, kl = None, {}, sample_train_kl([], [], [])
     if datums:
         fb = training_client.forward_backward(datums, loss_fn=config.loss_fn)
         op = training_client.optim_step(config.adam_params())
@@ -440,14 +570,24 @@ def rl_step(
         op_out = op.result()
         loss_sum = float(fb_out.metrics.get("loss:sum", float("nan")))
         optim_metrics = dict(getattr(op_out, "metrics", None) or {})
+        kept = [r["response_tokens"] for r in batch.records if r.get("in_batch")]
+        kl = sample_train_kl(datums, kept, list(fb_out.loss_fn_outputs or []))
     t_trained = clock()
     metrics = step_metrics(config, step, batch.records, len(datums), skipped_zero, skipped_empty)
+    metrics.update(batch.group_stats)
+    if batch.heldout_group_stats.get("distinct_samples_per_group_mean") is not None:
+        metrics.update({f"heldout_{k}": v for k, v in batch.heldout_group_stats.items()})
     metrics.update(
         {
             "loss_sum": loss_sum,
+            **kl,
             "time_sample_s": t_sampled - t0,
             "time_train_s": t_trained - t_sampled,
-            **{f"optim_{k}": v for k, v in optim_metrics.items() if isinstance(v, int | float)},
+            **{
+                f"optim_{k.replace(':', '_')}": v
+                for k, v in optim_metrics.items()
+                if isinstance(v, int | float)
+            },
         }
     )
     return TrainingStep(metrics, batch.records, datums)
@@ -470,11 +610,19 @@ def step_metrics(
     held = [
         (r["baseline"], r["heldout_mean_reward"]) for r in records if r.get("heldout_mean_reward") is not None
     ]
+    by_prompt: dict[Any, list[float]] = {}
+    for r in records:
+        by_prompt.setdefault(r["prompt_id"], []).append(float(r["reward"]))
+    prompt_means = np.array([np.mean(v) for v in by_prompt.values()])
     out: dict[str, Any] = {
         "step": step,  # (the arm is the run's own: run.json and the tidy table's `arm` column)
         "estimator": config.estimator,
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
+        # standard error of the mean reward with the prompt as the unit (a group's samples share a prompt)
+        "reward_mean_se": (
+            float(prompt_means.std(ddof=1) / math.sqrt(prompt_means.size)) if prompt_means.size > 1 else None
+        ),
         "n_prompts": n_prompts,
         "n_rollouts": len(records),
         "executed_group_size": len(records) / n_prompts,
@@ -533,7 +681,12 @@ def service_capabilities(service_client: Any) -> Any:
 
 
 def evaluate(
-    config: GS1ArmConfig, sampler: Any, renderer: Any, task: MathTask, n_eval: int | None = None
+    config: GS1ArmConfig,
+    sampler: Any,
+    renderer: Any,
+    task: MathTask,
+    n_eval: int | None = None,
+    send_seeds: bool = True,
 ) -> list[dict[str, Any]]:
     """Greedy decoding of the first ``n_eval`` test items: one row per item (``item_id``, ``correct``,
     ``response``, ``answer``, ``stop_reason``, ``response_tokens``)."""
@@ -542,7 +695,12 @@ def evaluate(
         sampler.sample(
             prompt=task.prompt(renderer, p),
             num_samples=1,
-            sampling_params=sampling_params(config, renderer, _seed(config, 0, k, salt=13), greedy=True),
+            sampling_params=sampling_params(
+                config,
+                renderer,
+                request_seed(config, 0, k, 0, EVAL_SALT) if send_seeds else None,
+                greedy=True,
+            ),
         )
         for k, p in enumerate(items)
     ]
@@ -587,6 +745,62 @@ def _rebuild_estimator(config: GS1ArmConfig, run: Run, start: int) -> AdvantageE
     return estimator
 
 
+CHECKPOINT_TTL_SECONDS = 7 * 24 * 3600
+"""``ttl_seconds`` of every resume state (``save_state``): 7 days, as tinker-cookbook's checkpoints. The
+service then expires a state the loop could not delete; the loop itself keeps only the newest one."""
+
+
+def start_client(config: GS1ArmConfig, service_client: Any, run: Run) -> tuple[Any, int]:
+    """``(training client, first step to run)`` for a new or an unfinished run.
+
+    A run with logged steps continues from the state saved with its last logged step (weights and Adam
+    moments), never from a fresh LoRA; a run without one starts a fresh seed-``seed`` LoRA. Rollouts of
+    the step to run that an interrupted process wrote without its metrics are moved aside to
+    ``rollouts/interrupted/`` (kept, not read) and the step is redone."""
+    logged = run.metrics()
+    if logged:
+        last = logged[-1]
+        if not last.get("state_path"):
+            raise ResumeError(
+                f"{run.path}: step {last['step']} has no saved state; start a new run (--force)"
+            )
+        client = resolve(service_client.create_training_client_from_state_with_optimizer(last["state_path"]))
+        start = int(last["step"]) + 1
+    else:
+        client = resolve(
+            service_client.create_lora_training_client(
+                base_model=config.base_model, rank=config.lora_rank, seed=config.seed
+            )
+        )
+        start = 0
+    leftover = run.path / "rollouts" / f"epoch-{start}.jsonl"
+    if leftover.exists():
+        aside = run.path / "rollouts" / "interrupted"
+        aside.mkdir(exist_ok=True)
+        n = len(list(aside.glob(f"epoch-{start}-*.jsonl")))
+        leftover.rename(aside / f"epoch-{start}-{n}.jsonl")
+    return client, start
+
+
+def forget_state(service_client: Any, path: str | None) -> str | None:
+    """Delete a resume state the run no longer needs; ``None`` when deleted, else why it was kept (the
+    backend cannot delete checkpoints, or the call failed: its TTL then expires it)."""
+    if not path:
+        return None
+    make_rest = getattr(service_client, "create_rest_client", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # deprecated in favour of tinker.RestClient()
+            rest = make_rest() if callable(make_rest) else None
+        delete = getattr(rest, "delete_checkpoint_from_tinker_path", None)
+        if not callable(delete):
+            return "the backend cannot delete checkpoints"
+        resolve(delete(path))
+    except Exception as exc:  # never lose a run over housekeeping; the TTL is the backstop
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def run_arm(
     config: GS1ArmConfig,
     service_client: Any,
@@ -597,14 +811,18 @@ def run_arm(
     *,
     resume: bool = True,
     evaluate_after: bool = True,
-    save_state_every: int = 1,
     stop_after: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    send_seeds: bool = True,
 ) -> ArmRunResult:
     """Train one arm (resuming an unfinished run of the same config on the same backend), evaluate it
     greedily and finish the run. ``stop_after`` stops after that many new steps without finishing (to
-    test resumption)."""
+    test resumption). ``send_seeds`` puts a seed on every sampling request (``sample_requests``).
+
+    Each step saves a resume state (``save_state`` with ``CHECKPOINT_TTL_SECONDS``) before its rollouts
+    and metrics are logged, then deletes the previous step's state; the last one is deleted once the run
+    is finished (a finished run is reused, never resumed). The final sampler weights are kept."""
     t_start = clock()
     run, origin = store.start_or_reuse(
         config.experiment, config.arm, config.to_dict(), backend=backend, resume=resume
@@ -612,29 +830,18 @@ def run_arm(
     if origin == "reused":
         return ArmRunResult(run, origin, 0, {})
     check_model_served(service_capabilities(service_client), config.base_model)
-    logged = run.metrics()
-    start = 0
-    if logged:
-        last = logged[-1]
-        if not last.get("state_path"):
-            raise ResumeError(
-                f"{run.path}: step {last['step']} has no saved state; start a new run (--force)"
-            )
-        training_client = resolve(
-            service_client.create_training_client_from_state_with_optimizer(last["state_path"])
+    training_client, start = start_client(config, service_client, run)
+    if start == 0:
+        run.set_provider(
+            adam_params=config.adam_params().model_dump(),
+            loss_fn=config.loss_fn,
+            sampling={"requests": "one per sample (num_samples=1)", "seeds_sent": send_seeds},
+            checkpoint_ttl_seconds=CHECKPOINT_TTL_SECONDS,
         )
-        start = int(last["step"]) + 1
-    leftover = run.path / "rollouts" / f"epoch-{start}.jsonl"
-    if leftover.exists():  # an interrupted step wrote its rollouts but not its metrics: it is redone
-        leftover.unlink()
-    else:
-        training_client = resolve(
-            service_client.create_lora_training_client(
-                base_model=config.base_model, rank=config.lora_rank, seed=config.seed
-            )
-        )
-        run.set_provider(adam_params=config.adam_params().model_dump(), loss_fn=config.loss_fn)
     estimator = _rebuild_estimator(config, run, start)
+    logged = run.metrics()
+    previous_state = logged[-1].get("state_path") if logged else None
+    kept: list[str] = []
     timings = {"setup_s": clock() - t_start}
     steps_run = 0
     t_train = clock()
@@ -642,14 +849,18 @@ def run_arm(
         if stop_after is not None and steps_run >= stop_after:
             return ArmRunResult(run, origin, steps_run, timings)
         t_step = clock()
-        result = rl_step(config, step, training_client, renderer, task, estimator, clock=clock)
-        if save_state_every and ((step + 1) % save_state_every == 0 or step + 1 == config.steps):
-            result.metrics["state_path"] = (
-                training_client.save_state(f"{config.arm}-step-{step:04d}").result().path
-            )
+        result = rl_step(config, step, training_client, renderer, task, estimator, clock, send_seeds)
+        state = training_client.save_state(
+            f"{config.arm}-step-{step:04d}", ttl_seconds=CHECKPOINT_TTL_SECONDS
+        ).result()
+        result.metrics["state_path"] = state.path
         result.metrics["time_step_s"] = clock() - t_step
         run.write_rollouts(step, result.rollouts)
         run.append_metrics(result.metrics)
+        why = forget_state(service_client, previous_state)  # resume now starts from the new state
+        if why:
+            kept.append(f"{previous_state} ({why})")
+        previous_state = state.path
         steps_run += 1
         if progress is not None:
             progress(result.metrics)
@@ -659,9 +870,14 @@ def run_arm(
         t_eval = clock()
         final_path = training_client.save_weights_for_sampler(name=f"{config.arm}-final").result().path
         sampler = resolve(training_client.save_weights_and_get_sampling_client())
-        rows = evaluate(config, sampler, renderer, task)
+        rows = evaluate(config, sampler, renderer, task, send_seeds=send_seeds)
         run.write_eval(rows)
         timings["eval_s"] = clock() - t_eval
-        run.set_provider(final_sampler_path=final_path, timings=timings)
+        run.set_provider(
+            final_sampler_path=final_path,
+            timings=timings,
+            states_not_deleted={"count": len(kept), "last": kept[-1] if kept else None},
+        )
         run.finish()
+        forget_state(service_client, previous_state)  # after finish: a crash before it can still resume
     return ArmRunResult(run, origin, steps_run, timings, final_path)
