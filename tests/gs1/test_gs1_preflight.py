@@ -42,6 +42,7 @@ def test_preflight_passes_on_a_backend_with_gradients(shared_dir, tmp_path):
         "one_step_grpo_gs8",
         "one_step_gs1_kernel",
         "restoration",
+        "independent_group_samples",
     }
     assert report.status == "passed", [(c.id, c.detail) for c in report.checks if not c.passed]
     lg = by_id["loss_and_gradient"].values
