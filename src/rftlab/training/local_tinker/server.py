@@ -412,7 +412,7 @@ def prepare(config: ServeConfig, log: Log):
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}"
-    app = create_app(service, keys, log)
+    app = create_app(service, keys, log, housekeeping_s=min(10.0, service.session_timeout_s / 3))
     uv = uvicorn.Server(
         uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=30)
     )
