@@ -316,7 +316,7 @@ def test_malformed_and_unknown_requests_get_http_errors_not_tracebacks(server):
 
 def test_the_client_config_switches_off_what_the_server_does_not_do():
     cfg = types.ClientConfigResponse.model_validate(client_config())
-    assert not cfg.pjwt_auth_enabled and not cfg.use_pyqwest_transport and not cfg.parallel_fwdbwd_chunks
+    assert not cfg.pjwt_auth_enabled and not cfg.parallel_fwdbwd_chunks
     assert not cfg.proto_compress_fwdbwd and not cfg.sample_use_retrieve_futures
 
 

@@ -7,8 +7,7 @@ run against this machine (docs/platforms.md §3.12).
         tinker.ServiceClient(base_url=srv.base_url, api_key="tml-local")
 
 Routes (all under ``/api/v1``) are the ones tinker 0.38 calls: session (``client/config`` — whose answer
-switches off JWT auth, the pyqwest transport, parallel fwd/bwd chunks, zstd bodies and the session-wide
-futures poller —, ``client/dynamic_config``, ``create_session``, ``session_heartbeat``, ``telemetry``,
+switches off JWT auth, parallel fwd/bwd chunks, zstd bodies and the session-wide futures poller —, ``client/dynamic_config``, ``create_session``, ``session_heartbeat``, ``telemetry``,
 ``sessions/{id}/finish``, ``get_server_capabilities``, ``healthz``), training (``create_model``,
 ``get_info``, ``forward_backward`` — protobuf in and out —, ``optim_step``, ``save_weights``,
 ``save_weights_for_sampler``, ``load_weights``), sampling (``create_sampling_session``, ``samplers/{id}``,
@@ -144,12 +143,14 @@ def build_service(config: ServeConfig, log: Log) -> TinkerService:
 
 
 def client_config() -> dict[str, Any]:
-    """The ``client/config`` answer: plain API keys, httpx, one fwd/bwd chunk at a time, no zstd, no
-    session-wide futures poller, no server-side custom losses."""
+    """The ``client/config`` answer: plain API keys, one fwd/bwd chunk at a time, no zstd, no session-wide
+    futures poller, no server-side custom losses. The SDK's default transport (pyqwest) stays on: with it
+    the SDK spent about half the CPU per sampling request that it spent on plain httpx (measured with
+    ``benchmarks/bench_local_tinker.py``)."""
     return {
         "pjwt_auth_enabled": False,
         "credential_default_source": "api_key",
-        "use_pyqwest_transport": False,
+        "use_pyqwest_transport": True,
         "parallel_fwdbwd_chunks": False,
         "proto_compress_fwdbwd": False,
         "sample_use_retrieve_futures": False,
@@ -457,7 +458,7 @@ def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
     whole on disk). Returns the exit code."""
     log = log or Log(level=config.log_level)
     uv, sock, service, url = prepare(config, log)
-    log("info", "listening", url=url, base_url_env=f"TINKER_BASE_URL={url}")
+    log("info", "listening", always=True, url=url, base_url_env=f"TINKER_BASE_URL={url}")
     if config.stop_after_s is not None:
         timer = threading.Timer(config.stop_after_s, lambda: setattr(uv, "should_exit", True))
         timer.daemon = True
@@ -467,7 +468,7 @@ def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
         uv.run(sockets=[sock])
     finally:
         sock.close()
-    log("info", "stopped", url=url)
+    log("info", "stopped", always=True, url=url)
     return 0
 
 

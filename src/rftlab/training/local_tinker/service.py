@@ -58,10 +58,14 @@ RESULT_KEEP_SECONDS = 60.0
 """A retrieved result is kept this long (a poll whose answer was lost can ask again), then dropped."""
 UNRETRIEVED_KEEP_SECONDS = 3600.0
 """A result nobody retrieved is dropped after this long."""
-SAMPLE_BATCH_GAP_SECONDS = 0.004
-SAMPLE_BATCH_MAX_SECONDS = 0.05
-"""The worker keeps collecting sampling requests while they arrive less than ``GAP`` apart, for at
-most ``MAX`` (the SDK sends a step's requests in a burst; one batch runs them far faster than many)."""
+SAMPLE_BATCH_GAP_SECONDS = 0.03
+SAMPLE_BATCH_FIRST_GAP_SECONDS = 0.005
+SAMPLE_BATCH_MAX_SECONDS = 0.5
+"""Sampling requests are collected into one batch while they keep arriving: after a lone request the
+worker waits ``FIRST_GAP`` for a second one; once two or more are queued it keeps waiting while they
+arrive less than ``GAP`` apart, for at most ``MAX``. The SDK sends a step's requests in a burst (one HTTP
+request per prompt), and one batch of a burst runs several times faster than the burst in pieces: on
+the tiny model a decode batch costs about the same for 1 row as for 64 (measured)."""
 MAX_SEQ_AHEAD = 100_000
 """A training request may be at most this many ``seq_id`` ahead of the next one to run."""
 
@@ -88,8 +92,10 @@ class Log:
         self.threshold = self.LEVELS[level]
         self._lock = threading.Lock()
 
-    def __call__(self, level: str, event: str, **fields: Any) -> None:
-        if self.LEVELS[level] < self.threshold:
+    def __call__(self, level: str, event: str, *, always: bool = False, **fields: Any) -> None:
+        """Write one record at ``level`` (``always``: whatever the threshold, e.g. the ``listening`` line
+        that tells a supervising process where the server is)."""
+        if self.LEVELS[level] < self.threshold and not always:
             return
         record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "level": level, "event": event}
         record.update(fields)
@@ -745,10 +751,15 @@ class TinkerService:
             if batch is not None:
                 deadline = time.monotonic() + self.batch_max_s
                 while time.monotonic() < deadline:
+                    gap = (
+                        self.batch_gap_s
+                        if len(batch) > 1
+                        else min(self.batch_gap_s, SAMPLE_BATCH_FIRST_GAP_SECONDS)
+                    )
                     with self._cv:
                         self._cv.wait_for(
                             lambda: self._stopping or any(j.sample is not None for j in self._jobs),
-                            timeout=self.batch_gap_s,
+                            timeout=gap,
                         )
                         more = self._take_samples()
                     if not more:
