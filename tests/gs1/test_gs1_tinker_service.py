@@ -10,6 +10,7 @@ scripted sampler whose answers make group rewards non-constant at any size.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 
@@ -21,6 +22,7 @@ from rftlab.studies.gs1 import DEFAULT_SPEC, decide, load_spec, run_study, study
 from rftlab.training.gs1.rl_loop import ModelNotServedError, run_arm
 from rftlab.training.local_tinker import LocalServiceClient
 from rftlab.training.local_tinker.server import ServeConfig, ServerThread
+from rftlab.training.local_tinker.service import Log
 
 pytestmark = pytest.mark.slow
 
@@ -158,7 +160,7 @@ run_arm(cfg, sc, renderer, local_task(cfg.n_train), RunStore(root), "tinker", ev
     "(the server log shows load_weights then create_model); remove this marker with that fix",
 )
 def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weights(
-    tinker_env, base_dir, tmp_path, monkeypatch
+    tinker_env, base_dir, tmp_path
 ):
     import subprocess
     import sys
@@ -185,8 +187,8 @@ def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weigh
     client.wait(30)
     logged = [json.loads(x) for x in metrics()[0].read_text().splitlines()]
     assert 2 <= len(logged) < cfg.steps
-    with ServerProcess(["--storage", str(storage), "--model-dir", base_dir]) as again:
-        monkeypatch.setenv("TINKER_BASE_URL", again.base_url)
+    log = Log(io.StringIO(), "info")  # a fresh server on the same storage (in this process: cheaper to start)
+    with ServerThread(ServeConfig(port=0, storage=storage, model_dirs=[base_dir]), log) as again:
         import tinker
 
         sc = tinker.ServiceClient(base_url=again.base_url, api_key="tml-gs1-service-tests")
@@ -195,7 +197,10 @@ def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weigh
     assert resumed.origin == "resumed" and [m["step"] for m in resumed.run.metrics()] == list(
         range(cfg.steps)
     )
-    restored = [e["from_checkpoint"] for e in again.events("model_requested") if e.get("from_checkpoint")]
+    events = [json.loads(x) for x in log.stream.getvalue().splitlines()]
+    restored = [
+        e["from_checkpoint"] for e in events if e["event"] == "model_requested" and e.get("from_checkpoint")
+    ]
     assert restored == [logged[-1]["state_path"]]
     # the same arm without an interruption, in process: the resumed run must reach its weights
     service = LocalServiceClient(storage_dir=tmp_path / "ref", model_dirs=[base_dir])
