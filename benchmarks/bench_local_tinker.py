@@ -1,9 +1,11 @@
 """Local tinker backend benchmark: sampling throughput (KV cache, batched) against a naive baseline in the
 same run (no KV cache: the whole sequence re-run for every new token, same batch), forward_backward
-time per datum, one full RL step, greedy evaluation, and peak memory.
+time per datum, one full RL step, greedy evaluation, peak memory, and one GS1 step through the HTTP
+service (``rftlab serve tinker`` + the real tinker SDK) against the same step on the in-process client.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_local_tinker.py            # pieces (about 1 min)
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_local_tinker.py --full     # + the whole local study
+    .venv/bin/python benchmarks/bench_local_tinker.py               # pieces + HTTP vs in-process (a few min)
+    .venv/bin/python benchmarks/bench_local_tinker.py --http-only   # only the HTTP vs in-process ratio
+    .venv/bin/python benchmarks/bench_local_tinker.py --full        # + the whole local study
 
 ``--full`` runs a stand-in of the GS1 study on the local backend: the warm-started base (cached in
 ``--base-dir``), then 2 arms x ``--steps`` steps x 64 rollouts (GRPO 8x8 with group-mean
@@ -11,6 +13,12 @@ advantages; GS1 64x1 with a leave-one-out batch-mean baseline standing in for th
 with ``importance_sampling`` + Adam, then greedy evaluation of the 1319 local test items per arm. The
 loop is this script's own (the study's loop lives in ``rftlab.training.gs1.rl_loop``); it measures the
 backend's share of the study's wall time.
+
+The HTTP comparison runs the study's own step (``rl_loop.rl_step`` then ``save_state``, both arms, on the
+warm-started base) alternately on an in-process ``LocalServiceClient`` and, through ``tinker.ServiceClient``,
+on a ``rftlab serve tinker`` child process; both compute on one thread. It prints each mean step time and
+their ratio (goal: HTTP <= 1.15x in-process) after one warm-up step per client, and checks that both
+clients sampled the same rewards.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import torch
 from tinker import types
 
 from rftlab.envs.gs1 import reward, test_problems, train_problems
+from rftlab.envs.gs1.task import local_task
+from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.training.gs1.warm_start import (
     WarmStartConfig,
     build_prompt,
@@ -115,14 +125,97 @@ def greedy_eval(tc, renderer, problems, max_tokens: int) -> float:
     )
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gs1_step_http_vs_in_process(base: str, steps: int) -> dict[str, float]:
+    """The study's step through ``rftlab serve tinker`` + the tinker SDK vs the in-process client."""
+    import tempfile
+
+    import tinker
+
+    from rftlab.launch.gs1.backend import LOCAL_RENDERER, LOCAL_SIZES
+    from rftlab.studies.gs1 import DEFAULT_SPEC, load_spec
+    from rftlab.training.gs1.rl_loop import arms_from_spec, make_estimator, rl_step
+    from rftlab.training.local_tinker.server import ServerProcess
+
+    spec, _ = load_spec(DEFAULT_SPEC)
+    arms = arms_from_spec(
+        spec, base_model=base, renderer_name=LOCAL_RENDERER, task="local_math", **LOCAL_SIZES
+    )
+    task = local_task(max(c.n_train for c in arms.values()))
+    renderer = renderer_for(base, LOCAL_RENDERER)
+    local_sc = LocalServiceClient(model_dirs=[base])
+    out: dict[str, float] = {}
+    with (
+        tempfile.TemporaryDirectory() as storage,
+        ServerProcess(["--storage", storage, "--model-dir", base, "--log-level", "info"]) as srv,
+    ):
+        remote_sc = tinker.ServiceClient(base_url=srv.base_url, api_key="tml-benchmark")
+        for arm, cfg in arms.items():
+            clients = {
+                "in-process": local_sc.create_lora_training_client(
+                    base, rank=cfg.lora_rank, seed=cfg.seed
+                ).result(),
+                "http": remote_sc.create_lora_training_client(
+                    base_model=base, rank=cfg.lora_rank, seed=cfg.seed
+                ).result(),
+            }
+            estimators = {k: make_estimator(cfg) for k in clients}
+            times: dict[str, list[float]] = {k: [] for k in clients}
+            cpu: dict[str, list[float]] = {k: [] for k in clients}
+            server_cpus: list[float] = []
+            rewards: dict[str, list[float]] = {k: [] for k in clients}
+            requests_before = len(srv.events("request"))
+            for step in range(steps + 1):  # step 0 warms each client up and is not timed
+                order = list(clients) if step % 2 == 0 else list(reversed(clients))
+                for name in order:
+                    t0, c0, s0 = time.perf_counter(), time.process_time(), process_cpu_seconds(srv.proc.pid)
+                    result = rl_step(cfg, step, clients[name], renderer, task, estimators[name])
+                    clients[name].save_state(f"{arm}-{step}", ttl_seconds=3600).result()
+                    if step > 0:
+                        times[name].append(time.perf_counter() - t0)
+                        server_cpu = process_cpu_seconds(srv.proc.pid) - s0 if name == "http" else 0.0
+                        cpu[name].append(time.process_time() - c0 + server_cpu)
+                        if name == "http":
+                            server_cpus.append(server_cpu)
+                    rewards[name].append(result.metrics["reward_mean"])
+            http, local = statistics.mean(times["http"]), statistics.mean(times["in-process"])
+            http_cpu, local_cpu = statistics.mean(cpu["http"]), statistics.mean(cpu["in-process"])
+            n_requests = (len(srv.events("request")) - requests_before) / (steps + 1)
+            print(
+                f"GS1 step ({arm}, {cfg.rollouts_per_step} rollouts, {steps} timed steps, {n_requests:.0f} HTTP "
+                f"requests + as many result polls per step): wall in-process {local:.2f} s, HTTP {http:.2f} s "
+                f"-> ratio {http / local:.3f}x (goal <= 1.15x); CPU (client + server) in-process "
+                f"{local_cpu:.2f} s, HTTP {http_cpu:.2f} s (server {statistics.mean(server_cpus):.2f} s) -> ratio "
+                f"{http_cpu / local_cpu:.3f}x; "
+                f"same rewards on both: {rewards['http'] == rewards['in-process']}"
+            )
+            out[arm] = http / local
+            out[f"{arm}_cpu"] = http_cpu / local_cpu
+        remote_sc.close("success").result()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--base-dir", default="runs/local_tinker/base", help="warm-started base model directory (cache)"
+        "--base-dir",
+        default=str(PROJECT_ROOT / ".runs_local_tinker" / "warm_start"),
+        help="warm-started base model directory (a cache shared with the local GS1 study)",
     )
     parser.add_argument("--max-tokens", type=int, default=20)
     parser.add_argument("--full", action="store_true", help="also run the whole local study stand-in")
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument(
+        "--http-steps", type=int, default=4, help="timed steps per arm in the HTTP comparison"
+    )
+    parser.add_argument("--http-only", action="store_true", help="only the HTTP vs in-process comparison")
     args = parser.parse_args()
     t_all = time.perf_counter()
 
@@ -133,6 +226,11 @@ def main() -> None:
         f"(this run: {time.perf_counter() - t0:.1f} s incl. cache check)"
     )
     base = ws.path
+    if args.http_steps > 0:
+        gs1_step_http_vs_in_process(base, args.http_steps)
+    if args.http_only:
+        print(f"total bench wall time {time.perf_counter() - t_all:.1f} s")
+        return
     sc = LocalServiceClient(model_dirs=[base])
     renderer = renderer_for(base, WarmStartConfig().renderer_name)
     tc = sc.create_lora_training_client(base, rank=32, seed=0).result()
@@ -226,5 +324,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    Path("runs").mkdir(exist_ok=True)
     main()

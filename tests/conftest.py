@@ -29,7 +29,13 @@ def _offline_guards(monkeypatch, tmp_path, request):
         if os.environ.get("RFTLAB_LIVE") != "1":
             pytest.skip("live test: set RFTLAB_LIVE=1 and provide credentials in the environment")
         return
-    for key in ("FIREWORKS_API_KEY", "TINKER_API_KEY", "TINKER_CREDENTIAL_CMD", "WANDB_API_KEY"):
+    for key in (
+        "FIREWORKS_API_KEY",
+        "TINKER_API_KEY",
+        "TINKER_CREDENTIAL_CMD",
+        "TINKER_BASE_URL",
+        "WANDB_API_KEY",
+    ):
         monkeypatch.delenv(key, raising=False)
     (tmp_path / "home").mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -74,10 +80,18 @@ def no_network(monkeypatch):
     assert not attempts, f"the test tried to reach the network: {attempts}"
 
 
+def _loopback_url(url: str | None) -> bool:
+    from urllib.parse import urlparse
+
+    return bool(url) and urlparse(url).hostname in ("127.0.0.1", "localhost", "::1")
+
+
 @pytest.fixture(autouse=True)
 def _no_real_tinker_clients(monkeypatch, request):
     """Constructing a real tinker client in an offline test fails at once (with a key and no network a
-    real ``create_lora_training_client`` blocks for ~300 s): inject a fake or the local backend."""
+    real ``create_lora_training_client`` blocks for ~300 s): inject a fake or the local backend. A client
+    whose base URL (argument or ``TINKER_BASE_URL``) is a loopback address talks to a local
+    ``rftlab serve tinker`` and is allowed."""
     if request.node.get_closest_marker("live"):
         return
     try:
@@ -85,8 +99,13 @@ def _no_real_tinker_clients(monkeypatch, request):
     except ImportError:  # the tinker extra is not installed
         return
 
-    def _refuse(*args, **kwargs):
-        raise RuntimeError("real tinker client in an offline test; inject a fake or the local backend")
+    def _guard(real):
+        def make(*args, **kwargs):
+            if _loopback_url(kwargs.get("base_url") or os.environ.get("TINKER_BASE_URL")):
+                return real(*args, **kwargs)
+            raise RuntimeError("real tinker client in an offline test; inject a fake or the local backend")
 
-    monkeypatch.setattr(tinker, "ServiceClient", _refuse)
-    monkeypatch.setattr(tinker, "RestClient", _refuse)
+        return make
+
+    monkeypatch.setattr(tinker, "ServiceClient", _guard(tinker.ServiceClient))
+    monkeypatch.setattr(tinker, "RestClient", _guard(tinker.RestClient))

@@ -221,6 +221,37 @@ def _fireworks_run(work: Path, env: Env) -> Path:
     return run_dir
 
 
+def _tinker_service(work: Path, env: Env) -> list[str]:
+    """``serve tinker`` for a few seconds on a free loopback port, requiring a key that carries the
+    sentinel; a client thread talks to it with that key and with a wrong one while it runs."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = f"tml-{ASCII_SENTINEL}"
+
+    def client() -> None:
+        url = f"http://127.0.0.1:{port}/api/v1"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=5) as http:
+                    http.post("/create_session", json={"tags": [], "user_metadata": {}, "sdk_version": "t"})
+                    http.get("/get_server_capabilities", headers={"X-API-Key": "tml-wrong"})
+                return
+            except httpx.TransportError:
+                time.sleep(0.1)
+
+    threading.Thread(target=client, daemon=True).start()
+    return ["--port", str(port), "--storage", str(work / "out" / "storage"),
+            "--api-key-env", _setenv(env, "RFTLAB_SERVE_KEY", key), "--stop-after", "4"]  # fmt: skip
+
+
 INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
@@ -401,6 +432,8 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         str(w / "runs"),
         "--json",
     ],
+    # A live Tinker-compatible server on 127.0.0.1 for a few seconds (--stop-after), its key set.
+    ("serve", "tinker"): _tinker_service,
 }
 
 # Commands whose exit code is a verdict of what they ran, which their smallest offline run cannot pass:
@@ -488,6 +521,8 @@ def test_no_credential_reaches_any_output(command, tmp_path, monkeypatch, capsys
     assert {where: forms for where, forms in found.items() if forms} == {}
     if command in {("spectrum", "corpus"), ("spectrum", "dataset")}:
         assert written, "the command was expected to write its --out file"
+    if command == ("serve", "tinker"):  # it did serve requests carrying the key (and refused a wrong one)
+        assert '"event":"session_created"' in err and '"status":401' in err, err
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".rftlab-tmp")]
 
 

@@ -333,7 +333,7 @@ def test_resumed_local_run_has_the_weights_of_an_uninterrupted_one(tmp_path, mon
     assert any(m["n_datums"] > 0 for m in whole.run.metrics())  # it trained
     _same_rollouts(whole.run, second.run, 3)
     assert whole.run.eval_items() == second.run.eval_items()
-    a, b = svc._fetch(whole.final_path)["lora"], svc_c._fetch(second.final_path)["lora"]
+    a, b = svc.checkpoints.load(whole.final_path)["lora"], svc_c.checkpoints.load(second.final_path)["lora"]
     assert a.keys() == b.keys()
     init = LocalServiceClient(storage_dir=tmp_path / "init")
     fresh = init.create_lora_training_client(TINY_MODEL, rank=cfg.lora_rank, seed=0).result().lora_state()

@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "gs1",
     "fireworks",
     "poker",
+    "serve",
 ]
 
 

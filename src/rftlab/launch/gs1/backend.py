@@ -4,10 +4,12 @@
 the arm configs for that backend; the loop (``rftlab.training.gs1.rl_loop``) then runs the same code on
 either. Nothing here runs at import time, and tests inject fakes instead of calling it for ``tinker``.
 
-* ``tinker`` — ``tinker.ServiceClient()`` (credentials from ``TINKER_API_KEY`` only), the spec's base
+* ``tinker`` — ``tinker.ServiceClient()`` (credentials from ``TINKER_API_KEY`` only, the service from
+  ``TINKER_BASE_URL``: the hosted one, or ``rftlab serve tinker`` on this machine), the spec's base
   model with the cookbook renderer named explicitly (``qwen3_5``: the spec's ``Qwen/Qwen3.5-2B`` is not in
   the cookbook's ``model_info``), GSM8K from the Hugging Face Hub, the spec's sizes; sampling requests
-  carry no seed (``GS1Backend.send_seeds``).
+  carry no seed (``GS1Backend.send_seeds``). ``overrides`` may name another served model, renderer and
+  ``task="local_math"`` (the offline study against a local service).
 * ``local`` — the in-process tinker-compatible backend (``rftlab.training.local_tinker``) on its tiny
   Qwen3-architecture model after its supervised warm start (a merged base-model directory, built once
   and reused; both arms start fresh seed-0 LoRAs on it), the local GSM8K-style task (``rftlab.envs.gs1``) and the spec's recipe at the
@@ -114,10 +116,15 @@ def make_gs1_backend(
         import tinker
         from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-        arms = arms_from_spec(spec, renderer_name=DEFAULT_RENDERER, **dict(overrides or {}))
-        service = tinker.ServiceClient()
-        renderer = renderers.get_renderer(DEFAULT_RENDERER, get_tokenizer(spec["base_model"]))
-        task = load_gsm8k_task()
+        from rftlab.training.local_tinker.model import BUILTIN_MODELS, register_builtin_tokenizers
+
+        arms = arms_from_spec(spec, **{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
+        first = next(iter(arms.values()))
+        if first.base_model in BUILTIN_MODELS:  # a local `rftlab serve tinker` (docs/platforms.md §3.12)
+            register_builtin_tokenizers()
+        service = tinker.ServiceClient()  # TINKER_BASE_URL selects the service
+        renderer = renderers.get_renderer(first.renderer_name, get_tokenizer(first.base_model))
+        task = load_gsm8k_task() if first.task == "gsm8k" else None
     else:
         from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 

@@ -2,7 +2,9 @@
 ``importance_sampling`` losses, Adam) and KV-cache sampling on a tiny Qwen3-architecture model or
 any local Hugging Face model directory. The same client loop runs on ``tinker.ServiceClient`` or on
 ``LocalServiceClient``; see ``clients`` for the semantics and ``warm_start`` for the local GSM8K-style
-task's supervised warm start."""
+task's supervised warm start. ``server`` (``rftlab serve tinker``) puts the same backend behind the tinker
+SDK's HTTP protocol (``service`` holds its sessions, models, samplers and futures; ``wire`` its protobuf
+codec; ``checkpoints`` the on-disk ``tinker://`` checkpoints both share)."""
 
 from .clients import LocalRestClient, LocalSamplingClient, LocalServiceClient, LocalTrainingClient
 from .futures import LocalFuture

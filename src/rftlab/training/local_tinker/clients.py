@@ -18,7 +18,22 @@ correctness preflights.
 
 Checkpoint paths look like ``tinker://<model_id>/sampler_weights/<name>`` (``save_weights_for_sampler``)
 and ``tinker://<model_id>/weights/<name>`` (``save_state``); they are stored as ``.pt`` files under the
-service client's ``storage_dir`` so a new process with the same ``storage_dir`` can resume from them.
+service client's ``storage_dir`` (with their ``ttl_seconds`` and ``user_metadata``, see ``checkpoints``)
+so a new process with the same ``storage_dir`` can resume from them.
+
+Fidelity to the SDK (tinker 0.38): what the SDK checks before sending a request raises at call time
+(``forward_backward([])`` → ``ValueError("No data provided")``, ``optim_step`` without ``AdamParams`` →
+``TypeError``, a LoRA client training nothing → ``AssertionError``, a sampling client with neither path nor
+base model → ``ValueError``); what the service refuses arrives through the future (``rank < 1``, unknown
+loss functions, bad datums, bad or expired checkpoint paths). The ``*_async`` methods return what the
+SDK's do (``await tc.save_state_async(...)`` gives a future; ``await sc.create_lora_training_client_async``
+gives the client). Optimizer metrics carry the SDK's ``name:reduction`` form (``grad_norm:mean``).
+
+Sampler and trainer logprobs are computed by the same model in the same dtype here, so the importance
+ratio ``exp(logp - sampler_logp)`` of freshly sampled tokens is 1 up to float rounding; the hosted
+service's sampler and trainer differ numerically. ``LocalServiceClient(sampler_dtype=torch.bfloat16)``
+emulates that mismatch: samplers then run a copy of the model in that dtype (they sample from it and
+report its logprobs), so importance-sampling code sees ratios different from 1 (docs/platforms.md §4.4).
 """
 
 from __future__ import annotations
@@ -37,11 +52,20 @@ from typing import Any
 
 import torch
 from tinker import types
+from tinker.types.optimizer import OptimParamsBase
 
+from .checkpoints import CheckpointStore
 from .engine import LogprobRequest, SampleRequest, prompt_logprobs, resolve_stop, run_generation
 from .futures import LocalFuture
 from .losses import DatumError, elementwise_loss, model_input_tokens, parse_datum, target_logprobs
-from .model import BUILTIN_MODELS, attach_lora, load_base_model, lora_parameters, register_builtin_tokenizers
+from .model import (
+    BUILTIN_MODELS,
+    attach_lora,
+    load_base_model,
+    lora_parameters,
+    register_builtin_tokenizers,
+    tokenizer_dir,
+)
 
 FB_MICROBATCH_TOKENS = 32768
 """Tokens per forward/backward micro-batch (bounds activation memory; gradients add up exactly)."""
@@ -189,7 +213,20 @@ class LocalSamplingClient:
         self._snapshot = snapshot
         self._base_model = base_model
         self._seed_stream = torch.Generator().manual_seed(int(seed))
+        self._seed_draws: list[int] = []
         self._counter = itertools.count()
+
+    @property
+    def name(self) -> str:
+        """The snapshot's name (a sampler's weights: ``<model_id>-s<n>``, or the checkpoint path)."""
+        return self._snapshot.name
+
+    def default_seed(self, index: int) -> int:
+        """The generator seed of the ``index``-th request that gives no ``SamplingParams.seed``: the
+        ``index``-th draw of this sampler's seed stream (so results do not depend on arrival order)."""
+        while len(self._seed_draws) <= index:
+            self._seed_draws.append(int(torch.randint(0, 2**62, (1,), generator=self._seed_stream)))
+        return self._seed_draws[index]
 
     def sample(
         self,
@@ -199,24 +236,59 @@ class LocalSamplingClient:
         include_prompt_logprobs: bool = False,
         topk_prompt_logprobs: int = 0,
         topk_sample_logprobs: int = 0,
-        **unsupported: Any,
+        target_prompt_logprobs: types.TensorData | None = None,
+        prompt_alt_tokens_k: int = 0,
+        prompt_logprobs_last_n: int | None = None,
     ) -> LocalFuture[types.SampleResponse]:
+        # the SDK's own call-time checks
+        if prompt_alt_tokens_k < 0:
+            raise ValueError(f"prompt_alt_tokens_k must be 0 or greater, got {prompt_alt_tokens_k}")
+        check_prompt_logprobs_last_n(prompt_logprobs_last_n, include_prompt_logprobs)
+        fut, _ = self.submit(
+            prompt,
+            num_samples,
+            sampling_params,
+            include_prompt_logprobs,
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
+            topk_prompt_logprobs=topk_prompt_logprobs,
+            topk_sample_logprobs=topk_sample_logprobs,
+            target_prompt_logprobs=target_prompt_logprobs,
+            prompt_alt_tokens_k=prompt_alt_tokens_k,
+        )
+        return fut
+
+    def submit(
+        self,
+        prompt: types.ModelInput,
+        num_samples: int,
+        sampling_params: types.SamplingParams,
+        include_prompt_logprobs: bool = False,
+        *,
+        prompt_logprobs_last_n: int | None = None,
+        index: int | None = None,
+        **unsupported: Any,
+    ) -> tuple[LocalFuture[types.SampleResponse], list[str]]:
+        """Queue one sampling request; returns its future and the ``sequence_id`` of each sample.
+        ``index`` numbers the request within this sampler (default: submission order); the HTTP service
+        passes the SDK's ``seq_id`` so a request's default seed does not depend on arrival order."""
+        n = next(self._counter) if index is None else int(index)
         fut: LocalFuture[types.SampleResponse] = LocalFuture(flush=self._host.flush)
+        ids: list[str] = []
         try:
-            req = self._make_request(prompt, num_samples, sampling_params, include_prompt_logprobs, fut)
-            if (
-                topk_prompt_logprobs
-                or topk_sample_logprobs
-                or any(v not in (None, 0) for v in unsupported.values())
-            ):
+            if any(v not in (None, 0, False) for v in unsupported.values()):
                 raise ValueError(
-                    "top-k logprobs, target/alt prompt tokens are not supported by the local backend"
+                    "top-k logprobs, target prompt logprobs and prompt alternative tokens are not "
+                    "supported by the local backend"
                 )
+            req = self._make_request(
+                prompt, num_samples, sampling_params, include_prompt_logprobs, fut, n, prompt_logprobs_last_n
+            )
+            ids = [f"{req.id_prefix}-{i}" for i in range(req.num_samples)]
         except Exception as exc:
-            return LocalFuture.failed(exc)
+            return LocalFuture.failed(exc), ids
         with self._host.lock:
             self._host.pending.append((self._snapshot, req))
-        return fut
+        return fut, ids
 
     def _make_request(
         self,
@@ -225,12 +297,16 @@ class LocalSamplingClient:
         params: types.SamplingParams,
         include_prompt_logprobs: bool,
         fut: LocalFuture[types.SampleResponse],
+        n: int,
+        prompt_logprobs_last_n: int | None = None,
     ) -> SampleRequest:
         tokens = model_input_tokens(prompt, "prompt")
         if not tokens:
             raise ValueError("prompt is empty")
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        if prompt_logprobs_last_n is not None and not 1 <= prompt_logprobs_last_n <= len(tokens) - 1:
+            raise ValueError(f"prompt_logprobs_last_n must be in [1, {len(tokens) - 1}] for this prompt")
         room = self._host.max_positions - len(tokens)
         if room <= 0:
             raise ValueError(
@@ -238,9 +314,7 @@ class LocalSamplingClient:
             )
         max_tokens = room if params.max_tokens is None else min(int(params.max_tokens), room)
         stop_tokens, stop_sequences = resolve_stop(params.stop, self._host.tokenizer)
-        draw = int(torch.randint(0, 2**62, (1,), generator=self._seed_stream))
-        seed = draw if params.seed is None else int(params.seed)
-        n = next(self._counter)
+        seed = self.default_seed(n) if params.seed is None else int(params.seed)
         return SampleRequest(
             prompt=tokens,
             num_samples=int(num_samples),
@@ -254,11 +328,13 @@ class LocalSamplingClient:
             include_prompt_logprobs=include_prompt_logprobs,
             future=fut,
             id_prefix=f"{self._snapshot.name}-{n}",
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
         )
 
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
     ) -> LocalFuture[list[float | None]]:
+        check_prompt_logprobs_last_n(prompt_logprobs_last_n, True)
         fut: LocalFuture[list[float | None]] = LocalFuture(flush=self._host.flush)
         try:
             tokens = model_input_tokens(prompt, "prompt")
@@ -275,11 +351,33 @@ class LocalSamplingClient:
             return LocalFuture.failed(ValueError(f"prompt_logprobs_last_n must be in [1, {len(tokens) - 1}]"))
         return _TrimmedFuture(fut, n)
 
+    # the SDK's (deprecated) async variants: they return what the SDK's do
+    async def sample_async(self, *args: Any, **kwargs: Any) -> types.SampleResponse:
+        return await self.sample(*args, **kwargs)
+
+    async def compute_logprobs_async(
+        self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
+    ) -> list[float | None]:
+        return await self.compute_logprobs(prompt, prompt_logprobs_last_n)
+
     def get_tokenizer(self) -> Any:
         return self._host.tokenizer
 
     def get_base_model(self) -> str:
         return self._base_model
+
+    async def get_base_model_async(self) -> str:
+        return self._base_model
+
+
+def check_prompt_logprobs_last_n(last_n: int | None, include_prompt_logprobs: bool) -> None:
+    """The SDK's call-time check of ``prompt_logprobs_last_n`` (the prompt-length bound is the server's)."""
+    if last_n is None:
+        return
+    if last_n < 1:
+        raise ValueError(f"prompt_logprobs_last_n must be 1 or greater, got {last_n}")
+    if not include_prompt_logprobs:
+        raise ValueError("prompt_logprobs_last_n applies to prompt logprobs; set include_prompt_logprobs")
 
 
 class _TrimmedFuture(LocalFuture[list[float | None]]):
@@ -316,14 +414,28 @@ class LocalTrainingClient:
     def forward_backward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        if not data:  # the SDK raises this before sending anything
+            raise ValueError("No data provided")
         with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=True))
 
     def forward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        if not data:
+            raise ValueError("No data provided")
         with self._host.busy():
             return LocalFuture.run(lambda: self._run(data, loss_fn, loss_fn_config, backward=False))
+
+    async def forward_backward_async(
+        self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
+    ) -> LocalFuture[types.ForwardBackwardOutput]:
+        return self.forward_backward(data, loss_fn, loss_fn_config)
+
+    async def forward_async(
+        self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
+    ) -> LocalFuture[types.ForwardBackwardOutput]:
+        return self.forward(data, loss_fn, loss_fn_config)
 
     def _run(
         self,
@@ -396,15 +508,21 @@ class LocalTrainingClient:
     def optim_step(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
     ) -> LocalFuture[types.OptimStepResponse]:
-        with self._host.busy():
-            return LocalFuture.run(lambda: self._optim_step(optim_params, adam_params))
-
-    def _optim_step(self, optim_params: Any, adam_params: Any) -> types.OptimStepResponse:
+        # the SDK's call-time checks
         if optim_params is not None and adam_params is not None:
-            raise ValueError("pass optim_params or adam_params, not both")
+            raise ValueError("Specify optim_params or legacy adam_params, not both")
         params = optim_params if optim_params is not None else adam_params
-        if params is None:
-            raise ValueError("optim_step needs AdamParams")
+        if not isinstance(params, (types.AdamParams, OptimParamsBase)):
+            raise TypeError("Expected AdamParams or OptimParamsBase")
+        with self._host.busy():
+            return LocalFuture.run(lambda: self._optim_step(params))
+
+    async def optim_step_async(
+        self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
+    ) -> LocalFuture[types.OptimStepResponse]:
+        return self.optim_step(optim_params, adam_params=adam_params)
+
+    def _optim_step(self, params: Any) -> types.OptimStepResponse:
         if not isinstance(params, types.AdamParams):
             raise ValueError(f"the local backend implements Adam only, got {type(params).__name__}")
         grads = [p.grad for p in self._host.params.values() if p.grad is not None]
@@ -423,7 +541,8 @@ class LocalTrainingClient:
         self._optimizer.step()
         self._optimizer.zero_grad(set_to_none=True)
         self.optim_steps += 1
-        return types.OptimStepResponse(metrics={"grad_norm": grad_norm})
+        # the SDK's metric names carry their reduction (``name:reduction``); the norm is before clipping
+        return types.OptimStepResponse(metrics={"grad_norm:mean": grad_norm})
 
     # ----------------------------------------------------------------------- weights and samplers
 
@@ -431,19 +550,57 @@ class LocalTrainingClient:
         self, name: str, ttl_seconds: int | None = None, user_metadata: dict[str, str] | None = None
     ) -> LocalFuture[types.SaveWeightsForSamplerResponse]:
         def _save() -> types.SaveWeightsForSamplerResponse:
-            path = self._service._store(
-                self.model_id, "sampler_weights", name, self._checkpoint(with_optimizer=False)
+            path = self._service.checkpoints.save(
+                self.model_id,
+                "sampler_weights",
+                name,
+                self._checkpoint(with_optimizer=False),
+                ttl_seconds=ttl_seconds,
+                user_metadata=user_metadata,
             )
             return types.SaveWeightsForSamplerResponse(path=path)
 
         return LocalFuture.run(_save)
 
-    def save_state(self, name: str, ttl_seconds: int | None = None) -> LocalFuture[types.SaveWeightsResponse]:
+    async def save_weights_for_sampler_async(
+        self, name: str, ttl_seconds: int | None = None, user_metadata: dict[str, str] | None = None
+    ) -> LocalFuture[types.SaveWeightsForSamplerResponse]:
+        return self.save_weights_for_sampler(name, ttl_seconds=ttl_seconds, user_metadata=user_metadata)
+
+    def save_state(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        overwrite: bool = False,
+        user_metadata: dict[str, str] | None = None,
+    ) -> LocalFuture[types.SaveWeightsResponse]:
+        """Weights and optimizer state at ``tinker://<model_id>/weights/<name>``; ``ttl_seconds`` between
+        1 hour and 10 years (``None``: never expires); an existing name is refused unless ``overwrite``."""
+
         def _save() -> types.SaveWeightsResponse:
-            path = self._service._store(self.model_id, "weights", name, self._checkpoint(with_optimizer=True))
+            path = self._service.checkpoints.save(
+                self.model_id,
+                "weights",
+                name,
+                self._checkpoint(with_optimizer=True),
+                ttl_seconds=ttl_seconds,
+                overwrite=overwrite,
+                user_metadata=user_metadata,
+            )
             return types.SaveWeightsResponse(path=path)
 
         return LocalFuture.run(_save)
+
+    async def save_state_async(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        overwrite: bool = False,
+        user_metadata: dict[str, str] | None = None,
+    ) -> LocalFuture[types.SaveWeightsResponse]:
+        return self.save_state(
+            name, ttl_seconds=ttl_seconds, overwrite=overwrite, user_metadata=user_metadata
+        )
 
     def load_state(self, path: str) -> LocalFuture[types.LoadWeightsResponse]:
         return LocalFuture.run(lambda: self._load(path, with_optimizer=False))
@@ -451,8 +608,14 @@ class LocalTrainingClient:
     def load_state_with_optimizer(self, path: str) -> LocalFuture[types.LoadWeightsResponse]:
         return LocalFuture.run(lambda: self._load(path, with_optimizer=True))
 
+    async def load_state_async(self, path: str) -> LocalFuture[types.LoadWeightsResponse]:
+        return self.load_state(path)
+
+    async def load_state_with_optimizer_async(self, path: str) -> LocalFuture[types.LoadWeightsResponse]:
+        return self.load_state_with_optimizer(path)
+
     def _load(self, path: str, with_optimizer: bool) -> types.LoadWeightsResponse:
-        ckpt = self._service._fetch(path)
+        ckpt = self._service.checkpoints.load(path)
         if LoraKey(**ckpt["key"]) != self._host.key:
             raise ValueError(f"checkpoint {path} is for {ckpt['key']}, not this model ({self._host.key})")
         self._host.load(ckpt["lora"])
@@ -485,28 +648,60 @@ class LocalTrainingClient:
         record_stability_info: bool = False,
         kind: str = "snapshot",
     ) -> _ClientFuture:
-        return _client_future(self._sampling_client_now)
+        def _create() -> LocalSamplingClient:
+            if kind != "snapshot":
+                raise ValueError(f"sampling client kind {kind!r} is not supported locally (only 'snapshot')")
+            if record_stability_info:
+                raise ValueError("record_stability_info (StableReinforce) is not supported locally")
+            return self._sampling_client_now()
+
+        return _client_future(_create)
+
+    async def save_weights_and_get_sampling_client_async(
+        self,
+        name: str | None = None,
+        retry_config: Any = None,
+        record_stability_info: bool = False,
+        kind: str = "snapshot",
+    ) -> LocalSamplingClient:
+        return await self.save_weights_and_get_sampling_client(
+            name, retry_config, record_stability_info=record_stability_info, kind=kind
+        )
 
     def _sampling_client_now(self) -> LocalSamplingClient:
         n = next(self._samplers)
         snap = _Snapshot(tensors=self._host.state(), name=f"{self.model_id}-s{n}")
         seed = self._seed * 1_000_003 + n
-        return LocalSamplingClient(self._host, snap, seed, self._host.key.base_model)
+        host = self._service._sampler_host(self._host)
+        return LocalSamplingClient(host, snap, seed, self._host.key.base_model)
 
-    def create_sampling_client(self, model_path: str, retry_config: Any = None) -> _ClientFuture:
+    def create_sampling_client(
+        self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
+    ) -> _ClientFuture:
         return self._service.create_sampling_client(model_path=model_path)
+
+    async def create_sampling_client_async(
+        self, model_path: str, retry_config: Any = None, record_stability_info: bool = False
+    ) -> LocalSamplingClient:
+        return await self.create_sampling_client(model_path)
 
     def get_tokenizer(self) -> Any:
         return self._host.tokenizer
 
     def get_info(self) -> types.GetInfoResponse:
+        base = self._host.key.base_model
         return types.GetInfoResponse(
-            model_data=types.ModelData(arch="qwen3", model_name=self._host.key.base_model),
+            model_data=types.ModelData(
+                arch="qwen3", model_name=base, tokenizer_id=self._service.tokenizer_id(base)
+            ),
             model_id=self.model_id,
             is_lora=self._host.key.rank > 0,
             lora_rank=self._host.key.rank or None,
-            model_name=self._host.key.base_model,
+            model_name=base,
         )
+
+    async def get_info_async(self) -> types.GetInfoResponse:
+        return self.get_info()
 
     # ----------------------------------------------------------------- beyond the SDK: preflights
 
@@ -545,6 +740,10 @@ class LocalRestClient:
         return LocalFuture.done(self._service._capabilities())
 
 
+MAX_LORA_RANK = 1024
+"""Largest LoRA rank a training client accepts (far above any tiny model's width)."""
+
+
 class LocalServiceClient:
     """``tinker.ServiceClient`` backed by in-process models (built-in tiny Qwen3 or local HF dirs).
 
@@ -552,7 +751,9 @@ class LocalServiceClient:
     model directories to list as supported models; ``dtype`` is the model's float type (float64
     for tight reference comparisons); ``num_threads`` is torch's intra-op thread count while the
     backend computes (``None`` leaves torch's setting alone); ``device`` is where models run (``"cuda"``
-    for a real model directory on a GPU machine; only ``"cpu"`` is exercised by the tests here)."""
+    for a real model directory on a GPU machine; only ``"cpu"`` is exercised by the tests here);
+    ``sampler_dtype`` (default: ``dtype``) is the dtype samplers run in: a different one emulates the
+    hosted service's sampler/trainer mismatch (see the module docstring)."""
 
     def __init__(
         self,
@@ -561,6 +762,7 @@ class LocalServiceClient:
         dtype: torch.dtype = torch.float32,
         num_threads: int | None = 1,
         device: str = "cpu",
+        sampler_dtype: torch.dtype | None = None,
     ) -> None:
         register_builtin_tokenizers()
         self.num_threads = num_threads
@@ -570,10 +772,11 @@ class LocalServiceClient:
             self._tmp = tempfile.TemporaryDirectory(prefix="rftlab-local-tinker-")
             storage_dir = self._tmp.name
         self.storage_dir = Path(storage_dir)
+        self.checkpoints = CheckpointStore(self.storage_dir)
         self.dtype = dtype
+        self.sampler_dtype = dtype if sampler_dtype is None else sampler_dtype
         self._model_dirs = [str(Path(d)) for d in model_dirs]
-        self._memory: dict[str, dict[str, Any]] = {}
-        self._sampling_hosts: dict[LoraKey, _Host] = {}
+        self._sampling_hosts: dict[tuple[LoraKey, torch.dtype], _Host] = {}
 
     # ----------------------------------------------------------------------------- creation
 
@@ -590,18 +793,49 @@ class LocalServiceClient:
     ) -> _ClientFuture:
         """A future of a training client with a fresh LoRA of ``rank`` on ``base_model`` (a built-in
         name or a local HF directory). ``seed`` fixes the LoRA init and the samplers' default seed
-        stream; unlike the service, ``None`` means seed 0 (runs stay reproducible)."""
+        stream; unlike the service, ``None`` means seed 0 (runs stay reproducible). Like the service,
+        only LoRA is trained: ``rank`` must be at least 1 (the full-weight client is the separately
+        named local extension ``create_full_training_client``)."""
+        assert any([train_mlp, train_attn, train_unembed]), (
+            "At least one of train_mlp, train_attn, or train_unembed must be True"
+        )
+        return _client_future(
+            lambda: self.new_lora_client(
+                base_model, rank, seed, train_mlp, train_attn, train_unembed, optimizer=optimizer
+            )
+        )
 
-        def _create() -> LocalTrainingClient:
-            if optimizer is not None and getattr(optimizer, "type", "adamw") != "adamw":
-                raise ValueError("the local backend implements Adam only")
-            key = LoraKey(str(base_model), int(rank), bool(train_mlp), bool(train_attn), bool(train_unembed))
-            init_seed = 0 if seed is None else int(seed)
-            host = _Host(key, init_seed, self.dtype, self.num_threads, self.device)
-            self._note_model(key.base_model)
-            return LocalTrainingClient(self, host, f"local-{uuid.uuid4().hex[:12]}", init_seed)
+    async def create_lora_training_client_async(self, *args: Any, **kwargs: Any) -> LocalTrainingClient:
+        return await self.create_lora_training_client(*args, **kwargs)
 
-        return _client_future(_create)
+    def new_lora_client(
+        self,
+        base_model: str,
+        rank: int,
+        seed: int | None = None,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
+        *,
+        optimizer: Any = None,
+        model_id: str | None = None,
+    ) -> LocalTrainingClient:
+        """A training client with a fresh LoRA (what ``create_lora_training_client`` resolves to), under
+        ``model_id`` (default: a new ``local-<hex>`` id). Raises ``ValueError`` for what the service refuses."""
+        if optimizer is not None and getattr(optimizer, "type", "adamw") != "adamw":
+            raise ValueError("the local backend implements Adam only")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_LORA_RANK:
+            raise ValueError(
+                f"LoRA rank must be an integer from 1 to {MAX_LORA_RANK}, got {rank!r} (the service trains "
+                "LoRA adapters only; full-weight training is the local extension create_full_training_client)"
+            )
+        if not any([train_mlp, train_attn, train_unembed]):
+            raise ValueError("at least one of train_mlp, train_attn, train_unembed must be true")
+        key = LoraKey(str(base_model), int(rank), bool(train_mlp), bool(train_attn), bool(train_unembed))
+        init_seed = 0 if seed is None else int(seed)
+        host = _Host(key, init_seed, self.dtype, self.num_threads, self.device)
+        self._note_model(key.base_model)
+        return LocalTrainingClient(self, host, model_id or f"local-{uuid.uuid4().hex[:12]}", init_seed)
 
     def create_full_training_client(self, base_model: str, seed: int = 0) -> _ClientFuture:
         """Local-only extension (the service trains LoRA only): a training client whose trainable
@@ -618,34 +852,51 @@ class LocalServiceClient:
         return _client_future(_create)
 
     def create_training_client_from_state(
-        self, path: str, user_metadata: dict[str, str] | None = None
+        self, path: str, base_model: str | None = None, user_metadata: dict[str, str] | None = None, **_: Any
     ) -> _ClientFuture:
-        return self._from_state(path, with_optimizer=False)
+        return _client_future(lambda: self.client_from_state(path, False, base_model=base_model))
 
     def create_training_client_from_state_with_optimizer(
-        self, path: str, user_metadata: dict[str, str] | None = None
+        self, path: str, base_model: str | None = None, user_metadata: dict[str, str] | None = None, **_: Any
     ) -> _ClientFuture:
-        return self._from_state(path, with_optimizer=True)
+        return _client_future(lambda: self.client_from_state(path, True, base_model=base_model))
 
-    def _from_state(self, path: str, with_optimizer: bool) -> _ClientFuture:
-        def _create() -> LocalTrainingClient:
-            ckpt = self._fetch(path)
-            key = LoraKey(**ckpt["key"])
-            if key.rank == 0:
-                client = self.create_full_training_client(key.base_model, ckpt.get("seed", 0)).result()
-            else:
-                client = self.create_lora_training_client(
-                    key.base_model,
-                    key.rank,
-                    ckpt.get("seed", 0),
-                    key.train_mlp,
-                    key.train_attn,
-                    key.train_unembed,
-                ).result()
-            client._load(path, with_optimizer=with_optimizer)
-            return client
+    async def create_training_client_from_state_async(self, path: str, **kwargs: Any) -> LocalTrainingClient:
+        return await self.create_training_client_from_state(path, **kwargs)
 
-        return _client_future(_create)
+    async def create_training_client_from_state_with_optimizer_async(
+        self, path: str, **kwargs: Any
+    ) -> LocalTrainingClient:
+        return await self.create_training_client_from_state_with_optimizer(path, **kwargs)
+
+    def client_from_state(
+        self,
+        path: str,
+        with_optimizer: bool,
+        *,
+        base_model: str | None = None,
+        model_id: str | None = None,
+    ) -> LocalTrainingClient:
+        """A training client loaded from the checkpoint ``path`` (its LoRA configuration and seed; the
+        optimizer state too when ``with_optimizer``), under ``model_id`` (default: a new id)."""
+        ckpt = self.checkpoints.load(path)
+        key = LoraKey(**ckpt["key"])
+        if base_model is not None and base_model != key.base_model:
+            raise ValueError(f"checkpoint {path} is for base model {key.base_model!r}, not {base_model!r}")
+        if key.rank == 0:
+            client = self.create_full_training_client(key.base_model, ckpt.get("seed", 0)).result()
+        else:
+            client = self.new_lora_client(
+                key.base_model,
+                key.rank,
+                ckpt.get("seed", 0),
+                key.train_mlp,
+                key.train_attn,
+                key.train_unembed,
+                model_id=model_id,
+            )
+        client._load(path, with_optimizer=with_optimizer)
+        return client
 
     def create_sampling_client(
         self,
@@ -654,32 +905,48 @@ class LocalServiceClient:
         retry_config: Any = None,
         record_stability_info: bool = False,
     ) -> _ClientFuture:
-        def _create() -> LocalSamplingClient:
-            if model_path is None and base_model is None:
-                raise ValueError("Either model_path or base_model must be provided")
-            if model_path is not None:
-                ckpt = self._fetch(model_path)
-                key = LoraKey(**ckpt["key"])
-                host = self._sampling_host(key)
-                tensors = {n: t.clone() for n, t in ckpt["lora"].items()}
-                return LocalSamplingClient(host, _Snapshot(tensors, name=model_path), 0, key.base_model)
-            key = LoraKey(str(base_model), 1)
-            host = self._sampling_host(key)
-            self._note_model(key.base_model)
-            return LocalSamplingClient(
-                host, _Snapshot(host.state(), name=f"base:{base_model}"), 0, key.base_model
-            )
+        if model_path is None and base_model is None:  # the SDK raises this at once
+            raise ValueError("Either model_path or base_model must be provided")
+        return _client_future(lambda: self.new_sampling_client(model_path, base_model))
 
-        return _client_future(_create)
+    async def create_sampling_client_async(self, *args: Any, **kwargs: Any) -> LocalSamplingClient:
+        return await self.create_sampling_client(*args, **kwargs)
+
+    def new_sampling_client(self, model_path: str | None, base_model: str | None) -> LocalSamplingClient:
+        """A sampler on a ``sampler_weights``/``weights`` checkpoint or on a base model."""
+        if model_path is not None:
+            ckpt = self.checkpoints.load(model_path)
+            key = LoraKey(**ckpt["key"])
+            if base_model is not None and base_model != key.base_model:
+                raise ValueError(f"{model_path} is for base model {key.base_model!r}, not {base_model!r}")
+            host = self._sampling_host(key)
+            tensors = {n: t.clone() for n, t in ckpt["lora"].items()}
+            return LocalSamplingClient(host, _Snapshot(tensors, name=model_path), 0, key.base_model)
+        key = LoraKey(str(base_model), 1)
+        host = self._sampling_host(key)
+        self._note_model(key.base_model)
+        return LocalSamplingClient(
+            host, _Snapshot(host.state(), name=f"base:{base_model}"), 0, key.base_model
+        )
 
     def _sampling_host(self, key: LoraKey) -> _Host:
-        if key not in self._sampling_hosts:
-            self._sampling_hosts[key] = _Host(key, 0, self.dtype, self.num_threads, self.device)
-        return self._sampling_hosts[key]
+        k = (key, self.sampler_dtype)
+        if k not in self._sampling_hosts:
+            self._sampling_hosts[k] = _Host(key, 0, self.sampler_dtype, self.num_threads, self.device)
+        return self._sampling_hosts[k]
+
+    def _sampler_host(self, trainer_host: _Host) -> _Host:
+        """Where a training client's samplers run: its own host, or a ``sampler_dtype`` copy of it."""
+        if self.sampler_dtype == trainer_host.dtype:
+            return trainer_host
+        return self._sampling_host(trainer_host.key)
 
     # --------------------------------------------------------------------------- capabilities
 
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
+        return self._capabilities()
+
+    async def get_server_capabilities_async(self) -> types.GetServerCapabilitiesResponse:
         return self._capabilities()
 
     def create_rest_client(self) -> LocalRestClient:
@@ -689,45 +956,20 @@ class LocalServiceClient:
         if base_model not in BUILTIN_MODELS and base_model not in self._model_dirs:
             self._model_dirs.append(base_model)
 
+    def served_models(self) -> list[str]:
+        """Built-in models and the local model directories (that exist) this backend offers."""
+        return list(BUILTIN_MODELS) + [d for d in self._model_dirs if os.path.isdir(d)]
+
     def _capabilities(self) -> types.GetServerCapabilitiesResponse:
-        names = list(BUILTIN_MODELS) + [d for d in self._model_dirs if os.path.isdir(d)]
         return types.GetServerCapabilitiesResponse(
             supported_models=[
                 types.SupportedModel(model_name=n, trainable=True, sampleable=True, max_context_length=None)
-                for n in names
+                for n in self.served_models()
             ]
         )
 
-    # ---------------------------------------------------------------------------- checkpoints
-
-    def _file_for(self, path: str) -> Path:
-        prefix = "tinker://"
-        if not path.startswith(prefix):
-            raise ValueError(f"not a checkpoint path: {path!r} (expected tinker://<model_id>/<kind>/<name>)")
-        parts = path[len(prefix) :].split("/")
-        if len(parts) != 3 or parts[1] not in ("weights", "sampler_weights") or not all(parts):
-            raise ValueError(f"not a checkpoint path: {path!r} (expected tinker://<model_id>/<kind>/<name>)")
-        model_id, kind, name = parts
-        return self.storage_dir / model_id / kind / f"{name}.pt"
-
-    def _store(self, model_id: str, kind: str, name: str, ckpt: dict[str, Any]) -> str:
-        if not name or "/" in name:
-            raise ValueError(f"checkpoint name must be non-empty without '/', got {name!r}")
-        path = f"tinker://{model_id}/{kind}/{name}"
-        file = self._file_for(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        torch.save(ckpt, tmp)
-        os.replace(tmp, file)
-        self._memory[path] = ckpt
-        return path
-
-    def _fetch(self, path: str) -> dict[str, Any]:
-        if path in self._memory:
-            return self._memory[path]
-        file = self._file_for(path)
-        if not file.is_file():
-            raise ValueError(f"checkpoint {path} not found under {self.storage_dir}")
-        ckpt = torch.load(file, map_location="cpu", weights_only=False)
-        self._memory[path] = ckpt
-        return ckpt
+    def tokenizer_id(self, base_model: str) -> str:
+        """A tokenizer id ``AutoTokenizer.from_pretrained`` (and so the SDK's ``get_tokenizer()`` and the
+        cookbook's ``tokenizer_utils.get_tokenizer``) resolves offline on this machine: the model
+        directory itself, or for a built-in model its tokenizer saved under ``storage_dir/tokenizers``."""
+        return tokenizer_dir(base_model, self.storage_dir)

@@ -43,6 +43,7 @@ class SampleRequest:
     include_prompt_logprobs: bool
     future: LocalFuture[types.SampleResponse]
     id_prefix: str
+    prompt_logprobs_last_n: int | None = None
 
 
 @dataclass
@@ -107,7 +108,22 @@ def _filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tenso
 
 @torch.no_grad()
 def run_generation(model: Any, requests: Sequence[SampleRequest], pad_id: int, vocab: int) -> None:
-    """Generate every request's samples and resolve its future."""
+    """Generate every request's samples and resolve its future.
+
+    Prompt logprobs of every request that asks for them come from one batched forward pass. A request
+    of the ``compute_logprobs`` shape (prompt logprobs and ``max_tokens == 1``) needs no decoding: its one
+    sampled token is drawn from the same pass's last-position logits, exactly as the decoder's first
+    step would draw it (same temperature, top-k/top-p and noise)."""
+    want_prompt = [r for r in requests if r.include_prompt_logprobs]
+    single = [r for r in want_prompt if r.max_tokens == 1]
+    single_ids = {id(r) for r in single}
+    prompt_lps: dict[int, list[float | None]] = {}
+    last_logits: dict[int, torch.Tensor] = {}
+    if want_prompt:
+        lps, lasts = _prompt_forward(model, [r.prompt for r in want_prompt], pad_id)
+        for r, lp, last in zip(want_prompt, lps, lasts, strict=True):
+            prompt_lps[id(r)] = lp
+            last_logits[id(r)] = last
     rows: list[_Row] = []
     for req in requests:
         noise = None
@@ -117,9 +133,13 @@ def run_generation(model: Any, requests: Sequence[SampleRequest], pad_id: int, v
             if req.temperature > 0 and req.max_tokens > 0:
                 noise = noise_all[i]
             rows.append(_Row(request=req, index=i, noise=noise))
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i].request.prompt))
+    decode = [r for r in rows if id(r.request) not in single_ids]
+    first = [r for r in rows if id(r.request) in single_ids]
+    if first:
+        _first_token(first, torch.stack([last_logits[id(r.request)] for r in first]))
+    order = sorted(range(len(decode)), key=lambda i: len(decode[i].request.prompt))
     for start in range(0, len(order), MAX_BATCH_ROWS):
-        _decode_batch(model, [rows[i] for i in order[start : start + MAX_BATCH_ROWS]], pad_id)
+        _decode_batch(model, [decode[i] for i in order[start : start + MAX_BATCH_ROWS]], pad_id)
     by_request: dict[int, list[_Row]] = {}
     for row in rows:
         by_request.setdefault(id(row.request), []).append(row)
@@ -135,9 +155,62 @@ def run_generation(model: Any, requests: Sequence[SampleRequest], pad_id: int, v
         ]
         prompt_lp = None
         if req.include_prompt_logprobs:
-            lps = prompt_logprobs(model, [req.prompt], pad_id)[0]
+            lps = list(prompt_lps[id(req)])
+            if req.prompt_logprobs_last_n is not None:
+                cut = len(lps) - int(req.prompt_logprobs_last_n)
+                lps = [None] * cut + lps[cut:]
             prompt_lp = np.asarray([math.nan if v is None else v for v in lps], dtype=np.float32)
         req.future.set_result(types.SampleResponse(sequences=seqs, prompt_logprobs_np=prompt_lp))
+
+
+def _select(
+    logits: torch.Tensor,
+    greedy: torch.Tensor,
+    safe_temps: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    needs_filter: bool,
+    noise: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decoding step: the chosen tokens (argmax when greedy, else the Gumbel-max draw from the
+    tempered, top-k/top-p filtered distribution) and their logprobs under the model's distribution."""
+    logp = torch.log_softmax(logits, dim=-1)
+    scaled = logits / safe_temps
+    if needs_filter:
+        scaled = _filter_logits(scaled, top_k, top_p)
+    choice = torch.where(greedy, logits.argmax(-1), (scaled + noise).argmax(-1))
+    return choice, logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+
+
+def _sampling_tensors(rows: list[_Row], device: Any, dtype: torch.dtype):
+    temps = torch.tensor([r.request.temperature for r in rows], dtype=torch.float64, device=device)
+    greedy = temps <= 0
+    safe_temps = torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(-1).to(dtype)
+    top_k = torch.tensor([r.request.top_k for r in rows], dtype=torch.long, device=device)
+    top_p = torch.tensor([r.request.top_p for r in rows], dtype=torch.float32, device=device).to(dtype)
+    needs_filter = bool(((top_k > 0) | (top_p < 1.0)).any())
+    return greedy, safe_temps, top_k, top_p, needs_filter
+
+
+def _row_noise(rows: list[_Row], step: int, vocab: int, device: Any, dtype: torch.dtype) -> torch.Tensor:
+    zero = torch.zeros(vocab)  # noise is drawn on the CPU (device-independent samples)
+    noise = torch.stack(
+        [r.noise[step] if (r.noise is not None and step < r.noise.shape[0]) else zero for r in rows]
+    )
+    return noise.to(device=device, dtype=dtype)
+
+
+def _first_token(rows: list[_Row], logits: torch.Tensor) -> None:
+    """The single decoding step of one-token requests, from their prompts' last-position logits."""
+    greedy, safe_temps, top_k, top_p, needs_filter = _sampling_tensors(rows, logits.device, logits.dtype)
+    noise = _row_noise(rows, 0, logits.shape[-1], logits.device, logits.dtype)
+    choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise)
+    for r, tok, lp in zip(rows, choice.tolist(), chosen_lp.tolist(), strict=True):
+        r.tokens.append(tok)
+        r.logprobs.append(lp)
+        req = r.request
+        stop = tok in req.stop_tokens or any(s == (tok,) for s in req.stop_sequences)
+        r.stop_reason = "stop" if stop else "length"
 
 
 def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
@@ -152,12 +225,6 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
     device = next(model.parameters()).device
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    temps = torch.tensor([r.request.temperature for r in rows], dtype=torch.float64, device=device)
-    greedy = temps <= 0
-    safe_temps = torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(-1).to(ids.device)
-    top_k = torch.tensor([r.request.top_k for r in rows], dtype=torch.long, device=device)
-    top_p = torch.tensor([r.request.top_p for r in rows], dtype=torch.float32, device=device)
-    needs_filter = bool(((top_k > 0) | (top_p < 1.0)).any())
     limits = [r.request.max_tokens for r in rows]
     steps = max(limits)
     active = [lim > 0 for lim in limits]
@@ -170,21 +237,10 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
     cache = out.past_key_values
     logits = out.logits[:, -1, :]
     last_pos = positions[:, -1]
-    noise_rows = [r.noise for r in rows]
-    zero_noise = torch.zeros(logits.shape[-1])  # noise is drawn on the CPU (device-independent samples)
-    safe_temps = safe_temps.to(logits.dtype)
-    top_p = top_p.to(logits.dtype)
+    greedy, safe_temps, top_k, top_p, needs_filter = _sampling_tensors(rows, device, logits.dtype)
     for step in range(steps):
-        logp = torch.log_softmax(logits, dim=-1)
-        scaled = logits / safe_temps
-        if needs_filter:
-            scaled = _filter_logits(scaled, top_k, top_p)
-        noise = torch.stack(
-            [nr[step] if (nr is not None and step < nr.shape[0]) else zero_noise for nr in noise_rows]
-        )
-        noise = noise.to(device=device, dtype=logits.dtype)
-        choice = torch.where(greedy, logits.argmax(-1), (scaled + noise).argmax(-1))
-        chosen_lp = logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+        noise = _row_noise(rows, step, logits.shape[-1], device, logits.dtype)
+        choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise)
         choice_list = choice.tolist()
         lp_list = chosen_lp.tolist()
         for i, r in enumerate(rows):
@@ -220,7 +276,16 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
 @torch.no_grad()
 def prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], pad_id: int) -> list[list[float | None]]:
     """``[None, logp(t1 | t0), logp(t2 | t0 t1), ...]`` for each prompt (right-padded batches)."""
+    return _prompt_forward(model, prompts, pad_id)[0]
+
+
+@torch.no_grad()
+def _prompt_forward(
+    model: Any, prompts: Sequence[Sequence[int]], pad_id: int
+) -> tuple[list[list[float | None]], list[torch.Tensor]]:
+    """Each prompt's logprobs (as ``prompt_logprobs``) and its last position's next-token logits."""
     results: list[list[float | None]] = [[] for _ in prompts]
+    lasts: list[torch.Tensor] = [torch.empty(0) for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     for start in range(0, len(order), MAX_BATCH_ROWS):
         chunk = order[start : start + MAX_BATCH_ROWS]
@@ -234,4 +299,5 @@ def prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], pad_id: int) -
         for j, i in enumerate(chunk):
             n = len(prompts[i])
             results[i] = [None] + logp[j, : n - 1].tolist()
-    return results
+            lasts[i] = logits[j, n - 1]
+    return results, lasts

@@ -10,8 +10,10 @@ directory is loaded with ``transformers`` (model and tokenizer from that directo
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -146,6 +148,24 @@ def register_builtin_tokenizers() -> None:
 
     for name, spec in BUILTIN_MODELS.items():
         register_tokenizer(name, TOKENIZERS[spec.tokenizer])
+
+
+def tokenizer_dir(base_model: str, root: str | os.PathLike[str]) -> str:
+    """A local directory ``AutoTokenizer.from_pretrained`` loads ``base_model``'s tokenizer from, offline:
+    a local model directory itself, or for a built-in model its tokenizer saved (once, atomically) under
+    ``root/tokenizers/<org>--<name>``. Any other name is returned unchanged."""
+    if base_model not in BUILTIN_MODELS:
+        return str(Path(base_model).resolve()) if os.path.isdir(base_model) else base_model
+    target = Path(root) / "tokenizers" / base_model.replace("/", "--")
+    if not (target / "tokenizer_config.json").is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        TOKENIZERS[BUILTIN_MODELS[base_model].tokenizer]().save_pretrained(str(tmp))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process saved it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(target.resolve())
 
 
 def tiny_config(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int) -> Any:

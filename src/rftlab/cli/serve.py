@@ -1,0 +1,104 @@
+"""``rftlab serve ...``: long-running local services.
+
+    rftlab serve tinker [--host 127.0.0.1] [--port 8777] [--model-dir DIR ...] [--device cpu|cuda]
+                        [--storage DIR] [--api-key-env TINKER_API_KEY] [--sampler-dtype bfloat16]
+                        [--session-timeout S] [--stop-after S] [--log-level info]
+
+``serve tinker`` puts the local tinker-compatible backend behind the tinker SDK's HTTP protocol, so the
+unmodified SDK and tinker-cookbook recipes train and sample on this machine: point them at it with
+``export TINKER_BASE_URL=http://127.0.0.1:8777 TINKER_API_KEY=tml-<anything>`` (docs/platforms.md §3.12).
+Logs are JSON lines on stderr; Ctrl-C or SIGTERM stops it cleanly. Exit 2 for a configuration it refuses
+(a non-loopback ``--host`` without a key in ``$API_KEY_ENV``, a busy port, a folder that is not a model).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rftlab.cli import UsageError
+
+
+def _cmd_tinker(args: argparse.Namespace) -> int:
+    from rftlab.training.local_tinker.server import ServeConfig, ServeError, serve_tinker
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.session_timeout is not None and args.session_timeout <= 0:
+        raise UsageError(f"--session-timeout must be positive, got {args.session_timeout}")
+    if args.stop_after is not None and args.stop_after <= 0:
+        raise UsageError(f"--stop-after must be positive, got {args.stop_after}")
+    config = ServeConfig(
+        host=args.host,
+        port=args.port,
+        model_dirs=args.model_dir,
+        device=args.device,
+        storage=args.storage,
+        api_key_env=args.api_key_env,
+        sampler_dtype=args.sampler_dtype,
+        log_level=args.log_level,
+        session_timeout_s=args.session_timeout,
+        stop_after_s=args.stop_after,
+    )
+    try:
+        return serve_tinker(config)
+    except ServeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help="local services: a Tinker-compatible training/sampling backend")
+    sub = p.add_subparsers(dest="serve_command", metavar="SERVICE")
+    sub.required = True
+    t = sub.add_parser(
+        "tinker",
+        help="serve the local backend over the tinker SDK's HTTP protocol (TINKER_BASE_URL)",
+        description="Serve the local tinker-compatible backend over the tinker SDK's HTTP protocol: "
+        "export TINKER_BASE_URL=http://127.0.0.1:8777 TINKER_API_KEY=tml-<anything> and run the SDK or a "
+        "tinker-cookbook recipe unmodified. JSON-line logs on stderr; Ctrl-C stops it cleanly.",
+    )
+    t.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback)")
+    t.add_argument("--port", type=int, default=8777, help="port (default 8777; 0 picks a free one)")
+    t.add_argument(
+        "--model-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a local Hugging Face model directory to serve (repeatable); the built-in tiny models are "
+        "always served",
+    )
+    t.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where models run (default cpu)")
+    t.add_argument(
+        "--storage",
+        default=None,
+        metavar="DIR",
+        help="checkpoint folder; tinker:// paths stay valid across restarts on the same folder "
+        "(default .runs_local_tinker/service in the project)",
+    )
+    t.add_argument(
+        "--api-key-env",
+        default="TINKER_API_KEY",
+        metavar="VAR",
+        help="accept exactly the key in $VAR; when unset, any tml- key on loopback only (default TINKER_API_KEY)",
+    )
+    t.add_argument(
+        "--sampler-dtype",
+        choices=("float32", "bfloat16", "float64"),
+        default=None,
+        help="run samplers in this dtype to emulate the hosted sampler/trainer mismatch (default: same)",
+    )
+    t.add_argument(
+        "--session-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="release a session's models after S seconds without a heartbeat (default 300)",
+    )
+    t.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop cleanly after S seconds (scripts and tests; default: run until Ctrl-C or SIGTERM)",
+    )
+    t.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    t.set_defaults(func=_cmd_tinker)
