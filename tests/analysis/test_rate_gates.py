@@ -82,7 +82,12 @@ def test_exact_lower_bound_matches_the_closed_form_at_k_equals_n():
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 400), data=st.data(), threshold=st.floats(0.0, 1.0), rule=st.sampled_from(["point", "lower_bound"]))
+@given(
+    n=st.integers(1, 400),
+    data=st.data(),
+    threshold=st.floats(0.0, 1.0),
+    rule=st.sampled_from(["point", "lower_bound"]),
+)
 def test_verdict_is_k_at_least_k_min(n, data, threshold, rule):
     k = data.draw(st.integers(0, n))
     result = rate_gate(k, n, threshold, rule)

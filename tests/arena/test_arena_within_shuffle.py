@@ -85,7 +85,8 @@ def test_prompts_of_the_within_case_row_carry_the_permuted_senders():
     record = evaluate_case(Recorder(), case)
     broadcasts = {m["agent_id"]: json.loads(m["raw_response"]) for m in record["messages"]}
     perm = record["within_case_permutation"]
-    within_prompts = seen[4 + 4 * 6 : 4 + 4 * 7]  # plan order: generated k0..k2, dropped, reference, shuffled, within
+    # plan order: generated k0..k2, dropped, reference, shuffled, within
+    within_prompts = seen[4 + 4 * 6 : 4 + 4 * 7]
     for prompt in within_prompts:
         for message in prompt["inbox"]:
             source = perm[message["sender"]]

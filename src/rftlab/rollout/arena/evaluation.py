@@ -131,7 +131,10 @@ def evaluate_case(
     reference_broadcasts = _reference_broadcasts(state, solution)
 
     requests = [
-        (broadcast_prompt(state, agent_id, case.seed + i)[0], encode_broadcast(reference_broadcasts[agent_id]))
+        (
+            broadcast_prompt(state, agent_id, case.seed + i)[0],
+            encode_broadcast(reference_broadcasts[agent_id]),
+        )
         for i, agent_id in enumerate(blue)
     ]
     messages_record = []
@@ -151,7 +154,9 @@ def evaluate_case(
         "shuffled_within": within_case_shuffled(generated, case.seed),
     }
     plan = [
-        (condition, k) for condition in CONDITIONS for k in range(PERMUTATIONS if condition == "generated" else 1)
+        (condition, k)
+        for condition in CONDITIONS
+        for k in range(PERMUTATIONS if condition == "generated" else 1)
     ]
     prompts = {key: _act_prompts(state, case, solution, key[1], delivered[key[0]]) for key in plan}
     replies = complete_all(provider, [req for key in plan for req, _ in prompts[key]])
