@@ -7,8 +7,9 @@ A *rate gate* passes when ``k`` successes out of ``n`` reach a threshold. Its de
   *established* to be at least the threshold),
 
 and the gate refuses to decide below ``min_n`` observations: it then says ``INSUFFICIENT N``, never PASS.
-A gate that allows at most ``m`` failures (``unsupported_fact_responses ≤ 0``) is the point rule with
-``k_min = n − m``.
+A *count gate* allows at most ``m`` failures out of ``n`` (``unsupported_fact_responses ≤ 0``): it passes
+iff the successes reach ``k_min = n − m``, so its operating characteristic is the same binomial tail,
+reported at a few true *failure* rates (``count_gate``).
 
 Because ``n`` is fixed once the data are known, the rule is equivalent to "pass iff ``k ≥ k_min``" for the
 smallest passing ``k_min``, and the probability that a model whose true rate is ``p`` passes is the exact
@@ -201,4 +202,43 @@ def rate_gate(
         k_min=k_min,
         pass_probability_at_threshold=binomial_tail(k_min, n, threshold),
         pass_probability={f"{p:g}": binomial_tail(k_min, n, p) for p in true_rates},
+    )
+
+
+def count_gate(
+    failures: int,
+    n: int,
+    max_failures: int = 0,
+    min_n: int = 1,
+    failure_rates: Sequence[float] = (0.001, 0.005, 0.01, 0.02),
+) -> RateGateResult:
+    """A gate allowing at most ``max_failures`` failures out of ``n`` (see the module docstring).
+
+    The result's ``threshold`` is the success rate ``(n − max_failures)/n`` it implies at this ``n``;
+    ``pass_probability`` maps each true failure rate ``q`` to ``P(failures ≤ max_failures)``, and
+    ``pass_probability_at_threshold`` is the probability at ``q = max_failures / n``."""
+    _check_counts(failures, n)
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
+        raise ValueError(f"max_failures must be a non-negative integer, got {max_failures!r}")
+    if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 1:
+        raise ValueError(f"min_n must be a positive integer, got {min_n!r}")
+    successes = n - failures
+    k_min = max(0, n - max_failures)
+    if n < min_n:
+        verdict = INSUFFICIENT
+    else:
+        verdict = PASS if failures <= max_failures else FAIL
+    return RateGateResult(
+        successes=successes,
+        n=n,
+        threshold=k_min / n,
+        rule="point",
+        min_n=min_n,
+        point=successes / n,
+        wilson_lower=wilson_lower_bound(successes, n),
+        exact_lower=exact_lower_bound(successes, n),
+        verdict=verdict,
+        k_min=k_min,
+        pass_probability_at_threshold=binomial_tail(k_min, n, k_min / n),
+        pass_probability={f"{q:g}": binomial_tail(k_min, n, 1 - q) for q in failure_rates},
     )

@@ -1,6 +1,6 @@
 """``rftlab arena``: the swarm arena's model-free baselines, single-case solves and prompts, and the Stage-1
-SFT pipeline (``build-sft | audit | manifest | eval | gates | handoff | sft-smoke``). Handlers import the
-library lazily."""
+SFT pipeline (``build-sft | audit | manifest | eval | compare | gates | handoff | sft-smoke | sft-run``).
+Handlers import the library lazily."""
 
 from __future__ import annotations
 
@@ -362,12 +362,29 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
-    gates = commands.add_parser(
-        "gates", help="Stage-1 SFT promotion gates from a base and a candidate evaluation"
+    compare = commands.add_parser(
+        "compare",
+        help="base vs SFT paired comparison frozen-paired-arena-v1 (docs/arena.md §10.6): four endpoints "
+        "with 95%% intervals and sign-flip p-values",
     )
-    gates.add_argument("--base", required=True, help="base model evaluation directory (or its summary.json)")
+    compare.add_argument(
+        "--base", required=True, help="base model evaluation directory (rows.jsonl, summary.json)"
+    )
+    compare.add_argument(
+        "--candidate", required=True, help="SFT evaluation directory (rows.jsonl, summary.json)"
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--output", help="write the comparison as JSON here")
+    compare.set_defaults(func=_compare)
+
+    gates = commands.add_parser(
+        "gates", help="Stage-1 SFT promotion and claim gates from a base and a candidate evaluation"
+    )
     gates.add_argument(
-        "--candidate", required=True, help="candidate evaluation directory (or its summary.json)"
+        "--base", required=True, help="base model evaluation directory (rows.jsonl, summary.json)"
+    )
+    gates.add_argument(
+        "--candidate", required=True, help="candidate evaluation directory (rows.jsonl, summary.json)"
     )
     gates.add_argument("--spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
     gates.add_argument("--output", help="write the evaluation as JSON here")
@@ -375,40 +392,108 @@ def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
     gates.set_defaults(func=_gates)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.compare import (
+        CompareError,
+        NotComparableError,
+        compare_evaluations,
+        compare_table_rows,
+        load_evaluation,
+    )
+
+    if args.output:
+        _check_out(args.output, "--output")
+    try:
+        base, candidate = load_evaluation(args.base), load_evaluation(args.candidate)
+        comparison = compare_evaluations(base, candidate)
+    except NotComparableError as exc:
+        print(f"rftlab: refused: cannot compare: {exc}", file=sys.stderr)
+        return 1
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
+    text = json.dumps(comparison, indent=2, sort_keys=True) + "\n"
+    if args.output:
+        _write_text(Path(args.output), text)
+    if args.json:
+        print(text, end="")
+        return 0
+    print(
+        f"{comparison['compare_version']}: {comparison['cases']} cases, base {comparison['base']['model']!r}, "
+        f"SFT {comparison['sft']['model']!r} (sign-flip test: Random(0), {comparison['randomization']['trials']} trials)"
+    )
+    print(f"{'endpoint':<32} {'mean':>8} {'95% CI':>20} {'+/-/0':>10} {'p (flip)':>9} {'p (sign)':>9}")
+    for row in compare_table_rows(comparison):
+        signs = row["positive / negative / zero"].replace(" ", "")
+        print(
+            f"{row['endpoint']:<32} {row['mean difference']:>+8.4f} {row['95% CI']:>20} {signs:>10}"
+            f" {row['sign-flip p']:>9.4f} {row['sign test p']:>9.4f}"
+        )
+    for name, value in comparison["claim_gates"].items():
+        print(f"{name}: {value}")
+    for role in ("base", "sft"):
+        echo = comparison[role]
+        print(
+            f"{role}: message_strict_rate {echo['message_strict_rate']:.4f}, "
+            f"action_order_consistency_rate {echo['action_order_consistency_rate']:.4f}"
+        )
+    return 0
+
+
+def _check_out(path: str, flag: str) -> None:
+    from rftlab.runs import OutputPathError, check_output_path
+
+    try:
+        check_output_path(path, flag)
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _gates(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.compare import (
+        CompareError,
+        NotComparableError,
+        compare_evaluations,
+        load_evaluation,
+    )
     from rftlab.analysis.arena.gates import (
         DEFAULT_GATE_SPEC as spec_default,
     )
     from rftlab.analysis.arena.gates import (
+        GateSpecError,
         SummaryError,
         evaluate_arena_gates,
         gate_rows,
         gate_table,
+        load_gate_spec,
         load_summary,
-        verdicts,
     )
 
     spec = Path(args.spec) if args.spec else spec_default
-    if not spec.is_file():
-        raise UsageError(f"gate spec {spec} does not exist")
+    if args.output:
+        _check_out(args.output, "--output")
     try:
-        base, candidate = load_summary(args.base), load_summary(args.candidate)
-        evaluation, labels, claim_gates = evaluate_arena_gates(base, candidate, spec)
-    except SummaryError as exc:
-        raise UsageError(str(exc)) from exc
-    except (ValueError, KeyError) as exc:
-        raise UsageError(f"gate spec {spec} or a summary is malformed: {exc}") from exc
-    verdict = verdicts(evaluation, labels, claim_gates)
-    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation, labels), "verdicts": verdict}
+        load_gate_spec(spec)
+        candidate = load_summary(args.candidate)
+        load_summary(args.base)
+        base_run, candidate_run = load_evaluation(args.base), load_evaluation(args.candidate)
+    except (GateSpecError, SummaryError, CompareError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        comparison = compare_evaluations(base_run, candidate_run)
+    except NotComparableError as exc:
+        comparison = f"refused: {exc}"
+    evaluation = evaluate_arena_gates(candidate, comparison, spec)
+    verdict = evaluation.verdicts()
+    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation), "comparison": comparison}
     if args.output:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True, default=str))
     else:
-        print(gate_table(evaluation, labels))
-        print(f"\ngate spec {spec} sha256 {evaluation.spec_sha256}")
-        claims = ", ".join(claim_gates) or "none"
-        print(f"{out['n_failed']} of {out['n_checks']} checks failed")
+        print(gate_table(evaluation))
+        print(f"\ngate spec {spec} ({evaluation.spec_name}) sha256 {evaluation.spec_sha256}")
+        claims = ", ".join(evaluation.claim_gates)
+        print(f"{out['n_failed']} of {out['n_checks']} checks did not pass")
         print(f"promotion (every gate except {claims}): {'PASS' if verdict['promotion'] else 'FAIL'}")
         supported = "supported" if verdict["communication_claim"] else "not supported"
         print(f"communication claim ({claims}): {supported}")
