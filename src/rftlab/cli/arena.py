@@ -539,13 +539,15 @@ def _handoff(args: argparse.Namespace) -> int:
 def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
     smoke = commands.add_parser(
         "sft-smoke",
-        help="overfit smoke test: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
+        help="overfit check alone: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
         "strict-JSON scoring of the same rows (tinker with TINKER_API_KEY, else the local backend)",
     )
     smoke.add_argument(
         "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
     )
-    smoke.add_argument("--rows", type=int, default=256, help="use the first N overfit rows (default 256)")
+    smoke.add_argument(
+        "--rows", type=int, default=None, help="a phase-balanced prefix of N overfit rows (default: all 256)"
+    )
     smoke.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's 96)")
     smoke.add_argument(
         "--batch-size", type=int, default=None, help="rows per step (default: the recipe's 16)"
@@ -557,7 +559,7 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
     smoke.add_argument(
         "--base-model",
         default=None,
-        help="base model (default: the recipe's model on tinker; a tiny long-context Qwen3 built under "
+        help="base model (default: the recipe's model on tinker; the tiny local arena model built under "
         "--work-dir on the local backend)",
     )
     smoke.add_argument(
@@ -566,16 +568,42 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
     smoke.add_argument("--output", help="write the verdict as JSON here")
     smoke.set_defaults(func=_sft_smoke)
 
+    run = commands.add_parser(
+        "sft-run",
+        help="the Stage-1 experiment order as one lineage in the run store: base eval, overfit check, LoRA SFT "
+        "with validation, selection, one test/frozen evaluation, comparison and gates (docs/arena.md §11)",
+    )
+    run.add_argument("spec", help="Stage-1 spec, e.g. data/specs/arena_sft_stage1.json")
+    run.add_argument("--backend", choices=["local", "tinker", "simulated"], default="local")
+    run.add_argument("--data", default=None, help="SFT data directory (default: the spec's data_dir)")
+    run.add_argument("--root", default=None, help="run store root (default: runs/ of the project)")
+    run.add_argument(
+        "--work-dir", default=None, help="local model and checkpoints (default ROOT/.arena_sft_work)"
+    )
+    run.add_argument(
+        "--base-model", default=None, help="override the spec's base model (e.g. a local HF directory)"
+    )
+    run.add_argument("--device", default="cpu", help="local backend device (cpu or cuda)")
+    run.add_argument(
+        "--diagnosis-eval",
+        action="store_true",
+        help="evaluate the selected checkpoint again as a diagnosis run (excluded from every claim)",
+    )
+    run.add_argument("--json", action="store_true", help="print the lineage record as JSON")
+    run.set_defaults(func=_sft_run)
+
 
 def _sft_smoke(args: argparse.Namespace) -> int:
     import os
 
     from rftlab.training.arena.recipe import STAGE1_RECIPE
     from rftlab.training.arena.sft import (
-        LOCAL_LONG_CONTEXT,
+        LOCAL_CONTEXT,
+        OptimizerSettings,
         SftError,
-        local_long_context_model,
-        overfit_smoke_test,
+        local_arena_model,
+        overfit_check,
+        overfit_subset,
         service_client,
     )
 
@@ -586,23 +614,43 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-    rows = _read_rows(path)[: args.rows]
+    if args.lr is not None and not 0 < args.lr < float("inf"):
+        raise UsageError("--lr must be a positive finite number")
+    if args.output:
+        _check_out(args.output, "--output")
+    rows = _read_rows(path)
+    from rftlab.studies.arena import check_sft_rows
+
+    try:
+        check_sft_rows(rows, str(path))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    rows = overfit_subset(rows, args.rows)
     work = Path(args.work_dir)
     on_tinker = bool(os.environ.get("TINKER_API_KEY"))
     if on_tinker:
-        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), None
+        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048
     else:
-        model = args.base_model or local_long_context_model(work / "tiny-qwen3-4k")
+        model = args.base_model or local_arena_model(work / "tiny-qwen3-arena")
         client = service_client(storage_dir=work / "checkpoints", model_dirs=[model])
-        max_length = LOCAL_LONG_CONTEXT
+        max_length = LOCAL_CONTEXT
+    r = STAGE1_RECIPE
     try:
-        result = overfit_smoke_test(
+        result = overfit_check(
             client,
             rows,
             model,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            base_lr=args.lr,
+            rank=r.lora_rank,
+            steps=args.steps or r.overfit_steps,
+            batch_size=args.batch_size or r.overfit_batch_size,
+            optimizer=OptimizerSettings(
+                learning_rate=args.lr or r.learning_rate,
+                min_learning_rate=r.min_learning_rate,
+                warmup_steps=r.overfit_warmup_steps,
+                weight_decay=r.overfit_weight_decay,
+                gradient_clip_norm=r.gradient_clip_norm,
+            ),
+            threshold=r.overfit_min_schema_valid,
             max_tokens=args.max_tokens,
             max_length=max_length,
         )
@@ -618,3 +666,40 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0 if result.passed else 1
+
+
+def _sft_run(args: argparse.Namespace) -> int:
+    from rftlab.studies.arena import lineage_rows, run_stage1
+    from rftlab.training.arena.stage1 import SingleEvaluationError, Stage1Error
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = run_stage1(
+            args.spec,
+            backend=args.backend,
+            store_root=args.root,
+            data_dir=args.data,
+            work_dir=args.work_dir,
+            base_model=args.base_model,
+            device=args.device,
+            diagnosis_eval=args.diagnosis_eval,
+            progress=progress,
+        )
+    except SingleEvaluationError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
+    except Stage1Error as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(result.lineage, indent=2, sort_keys=True))
+    else:
+        print(f"lineage {result.lineage['lineage']} ({result.lineage['spec_name']}, backend {args.backend})")
+        for row in lineage_rows(result):
+            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run']}]")
+        if result.stopped_at is not None:
+            print(f"stopped at step {result.stopped_at}: {result.lineage['stop_reason']}")
+    if result.stopped_at is not None:
+        return 1
+    return 0 if result.gates and result.gates["verdicts"]["promotion"] else 1
