@@ -60,3 +60,10 @@ def test_sign_test_of_ten_better_seven_worse_many_ties():
     for pos, neg in ((0, 0), (5, 0), (12, 3), (30, 31)):
         expected = 1.0 if pos + neg == 0 else binomtest(pos, pos + neg, 0.5).pvalue
         assert sign_test([1.0] * pos + [-1.0] * neg).p_two_sided == pytest.approx(expected)
+
+
+def test_format_p():
+    from rftlab.analysis.paired_tests import format_p
+
+    assert format_p(0.02454) == "0.0245" and format_p(2e-5) == "2.0e-05"
+    assert format_p(1 / 100_001, 100_000) == "≤ 1e-05"

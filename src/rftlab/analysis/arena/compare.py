@@ -278,7 +278,10 @@ def compare_evaluations(base: Evaluation, sft: Evaluation, trials: int = SIGN_FL
 def compare_table_rows(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per endpoint (the four of §10.6, then rftlab's additions) for a report table."""
     rows = []
-    named = [*comparison["endpoints"].items(), *comparison["rftlab_additions"]["endpoints"].items()]
+    extra = comparison["rftlab_additions"]["endpoints"]
+    named = [(n, comparison["endpoints"][n]) for n in ENDPOINTS] + [
+        (n, extra[n]) for n in ADDITIONAL_ENDPOINTS if n in extra
+    ]
     for name, e in named:
         low, high = e["mean_difference_95"]
         signs = e["sign_test"]

@@ -603,6 +603,13 @@ def gate_rows(evaluation: GateEvaluation) -> list[dict[str, Any]]:
 
 def gate_table(evaluation: GateEvaluation) -> str:
     """A Markdown table of ``gate_rows``."""
+    return rows_table(gate_rows(evaluation))
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of gate rows (``gate_rows``, or the ``rows`` a saved ``gates.json`` holds)."""
+    from rftlab.analysis.paired_tests import SIGN_FLIP_TRIALS, format_p
+
     header = [
         "gate",
         "metric",
@@ -618,7 +625,8 @@ def gate_table(evaluation: GateEvaluation) -> str:
         "verdict",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in gate_rows(evaluation):
+    for row in rows:
+        p = row["sign-flip p"]
         cells = [
             row["gate"],
             f"`{row['metric']}`",
@@ -630,7 +638,7 @@ def gate_table(evaluation: GateEvaluation) -> str:
             row["threshold"],
             str(row["min n"]),
             _fmt(row["P(pass) at threshold"], 2),
-            _fmt(row["sign-flip p"], 2),
+            "–" if p is None else format_p(p, SIGN_FLIP_TRIALS),
             row["verdict"] if row["verdict"] in (PASS, FAIL) else f"{row['verdict']} ({row['reason']})",
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -674,6 +682,7 @@ __all__ = [
     "load_gate_spec",
     "load_summary",
     "parse_gate_spec",
+    "rows_table",
     "selection_eligibility",
     "validate_summary",
 ]
