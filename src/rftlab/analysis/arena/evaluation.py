@@ -206,18 +206,18 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     lines = [
         f"model {summary['model']}  cases {summary['num_cases']}  message strict {summary['message_strict_rate']:.4f}"
         f"  order consistency {summary['action_order_consistency_rate']:.4f}",
-        f"{'condition':<10} {'strict':>7} {'legal':>7} {'regret':>8} {'regret 95% CI':>20} {'optimal':>8}"
+        f"{'condition':<15} {'strict':>7} {'legal':>7} {'regret':>8} {'regret 95% CI':>20} {'optimal':>8}"
         f" {'Wilson 95%':>17} {'nonred':>7}",
     ]
     for name, c in summary["conditions"].items():
         lo, hi = c["mean_oracle_regret_95"]
         wl, wh = c["optimal_outcome_wilson_95"]
         lines.append(
-            f"{name:<10} {c['strict_action_rate']:>7.4f} {c['legal_action_rate']:>7.4f} {c['mean_oracle_regret']:>8.4f}"
+            f"{name:<15} {c['strict_action_rate']:>7.4f} {c['legal_action_rate']:>7.4f} {c['mean_oracle_regret']:>8.4f}"
             f" [{lo:>8.4f}, {hi:>8.4f}] {c['optimal_outcome_rate']:>8.4f} [{wl:.4f}, {wh:.4f}]"
             f" {c['nonredundant_joint_action_rate']:>7.4f}"
         )
     for name, e in summary["communication_effects"].items():
         lo, hi = e["mean_difference_95"]
-        lines.append(f"{name:<26} reward difference {e['mean_difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+        lines.append(f"{name:<31} reward difference {e['mean_difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]")
     return "\n".join(lines)
