@@ -342,6 +342,12 @@ def _eval(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
         validation_rows = _read_rows(path)
+        from rftlab.studies.arena import check_sft_rows
+
+        try:
+            check_sft_rows(validation_rows, str(path))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     from rftlab.envs.arena.cases import frozen_cases
 
     try:

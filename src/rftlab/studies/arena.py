@@ -83,7 +83,7 @@ def check_sft_rows(rows: Sequence[Any], where: str) -> None:
             raise ValueError(f"{label}: messages must be system, user, assistant with string content")
         try:
             user = json.loads(messages[1]["content"])
-            json.loads(messages[2]["content"])
+            target = json.loads(messages[2]["content"])
         except (ValueError, RecursionError):
             raise ValueError(f"{label}: the user or assistant content is not JSON") from None
         observation = user.get("observation") if isinstance(user, dict) else None
@@ -91,10 +91,16 @@ def check_sft_rows(rows: Sequence[Any], where: str) -> None:
             isinstance(observation, dict)
             and isinstance(observation.get("known_nodes"), list)
             and isinstance(user.get("legal_actions"), list)
-            and all(isinstance(e, dict) for e in user["legal_actions"])
+            and all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in user["legal_actions"])
             and all(isinstance(n, dict) for n in observation["known_nodes"])
         ):
-            raise ValueError(f"{label}: the user JSON lacks observation.known_nodes or legal_actions")
+            raise ValueError(
+                f"{label}: the user JSON lacks observation.known_nodes or legal_actions with ids"
+            )
+        if not isinstance(target, dict) or (
+            meta["phase"] == "BROADCAST" and not isinstance(target.get("facts"), list)
+        ):
+            raise ValueError(f"{label}: the assistant target is not a {meta['phase']} reply object")
 
 
 def evaluate_frozen(
