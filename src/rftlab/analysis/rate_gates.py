@@ -34,8 +34,11 @@ DEFAULT_TRUE_RATES: tuple[float, ...] = (0.9, 0.95, 0.97, 0.99, 0.995, 0.999)
 
 
 def wilson_lower_bound(successes: int, n: int, z: float = Z_95) -> float:
-    """Lower end of the two-sided Wilson score interval (docs/statistics.md §4), clipped at 0."""
-    return max(0.0, wilson_interval(successes, n, z)[0])
+    """Lower end of the two-sided Wilson score interval (docs/statistics.md §4), clipped to [0, k/n] (float
+    rounding leaves about 1e-17 at k = 0)."""
+    if successes == 0:
+        return 0.0
+    return min(successes / n, max(0.0, wilson_interval(successes, n, z)[0]))
 
 
 def exact_lower_bound(successes: int, n: int, level: float = 0.95) -> float:
