@@ -279,3 +279,13 @@ def test_tinker_backend_uses_only_the_sdk_interface(data, tmp_path, monkeypatch)
     result = run_stage1(spec, backend="tinker", base_model=model, store_root=tmp_path / "runs", data_dir=data)
     assert result.lineage["backend"] == "tinker" and result.stopped_at == 2
     assert RunStore(tmp_path / "runs").runs("arena_sft_local", "base_eval")[0].record.backend == "tinker"
+
+
+def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):
+    spec = _spec(tmp_path, **{**SMALL, "overfit__steps": 2})
+    run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    with pytest.raises(Stage1Error, match="needs a selected checkpoint"):
+        run_stage1(
+            spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data, diagnosis_eval=True
+        )
+    assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "final_eval")

@@ -317,6 +317,10 @@ def run_stage1(
         _Lineage.write(lineage_run, "lineage.json", _json(result.lineage))
         lineage_run.finish()
         result.runs["lineage"] = str(lineage_run.path)
+    if diagnosis_eval and result.stopped_at is not None:
+        raise Stage1Error(
+            f"--diagnosis-eval needs a selected checkpoint; lineage {lineage_id} stopped at step {result.stopped_at}"
+        )
     return result
 
 
@@ -479,12 +483,18 @@ def _stage_train(ctx: _Context, result: Stage1Result) -> list[dict[str, Any]]:
                 f"  validation at step {checkpoint.step}: selection score {measurements[-1]['validation']['selection_score']}"
             )
 
+        def on_step(step: int, loss: float, lr: float) -> None:
+            run.append_metrics({"step": step, "loss": loss, "learning_rate": lr})
+            if (step + 1) % 10 == 0 or step + 1 == plan.steps:
+                ctx.lineage.progress(
+                    f"  step {step + 1}/{plan.steps}: loss {loss:.4f}, learning rate {lr:.3g}"
+                )
+
         def work() -> None:
             rows_by_id = {row["id"]: row for row in train_rows}
             train_with_checkpoints(
-                ctx.backend, spec, rows_by_id, schedule, plan, on_checkpoint,
-                on_step=lambda step, loss, lr: run.append_metrics({"step": step, "loss": loss, "learning_rate": lr}),
-            )  # fmt: skip
+                ctx.backend, spec, rows_by_id, schedule, plan, on_checkpoint, on_step=on_step
+            )
 
         ctx.lineage.finish(run, work)
     measurements = _Lineage.read(run, "validation.jsonl")
