@@ -569,7 +569,7 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
         "--work-dir on the local backend)",
     )
     smoke.add_argument(
-        "--work-dir", default="runs/arena_sft_smoke", help="local model and checkpoint storage"
+        "--work-dir", default=None, help="local model and checkpoint storage (default runs/arena_sft_smoke)"
     )
     smoke.add_argument("--output", help="write the verdict as JSON here")
     smoke.set_defaults(func=_sft_smoke)
@@ -632,7 +632,9 @@ def _sft_smoke(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     rows = overfit_subset(rows, args.rows)
-    work = Path(args.work_dir)
+    from rftlab.runs.paths import PROJECT_ROOT
+
+    work = Path(args.work_dir) if args.work_dir else PROJECT_ROOT / "runs" / "arena_sft_smoke"
     on_tinker = bool(os.environ.get("TINKER_API_KEY"))
     if on_tinker:
         model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048
@@ -675,6 +677,7 @@ def _sft_smoke(args: argparse.Namespace) -> int:
 
 
 def _sft_run(args: argparse.Namespace) -> int:
+    from rftlab.runs import RunStoreError
     from rftlab.studies.arena import lineage_rows, run_stage1
     from rftlab.training.arena.stage1 import SingleEvaluationError, Stage1Error
 
@@ -696,8 +699,8 @@ def _sft_run(args: argparse.Namespace) -> int:
     except SingleEvaluationError as exc:
         print(f"rftlab: refused: {exc}", file=sys.stderr)
         return 1
-    except Stage1Error as exc:
-        raise UsageError(str(exc)) from None
+    except (Stage1Error, RunStoreError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
     if args.json:
         print(json.dumps(result.lineage, indent=2, sort_keys=True))
     else:
