@@ -565,6 +565,20 @@ if simulated.selection:
                 "evaluation of this lineage is refused unless it is a diagnosis run excluded from claims."
             )
         )
+if simulated.final_summary:
+    # Ask the run store for a second test/frozen evaluation of this lineage (another checkpoint): refused.
+    from rftlab.runs import RunStore
+    from rftlab.training.arena.stage1 import SingleEvaluationError, claim_final_evaluation
+
+    try:
+        claim_final_evaluation(
+            RunStore(STORE), simulated.lineage["experiment"], simulated.lineage["lineage"],
+            {"stage": "final_eval", "checkpoint_step": -1}, simulated.lineage["backend"],
+        )  # fmt: skip
+        refusal = "NOT refused (a defect)"
+    except SingleEvaluationError:
+        refusal = "refused (`SingleEvaluationError`): only a diagnosis run, excluded from claims, may evaluate it again"
+    display(Markdown(f"A second evaluation of lineage `{simulated.lineage['lineage']}` on another checkpoint: {refusal}."))
 if simulated.test_summary:
     t = simulated.test_summary
     display(
