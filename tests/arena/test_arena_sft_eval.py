@@ -21,7 +21,12 @@ from rftlab.envs.arena.rules import step
 from rftlab.envs.arena.world import generate_state, team_agent_ids
 from rftlab.policies.arena.providers import EndpointError, EndpointProvider, OracleProvider, ScriptedProvider
 from rftlab.policies.arena.scripted import deterministic_policy, local_policy_action
-from rftlab.rollout.arena.evaluation import evaluate_case, run_frozen_eval, score_validation_reply
+from rftlab.rollout.arena.evaluation import (
+    GENERATIONS_PER_CASE,
+    evaluate_case,
+    run_frozen_eval,
+    score_validation_reply,
+)
 from rftlab.rollout.arena.sft_data import SftConfig, build_rows
 
 
@@ -72,7 +77,7 @@ def test_scripted_local_policy_reproduces_the_model_free_baselines(scripted_reco
             rows[("dropped", 0)]["environment_reward"] == step(state, {**red, **independent}).rewards["BLUE"]
         )
         assert record["message_strict_rate"] == 1.0
-        assert len(record["conditions"]) == 6 and all(len(r["actions"]) == 4 for r in record["conditions"])
+        assert len(record["conditions"]) == 7 and all(len(r["actions"]) == 4 for r in record["conditions"])
         assert all(isinstance(a["raw_response"], str) for r in record["conditions"] for a in r["actions"])
 
 
@@ -165,7 +170,7 @@ def test_endpoint_provider_request_and_results(fake_model, monkeypatch):
     case = frozen_cases()[4]
     via_http = evaluate_case(EndpointProvider("fake-model", url, "ARENA_TEST_KEY"), case)
     in_process = evaluate_case(ScriptedProvider(), case)
-    assert len(fake.requests) == 28  # 4 broadcasts + 6 conditions x 4 agents
+    assert len(fake.requests) == GENERATIONS_PER_CASE == 32  # 4 broadcasts + 7 condition rows x 4 agents
     first = fake.requests[0]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test-secret"
     body = first["body"]

@@ -95,3 +95,33 @@ def test_handoff_cli(data, tmp_path, capsys):
     assert out.read_text().startswith("# Arena Stage-1 SFT: GPU handoff")
     assert main(["arena", "handoff", "--data", str(tmp_path / "none")]) == 2
     assert "build-sft" in capsys.readouterr().err
+
+
+def test_handoff_states_the_seeds_immutable_inputs_and_the_stage1_commands(data, tmp_path):
+    from rftlab.analysis.arena.audit import audit_dataset, write_audit
+    from rftlab.analysis.arena.handoff import immutable_inputs
+
+    manifest = json.loads((data / "manifest.json").read_text())
+    rows = {r["item"]: r for r in immutable_inputs(manifest)}
+    assert (
+        rows["dataset content SHA-256"]["seed"].startswith("edad09bb")
+        and rows["dataset content SHA-256"]["met"] == "NO"
+    )
+    assert (
+        rows["prompt version"]["seed"] == "arena-v2-structured-priority"
+        and rows["prompt version"]["met"] == "NO"
+    )
+    assert rows["frozen evaluation manifest SHA-256"]["met"] == "yes"
+    text = render_handoff(data, gate_spec=DEFAULT_GATE_SPEC)
+    assert "## The seed's immutable inputs" in text and "Not met: dataset version" in text
+    assert "rftlab arena sft-run data/specs/arena_sft_stage1.json --backend tinker" in text
+    assert "--backend local --device cuda" in text and "--diagnosis-eval" in text
+    assert "not an argument of the tinker interface" in text  # LoRA alpha
+    assert "| G1 | `act_schema_valid` | frozen | lower_bound | >= 0.995 | 1440 |" in text
+    assert "| data audit | not run yet" in text
+    import shutil
+
+    audited = tmp_path / "audited"
+    shutil.copytree(data, audited)
+    write_audit(audit_dataset(audited), audited / "audit.json")
+    assert "| data audit | passed for this data;" in render_handoff(audited, gate_spec=DEFAULT_GATE_SPEC)

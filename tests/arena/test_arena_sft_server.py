@@ -11,7 +11,7 @@ from rftlab.cli import main
 from rftlab.envs.arena.cases import frozen_cases
 from rftlab.policies.arena.providers import EndpointError, EndpointProvider, ScriptedProvider
 from rftlab.policies.arena.server import ArenaPolicyServer
-from rftlab.rollout.arena.evaluation import evaluate_case
+from rftlab.rollout.arena.evaluation import GENERATIONS_PER_CASE, evaluate_case
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_endpoint_through_the_policy_server_equals_the_in_process_policy(server,
             EndpointProvider("scripted-balanced", server.base_url, "ARENA_SERVER_KEY"), case
         )
         assert _without_model(over_http) == _without_model(evaluate_case(ScriptedProvider(), case))
-    assert len(server.requests) - before == 2 * 28
+    assert len(server.requests) - before == 2 * GENERATIONS_PER_CASE
     body = server.requests[-1]
     assert body["temperature"] == 0.0 and body["chat_template_kwargs"] == {"enable_thinking": False}
 

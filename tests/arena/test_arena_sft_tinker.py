@@ -10,10 +10,13 @@ from rftlab.rollout.arena.sft_data import SftConfig, build_rows, overfit_rows
 from rftlab.training.arena.recipe import STAGE1_RECIPE
 from rftlab.training.arena.sft import (
     END_OF_TURN,
+    LOCAL_CONTEXT,
+    OptimizerSettings,
+    arena_bpe_tokenizer,
     get_arena_renderer,
     learning_rate_at,
-    local_long_context_model,
-    overfit_smoke_test,
+    local_arena_model,
+    overfit_check,
     overfit_verdict,
     row_datum,
     service_client,
@@ -88,7 +91,7 @@ def test_template_and_mask_defects_are_reported(rows, renderer):
 
 def test_cosine_schedule_with_warmup():
     total = 310
-    lrs = [learning_rate_at(s, total) for s in range(total)]
+    lrs = [learning_rate_at(s, total, 1e-4, STAGE1_RECIPE.min_learning_rate, 10) for s in range(total)]
     assert lrs[0] == pytest.approx(1e-4 / 10) and lrs[9] == pytest.approx(
         1e-4
     )  # 3% of 310 -> 10 warm-up steps
@@ -115,18 +118,35 @@ def test_overfit_verdict_threshold(rows):
 @pytest.mark.slow
 def test_local_tinker_sft_run_trains_and_gives_a_verdict(rows, tmp_path, monkeypatch):
     """A real (tiny) run on the local tinker-compatible backend: cross_entropy lowers the loss on the rows,
-    then the smoke test scores greedy replies and returns a verdict with a diagnosis."""
+    then the overfit check scores greedy replies and returns a verdict with a diagnosis."""
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
-    model = local_long_context_model(tmp_path / "tiny")
+    model = local_arena_model(tmp_path / "tiny")
     client = service_client(storage_dir=tmp_path / "store", model_dirs=[model])
     pick = [next(r for r in rows if r["metadata"]["phase"] == p) for p in ("ACT", "BROADCAST")]
-    result = overfit_smoke_test(
-        client, pick, model, steps=4, batch_size=2, base_lr=1e-2, max_tokens=8, max_length=4096
+    result = overfit_check(
+        client,
+        pick,
+        model,
+        rank=8,
+        steps=4,
+        batch_size=2,
+        optimizer=OptimizerSettings(learning_rate=1e-2),
+        threshold=0.99,
+        max_tokens=8,
+        max_length=LOCAL_CONTEXT,
     )
     assert result.losses[-1] < result.losses[0]
     assert result.problems == ()
     assert set(result.schema_valid) == {"ACT", "BROADCAST"}
     assert result.passed == all(v >= 0.99 for v in result.schema_valid.values())
+
+
+def test_arena_tokenizer_round_trips_and_shortens_prompts(rows):
+    tok = arena_bpe_tokenizer()
+    text = rows[0]["messages"][1]["content"]
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    assert len(tok.encode(text, add_special_tokens=False)) < len(text.encode()) / 2.5
+    assert template_and_mask_problems(rows[:8], get_arena_renderer(tok), tok, LOCAL_CONTEXT) == []
 
 
 def test_sft_smoke_cli_rejects_bad_input(tmp_path, capsys):

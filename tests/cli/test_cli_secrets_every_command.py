@@ -140,13 +140,26 @@ def _oracle_eval(work: Path) -> Path:
 
 
 def _arena_gate_spec(work: Path) -> Path:
-    # The real spec's G1-G7 need a trained candidate; one always-satisfiable check on a metric every
-    # evaluation has keeps the command's whole path (load, evaluate, verdicts, --output) at exit 0.
+    # The real spec's G1-G7 need a trained candidate; always-satisfiable checks on the paired comparison every
+    # evaluation pair has keep the command's whole path (load, compare, evaluate, verdicts, --output) at exit 0.
     path = work / "arena_gates.json"
-    path.write_text(json.dumps({
-        "name": "tiny", "claim_gates": [], "labels": {"regret_difference_mean": "G5"},
-        "checks": [{"metric": "regret_difference_mean", "min": -10, "max": 10}],
-    }))  # fmt: skip
+    spec = json.loads((SPECS / "arena_gates.json").read_text())
+    spec["checks"] = [
+        {"gate": "G5", "metric": "regret_difference_mean", "data": "paired", "rule": "value", "min": -10.0, "max": 10.0, "min_n": 1},
+        {"gate": "G7", "metric": "generated_minus_dropped_ci_low", "data": "paired", "rule": "value", "min": -10.0, "min_n": 1},
+    ]  # fmt: skip
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _arena_sft_spec(work: Path) -> Path:
+    """The Stage-1 lineage on the simulated learner at the smallest size (it stops at selection: exit 1)."""
+    path = work / "arena_sft.json"
+    spec = json.loads((SPECS / "arena_sft_simulated.json").read_text())
+    spec["overfit"].update(rows=4, steps=60, batch_size=2)
+    spec["train"].update(max_steps=4, batch_size=2, validation_every_steps=2, min_validation_measurements=2)
+    spec["evaluation"].update(frozen_case_stride=60, test_rows=4)
+    path.write_text(json.dumps(spec))
     return path
 
 
@@ -322,6 +335,25 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         str(w / "out" / "gates.json"),
         "--json",
     ],
+    ("arena", "compare"): lambda w, env: [
+        "--base",
+        str(_oracle_eval(w)),
+        "--candidate",
+        str(_oracle_eval(w)),
+        "--output",
+        str(w / "out" / "compare.json"),
+        "--json",
+    ],
+    ("arena", "sft-run"): lambda w, env: [
+        str(_arena_sft_spec(w)),
+        "--backend",
+        "simulated",
+        "--data",
+        str(_sft_data(w)),
+        "--root",
+        str(w / "out" / "runs"),
+        "--json",
+    ],
     ("arena", "handoff"): lambda w, env: [
         "--data",
         str(_sft_data(w)),
@@ -447,6 +479,9 @@ EXPECTED_EXIT: dict[tuple[str, ...], int] = {
     # One step on one row cannot make the tiny model reproduce it ("passed": false, exit 1); even 40
     # steps at a high learning rate do not (32 s), so the smallest run stands.
     ("arena", "sft-smoke"): 1,
+    # The simulated lineage at this size cannot reach the selection's minimum n: it stops at step 4 (exit 1)
+    # after writing every stage's files.
+    ("arena", "sft-run"): 1,
 }
 
 # Credential variables left unset for one command, with the reason: their mere presence selects a paid

@@ -1,6 +1,6 @@
 """``rftlab arena``: the swarm arena's model-free baselines, single-case solves and prompts, and the Stage-1
-SFT pipeline (``build-sft | audit | manifest | eval | gates | handoff | sft-smoke``). Handlers import the
-library lazily."""
+SFT pipeline (``build-sft | audit | manifest | eval | compare | gates | handoff | sft-smoke | sft-run``).
+Handlers import the library lazily."""
 
 from __future__ import annotations
 
@@ -342,6 +342,12 @@ def _eval(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
         validation_rows = _read_rows(path)
+        from rftlab.studies.arena import check_sft_rows
+
+        try:
+            check_sft_rows(validation_rows, str(path))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     from rftlab.envs.arena.cases import frozen_cases
 
     try:
@@ -362,12 +368,29 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
-    gates = commands.add_parser(
-        "gates", help="Stage-1 SFT promotion gates from a base and a candidate evaluation"
+    compare = commands.add_parser(
+        "compare",
+        help="base vs SFT paired comparison frozen-paired-arena-v1 (docs/arena.md §10.6): four endpoints "
+        "with 95%% intervals and sign-flip p-values",
     )
-    gates.add_argument("--base", required=True, help="base model evaluation directory (or its summary.json)")
+    compare.add_argument(
+        "--base", required=True, help="base model evaluation directory (rows.jsonl, summary.json)"
+    )
+    compare.add_argument(
+        "--candidate", required=True, help="SFT evaluation directory (rows.jsonl, summary.json)"
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--output", help="write the comparison as JSON here")
+    compare.set_defaults(func=_compare)
+
+    gates = commands.add_parser(
+        "gates", help="Stage-1 SFT promotion and claim gates from a base and a candidate evaluation"
+    )
     gates.add_argument(
-        "--candidate", required=True, help="candidate evaluation directory (or its summary.json)"
+        "--base", required=True, help="base model evaluation directory (rows.jsonl, summary.json)"
+    )
+    gates.add_argument(
+        "--candidate", required=True, help="candidate evaluation directory (rows.jsonl, summary.json)"
     )
     gates.add_argument("--spec", default=None, help=f"gate spec (default {DEFAULT_GATE_SPEC})")
     gates.add_argument("--output", help="write the evaluation as JSON here")
@@ -375,40 +398,108 @@ def register_gate_subcommands(commands: argparse._SubParsersAction) -> None:
     gates.set_defaults(func=_gates)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.compare import (
+        CompareError,
+        NotComparableError,
+        compare_evaluations,
+        compare_table_rows,
+        load_evaluation,
+    )
+
+    if args.output:
+        _check_out(args.output, "--output")
+    try:
+        base, candidate = load_evaluation(args.base), load_evaluation(args.candidate)
+        comparison = compare_evaluations(base, candidate)
+    except NotComparableError as exc:
+        print(f"rftlab: refused: cannot compare: {exc}", file=sys.stderr)
+        return 1
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
+    text = json.dumps(comparison, indent=2, sort_keys=True) + "\n"
+    if args.output:
+        _write_text(Path(args.output), text)
+    if args.json:
+        print(text, end="")
+        return 0
+    print(
+        f"{comparison['compare_version']}: {comparison['cases']} cases, base {comparison['base']['model']!r}, "
+        f"SFT {comparison['sft']['model']!r} (sign-flip test: Random(0), {comparison['randomization']['trials']} trials)"
+    )
+    print(f"{'endpoint':<32} {'mean':>8} {'95% CI':>20} {'+/-/0':>10} {'p (flip)':>9} {'p (sign)':>9}")
+    for row in compare_table_rows(comparison):
+        signs = row["positive / negative / zero"].replace(" ", "")
+        print(
+            f"{row['endpoint']:<32} {row['mean difference']:>+8.4f} {row['95% CI']:>20} {signs:>10}"
+            f" {row['sign-flip p']:>9.4f} {row['sign test p']:>9.4f}"
+        )
+    for name, value in comparison["claim_gates"].items():
+        print(f"{name}: {value}")
+    for role in ("base", "sft"):
+        echo = comparison[role]
+        print(
+            f"{role}: message_strict_rate {echo['message_strict_rate']:.4f}, "
+            f"action_order_consistency_rate {echo['action_order_consistency_rate']:.4f}"
+        )
+    return 0
+
+
+def _check_out(path: str, flag: str) -> None:
+    from rftlab.runs import OutputPathError, check_output_path
+
+    try:
+        check_output_path(path, flag)
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _gates(args: argparse.Namespace) -> int:
+    from rftlab.analysis.arena.compare import (
+        CompareError,
+        NotComparableError,
+        compare_evaluations,
+        load_evaluation,
+    )
     from rftlab.analysis.arena.gates import (
         DEFAULT_GATE_SPEC as spec_default,
     )
     from rftlab.analysis.arena.gates import (
+        GateSpecError,
         SummaryError,
         evaluate_arena_gates,
         gate_rows,
         gate_table,
+        load_gate_spec,
         load_summary,
-        verdicts,
     )
 
     spec = Path(args.spec) if args.spec else spec_default
-    if not spec.is_file():
-        raise UsageError(f"gate spec {spec} does not exist")
+    if args.output:
+        _check_out(args.output, "--output")
     try:
-        base, candidate = load_summary(args.base), load_summary(args.candidate)
-        evaluation, labels, claim_gates = evaluate_arena_gates(base, candidate, spec)
-    except SummaryError as exc:
-        raise UsageError(str(exc)) from exc
-    except (ValueError, KeyError) as exc:
-        raise UsageError(f"gate spec {spec} or a summary is malformed: {exc}") from exc
-    verdict = verdicts(evaluation, labels, claim_gates)
-    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation, labels), "verdicts": verdict}
+        load_gate_spec(spec)
+        candidate = load_summary(args.candidate)
+        load_summary(args.base)
+        base_run, candidate_run = load_evaluation(args.base), load_evaluation(args.candidate)
+    except (GateSpecError, SummaryError, CompareError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        comparison = compare_evaluations(base_run, candidate_run)
+    except NotComparableError as exc:
+        comparison = f"refused: {exc}"
+    evaluation = evaluate_arena_gates(candidate, comparison, spec)
+    verdict = evaluation.verdicts()
+    out = {**evaluation.to_dict(), "rows": gate_rows(evaluation), "comparison": comparison}
     if args.output:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True, default=str))
     else:
-        print(gate_table(evaluation, labels))
-        print(f"\ngate spec {spec} sha256 {evaluation.spec_sha256}")
-        claims = ", ".join(claim_gates) or "none"
-        print(f"{out['n_failed']} of {out['n_checks']} checks failed")
+        print(gate_table(evaluation))
+        print(f"\ngate spec {spec} ({evaluation.spec_name}) sha256 {evaluation.spec_sha256}")
+        claims = ", ".join(evaluation.claim_gates)
+        print(f"{out['n_failed']} of {out['n_checks']} checks did not pass")
         print(f"promotion (every gate except {claims}): {'PASS' if verdict['promotion'] else 'FAIL'}")
         supported = "supported" if verdict["communication_claim"] else "not supported"
         print(f"communication claim ({claims}): {supported}")
@@ -454,13 +545,15 @@ def _handoff(args: argparse.Namespace) -> int:
 def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
     smoke = commands.add_parser(
         "sft-smoke",
-        help="overfit smoke test: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
+        help="overfit check alone: LoRA SFT (cross_entropy, assistant tokens only) on the overfit rows, then "
         "strict-JSON scoring of the same rows (tinker with TINKER_API_KEY, else the local backend)",
     )
     smoke.add_argument(
         "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
     )
-    smoke.add_argument("--rows", type=int, default=256, help="use the first N overfit rows (default 256)")
+    smoke.add_argument(
+        "--rows", type=int, default=None, help="a phase-balanced prefix of N overfit rows (default: all 256)"
+    )
     smoke.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's 96)")
     smoke.add_argument(
         "--batch-size", type=int, default=None, help="rows per step (default: the recipe's 16)"
@@ -472,14 +565,38 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
     smoke.add_argument(
         "--base-model",
         default=None,
-        help="base model (default: the recipe's model on tinker; a tiny long-context Qwen3 built under "
+        help="base model (default: the recipe's model on tinker; the tiny local arena model built under "
         "--work-dir on the local backend)",
     )
     smoke.add_argument(
-        "--work-dir", default="runs/arena_sft_smoke", help="local model and checkpoint storage"
+        "--work-dir", default=None, help="local model and checkpoint storage (default runs/arena_sft_smoke)"
     )
     smoke.add_argument("--output", help="write the verdict as JSON here")
     smoke.set_defaults(func=_sft_smoke)
+
+    run = commands.add_parser(
+        "sft-run",
+        help="the Stage-1 experiment order as one lineage in the run store: base eval, overfit check, LoRA SFT "
+        "with validation, selection, one test/frozen evaluation, comparison and gates (docs/arena.md §11)",
+    )
+    run.add_argument("spec", help="Stage-1 spec, e.g. data/specs/arena_sft_stage1.json")
+    run.add_argument("--backend", choices=["local", "tinker", "simulated"], default="local")
+    run.add_argument("--data", default=None, help="SFT data directory (default: the spec's data_dir)")
+    run.add_argument("--root", default=None, help="run store root (default: runs/ of the project)")
+    run.add_argument(
+        "--work-dir", default=None, help="local model and checkpoints (default ROOT/.arena_sft_work)"
+    )
+    run.add_argument(
+        "--base-model", default=None, help="override the spec's base model (e.g. a local HF directory)"
+    )
+    run.add_argument("--device", default="cpu", help="local backend device (cpu or cuda)")
+    run.add_argument(
+        "--diagnosis-eval",
+        action="store_true",
+        help="evaluate the selected checkpoint again as a diagnosis run (excluded from every claim)",
+    )
+    run.add_argument("--json", action="store_true", help="print the lineage record as JSON")
+    run.set_defaults(func=_sft_run)
 
 
 def _sft_smoke(args: argparse.Namespace) -> int:
@@ -487,10 +604,12 @@ def _sft_smoke(args: argparse.Namespace) -> int:
 
     from rftlab.training.arena.recipe import STAGE1_RECIPE
     from rftlab.training.arena.sft import (
-        LOCAL_LONG_CONTEXT,
+        LOCAL_CONTEXT,
+        OptimizerSettings,
         SftError,
-        local_long_context_model,
-        overfit_smoke_test,
+        local_arena_model,
+        overfit_check,
+        overfit_subset,
         service_client,
     )
 
@@ -501,23 +620,45 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-    rows = _read_rows(path)[: args.rows]
-    work = Path(args.work_dir)
+    if args.lr is not None and not 0 < args.lr < float("inf"):
+        raise UsageError("--lr must be a positive finite number")
+    if args.output:
+        _check_out(args.output, "--output")
+    rows = _read_rows(path)
+    from rftlab.studies.arena import check_sft_rows
+
+    try:
+        check_sft_rows(rows, str(path))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    rows = overfit_subset(rows, args.rows)
+    from rftlab.runs.paths import PROJECT_ROOT
+
+    work = Path(args.work_dir) if args.work_dir else PROJECT_ROOT / "runs" / "arena_sft_smoke"
     on_tinker = bool(os.environ.get("TINKER_API_KEY"))
     if on_tinker:
-        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), None
+        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048
     else:
-        model = args.base_model or local_long_context_model(work / "tiny-qwen3-4k")
+        model = args.base_model or local_arena_model(work / "tiny-qwen3-arena")
         client = service_client(storage_dir=work / "checkpoints", model_dirs=[model])
-        max_length = LOCAL_LONG_CONTEXT
+        max_length = LOCAL_CONTEXT
+    r = STAGE1_RECIPE
     try:
-        result = overfit_smoke_test(
+        result = overfit_check(
             client,
             rows,
             model,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            base_lr=args.lr,
+            rank=r.lora_rank,
+            steps=args.steps or r.overfit_steps,
+            batch_size=args.batch_size or r.overfit_batch_size,
+            optimizer=OptimizerSettings(
+                learning_rate=args.lr or r.learning_rate,
+                min_learning_rate=r.min_learning_rate,
+                warmup_steps=r.overfit_warmup_steps,
+                weight_decay=r.overfit_weight_decay,
+                gradient_clip_norm=r.gradient_clip_norm,
+            ),
+            threshold=r.overfit_min_schema_valid,
             max_tokens=args.max_tokens,
             max_length=max_length,
         )
@@ -533,3 +674,41 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0 if result.passed else 1
+
+
+def _sft_run(args: argparse.Namespace) -> int:
+    from rftlab.runs import RunStoreError
+    from rftlab.studies.arena import lineage_rows, run_stage1
+    from rftlab.training.arena.stage1 import SingleEvaluationError, Stage1Error
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = run_stage1(
+            args.spec,
+            backend=args.backend,
+            store_root=args.root,
+            data_dir=args.data,
+            work_dir=args.work_dir,
+            base_model=args.base_model,
+            device=args.device,
+            diagnosis_eval=args.diagnosis_eval,
+            progress=progress,
+        )
+    except SingleEvaluationError as exc:
+        print(f"rftlab: refused: {exc}", file=sys.stderr)
+        return 1
+    except (Stage1Error, RunStoreError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    if args.json:
+        print(json.dumps(result.lineage, indent=2, sort_keys=True))
+    else:
+        print(f"lineage {result.lineage['lineage']} ({result.lineage['spec_name']}, backend {args.backend})")
+        for row in lineage_rows(result):
+            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run']}]")
+        if result.stopped_at is not None:
+            print(f"stopped at step {result.stopped_at}: {result.lineage['stop_reason']}")
+    if result.stopped_at is not None:
+        return 1
+    return 0 if result.gates and result.gates["verdicts"]["promotion"] else 1

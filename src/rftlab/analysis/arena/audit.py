@@ -270,31 +270,28 @@ def infer_config(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> Sft
     )
 
 
-def audit_dataset(path: str | Path, require_split_action_coverage: bool = False) -> AuditReport:
-    """Audit the data directory ``path``; never raises on bad content (every problem becomes a failure line)."""
-    started = time.perf_counter()
-    root = Path(path)
-    report = AuditReport(required_split_action_coverage=require_split_action_coverage)
-    failures = report.failures
-
-    manifest: dict[str, Any] = {}
+def _read_manifest(root: Path, failures: list[str]) -> dict[str, Any]:
+    """``manifest.json`` as a dict (empty when missing or unreadable, with the failure recorded)."""
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         failures.append(f"{MANIFEST}: missing")
-    else:
-        raw = manifest_path.read_bytes()
-        try:
-            loaded = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            failures.append(f"{MANIFEST}: invalid_json")
-            loaded = {}
-        if not isinstance(loaded, dict):
-            failures.append(f"{MANIFEST}: not_object")
-            loaded = {}
-        elif loaded and manifest_bytes(loaded) != raw:
-            failures.append(f"{MANIFEST}: manifest_not_canonical")
-        manifest = loaded
+        return {}
+    raw = manifest_path.read_bytes()
+    try:
+        loaded = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        failures.append(f"{MANIFEST}: invalid_json")
+        return {}
+    if not isinstance(loaded, dict):
+        failures.append(f"{MANIFEST}: not_object")
+        return {}
+    if loaded and manifest_bytes(loaded) != raw:
+        failures.append(f"{MANIFEST}: manifest_not_canonical")
+    return loaded
 
+
+def _read_split_rows(root: Path, failures: list[str]) -> tuple[list[_Row], dict[int, str]]:
+    """Every JSON-object row of the three split files, and the split of each (by position)."""
     items: list[_Row] = []
     file_split: dict[int, str] = {}
     for split in SPLITS:
@@ -319,8 +316,13 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
                 continue
             file_split[len(items)] = split
             items.append(_Row(name, number, row))
+    return items, file_split
 
-    # Per-row checks (§9.7 order).
+
+def _check_rows(
+    items: list[_Row], file_split: dict[int, str], failures: list[str]
+) -> tuple[dict[str, Any], dict[Any, set[str]]]:
+    """The per-row checks of §9.7 in order; returns the coverage statistics and each seed's splits."""
     states = _States()
     stats: dict[str, Any] = {
         "kinds": Counter(),
@@ -330,7 +332,6 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
         "solver_seeds": set(),
     }
     seen_ids: set[str] = set()
-    good_rows: list[dict[str, Any]] = []
     seed_splits: dict[Any, set[str]] = defaultdict(set)
     for index, item in enumerate(items):
         row = item.row
@@ -353,28 +354,17 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
         if _is_int(row["metadata"].get("seed")):
             seed_splits[row["metadata"]["seed"]].add(row["metadata"].get("split"))
         try:
-            checked = _check_row(item, file_split[index], states, fail, stats)
+            _check_row(item, file_split[index], states, fail, stats)
         except Exception as exc:  # a corrupted row must never crash the audit
             fail(f"unauditable:{type(exc).__name__}")
-            checked = False
-        if checked:
-            good_rows.append(row)
-
-    rows = [item.row for item in items if _chat_ok(item.row)]
-    report.num_examples = len(items)
-    report.num_unique_seeds = len(seed_splits)
-    report.phases = dict(sorted(Counter(str(r["metadata"].get("phase")) for r in rows).items()))
     for seed, splits in sorted(seed_splits.items()):
         if len(splits) > 1:
             failures.append(f"seed {seed}: seed_crosses_splits")
+    return stats, seed_splits
 
-    # Rebuild the dataset the rows describe and compare row by row.
-    config = infer_config(rows, manifest)
-    try:
-        rebuilt = build_rows(config)
-    except Exception as exc:  # e.g. an impossible configuration implied by corrupted rows
-        failures.append(f"dataset: rebuild_failed:{type(exc).__name__}")
-        rebuilt = BuiltDataset(config, (), {})
+
+def _compare_with_rebuild(items: list[_Row], rebuilt: BuiltDataset, failures: list[str]) -> None:
+    """rftlab's rebuild comparison (§9.7): prompts, labels and metadata row by row, missing rows, order."""
     expected_by_key = {_row_key(r): r for r in rebuilt.rows}
     found_keys = set()
     for item in items:
@@ -402,11 +392,13 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
         if ours != theirs and set(ours) == set(theirs):
             failures.append(f"{name}: row_order")
 
-    # Coverage (§9.7 globals).
+
+def _check_coverage(stats: Mapping[str, Any], require_split: bool, failures: list[str]) -> None:
+    """§9.7 coverage: every action kind as an ACT target (per split with the flag) and a silence row."""
     missing = sorted(set(ACTION_KINDS) - set(stats["kinds"]))
     if missing:
         failures.append(f"dataset: missing_action_coverage:{','.join(missing)}")
-    if require_split_action_coverage:
+    if require_split:
         for split in SPLITS:
             absent = sorted(set(ACTION_KINDS) - set(stats["kinds_by_split"][split]))
             if absent:
@@ -414,8 +406,11 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
     if stats["fact_counts"].get("0", 0) == 0:
         failures.append("dataset: missing_silence_coverage")
 
-    # Files: every data file's bytes against the manifest and against the canonical rebuild.
-    expected_files = dataset_files(rebuilt)
+
+def _check_files(
+    root: Path, manifest: Mapping[str, Any], expected_files: Mapping[str, bytes], failures: list[str]
+) -> None:
+    """Every data file's bytes against the manifest's SHA-256 and against the canonical rebuild."""
     recorded = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
     for name, data in expected_files.items():
         file = root / name
@@ -430,22 +425,63 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
     for name in sorted(set(recorded) - set(expected_files)):
         failures.append(f"{MANIFEST}: unexpected_file_entry:{name}")
 
-    # Manifest fields against the manifest the rebuild implies.
-    if manifest:
-        expected_manifest = build_manifest(rebuilt, expected_files)
-        for key in sorted(set(expected_manifest) | set(manifest)):
-            if key == "files":
-                continue
-            if manifest.get(key) != expected_manifest.get(key):
-                code = _MANIFEST_CODES.get(key, f"manifest_{key}")
-                if key in VERSIONS:
-                    code = f"manifest_{key}"
-                failures.append(f"{MANIFEST}: {code}")
-        if manifest.get("files") != expected_manifest["files"]:
-            failures.append(f"{MANIFEST}: manifest_files")
 
-    digests = structural_digests(rows) if rows else {}
-    report.structural_sha256 = digests
+def _check_manifest_fields(
+    manifest: Mapping[str, Any],
+    rebuilt: BuiltDataset,
+    expected_files: Mapping[str, bytes],
+    failures: list[str],
+) -> None:
+    """Every manifest field against the manifest the rebuild implies."""
+    if not manifest:
+        return
+    expected_manifest = build_manifest(rebuilt, expected_files)
+    for key in sorted(set(expected_manifest) | set(manifest)):
+        if key == "files":
+            continue
+        if manifest.get(key) != expected_manifest.get(key):
+            code = _MANIFEST_CODES.get(key, f"manifest_{key}")
+            if key in VERSIONS:
+                code = f"manifest_{key}"
+            failures.append(f"{MANIFEST}: {code}")
+    if manifest.get("files") != expected_manifest["files"]:
+        failures.append(f"{MANIFEST}: manifest_files")
+
+
+def _rebuild(rows: list[dict[str, Any]], manifest: Mapping[str, Any], failures: list[str]) -> BuiltDataset:
+    """The dataset the rows describe (configuration inferred from them), or an empty one if impossible."""
+    config = infer_config(rows, manifest)
+    try:
+        return build_rows(config)
+    except Exception as exc:  # e.g. an impossible configuration implied by corrupted rows
+        failures.append(f"dataset: rebuild_failed:{type(exc).__name__}")
+        return BuiltDataset(config, (), {})
+
+
+def audit_dataset(path: str | Path, require_split_action_coverage: bool = False) -> AuditReport:
+    """Audit the data directory ``path``; never raises on bad content (every problem becomes a failure line).
+
+    In order: read the manifest and the split files, the per-row checks, the rebuild comparison, coverage,
+    file hashes, manifest fields; then the report's statistics."""
+    started = time.perf_counter()
+    root = Path(path)
+    report = AuditReport(required_split_action_coverage=require_split_action_coverage)
+    failures = report.failures
+    manifest = _read_manifest(root, failures)
+    items, file_split = _read_split_rows(root, failures)
+    stats, seed_splits = _check_rows(items, file_split, failures)
+    rows = [item.row for item in items if _chat_ok(item.row)]
+    rebuilt = _rebuild(rows, manifest, failures)
+    _compare_with_rebuild(items, rebuilt, failures)
+    _check_coverage(stats, require_split_action_coverage, failures)
+    expected_files = dataset_files(rebuilt)
+    _check_files(root, manifest, expected_files, failures)
+    _check_manifest_fields(manifest, rebuilt, expected_files, failures)
+
+    report.num_examples = len(items)
+    report.num_unique_seeds = len(seed_splits)
+    report.phases = dict(sorted(Counter(str(r["metadata"].get("phase")) for r in rows).items()))
+    report.structural_sha256 = structural_digests(rows) if rows else {}
     report.action_kinds = dict(sorted(stats["kinds"].items()))
     report.action_kinds_by_split = {
         split: dict(sorted(stats["kinds_by_split"][split].items())) for split in SPLITS

@@ -3,7 +3,9 @@
 ``summarize_eval`` turns the per-case records of ``rftlab.rollout.arena.evaluation.evaluate_case`` into
 ``summary.json``: strict parse rates, legal-action rate, mean oracle regret with its 95% interval, optimal
 rate with its Wilson interval, non-redundant rate, the paired communication effects, slices by size and
-style, the per-permutation block and the per-case values that paired gates need.
+style, the per-permutation block, the per-case values that paired comparisons need, and ``replies``:
+per-reply counts over *every* reply of the run (all conditions and permutations) that the rate gates
+G1, G2 and G4 decide on (§11).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import Any
 
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256
-from rftlab.rollout.arena.evaluation import CONDITIONS, EVAL_VERSION, PERMUTATIONS
+from rftlab.envs.arena.protocol import ACT_PHASE, BROADCAST_PHASE
+from rftlab.rollout.arena.evaluation import CONDITIONS, EVAL_VERSION, PERMUTATIONS, reply_schema_valid
 
 PAIRED_EFFECTS: tuple[tuple[str, str], ...] = (
     ("generated", "dropped"),
     ("generated", "shuffled"),
+    ("generated", "shuffled_within"),
     ("reference", "generated"),
 )
 
@@ -72,6 +76,26 @@ def paired_effect(left: Sequence[float], right: Sequence[float]) -> dict[str, An
         "mean_difference_95": ci["ci95"],
         "positive_case_rate": sum(d > 0 for d in diffs) / len(diffs),
         "zero_case_rate": sum(d == 0 for d in diffs) / len(diffs),
+    }
+
+
+def reply_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts over every reply of a frozen evaluation: ACT replies (``n``, ``schema_valid``, ``legal`` =
+    strictly parsed to a displayed action) and BROADCAST replies (``n``, ``schema_valid``, ``valid`` =
+    strictly parsed, §8.4)."""
+    acts = [a for r in records for row in r["conditions"] for a in row["actions"]]
+    messages = [m for r in records for m in r["messages"]]
+    return {
+        "act": {
+            "n": len(acts),
+            "schema_valid": sum(reply_schema_valid(ACT_PHASE, a["raw_response"]) for a in acts),
+            "legal": sum(bool(a["valid"]) for a in acts),
+        },
+        "broadcast": {
+            "n": len(messages),
+            "schema_valid": sum(reply_schema_valid(BROADCAST_PHASE, m["raw_response"]) for m in messages),
+            "valid": sum(bool(m["valid"]) for m in messages),
+        },
     }
 
 
@@ -131,6 +155,7 @@ def summarize_eval(
         "message_strict_rate": statistics.fmean(r["message_strict_rate"] for r in records),
         "action_order_consistency_rate": sum(bool(r["action_order_consistent"]) for r in records)
         / len(records),
+        "replies": reply_counts(records),
         "conditions": conditions,
         "communication_effects": effects,
         "generated_minus_dropped_reward": effects["generated_minus_dropped"]["mean_difference"],
@@ -181,18 +206,18 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     lines = [
         f"model {summary['model']}  cases {summary['num_cases']}  message strict {summary['message_strict_rate']:.4f}"
         f"  order consistency {summary['action_order_consistency_rate']:.4f}",
-        f"{'condition':<10} {'strict':>7} {'legal':>7} {'regret':>8} {'regret 95% CI':>20} {'optimal':>8}"
+        f"{'condition':<15} {'strict':>7} {'legal':>7} {'regret':>8} {'regret 95% CI':>20} {'optimal':>8}"
         f" {'Wilson 95%':>17} {'nonred':>7}",
     ]
     for name, c in summary["conditions"].items():
         lo, hi = c["mean_oracle_regret_95"]
         wl, wh = c["optimal_outcome_wilson_95"]
         lines.append(
-            f"{name:<10} {c['strict_action_rate']:>7.4f} {c['legal_action_rate']:>7.4f} {c['mean_oracle_regret']:>8.4f}"
+            f"{name:<15} {c['strict_action_rate']:>7.4f} {c['legal_action_rate']:>7.4f} {c['mean_oracle_regret']:>8.4f}"
             f" [{lo:>8.4f}, {hi:>8.4f}] {c['optimal_outcome_rate']:>8.4f} [{wl:.4f}, {wh:.4f}]"
             f" {c['nonredundant_joint_action_rate']:>7.4f}"
         )
     for name, e in summary["communication_effects"].items():
         lo, hi = e["mean_difference_95"]
-        lines.append(f"{name:<26} reward difference {e['mean_difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+        lines.append(f"{name:<31} reward difference {e['mean_difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]")
     return "\n".join(lines)

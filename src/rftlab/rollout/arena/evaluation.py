@@ -1,15 +1,19 @@
 """Frozen 60-case arena evaluation under message interventions (docs/arena.md §10.2, §10.4) and the validation scorer (§11).
 
-A *provider* (``rftlab.policies.arena.providers``) turns chat messages into reply text.
+A *provider* (``rftlab.policies.arena.providers``) turns chat messages into reply text; a provider that
+also has ``complete_batch(requests)`` gets each phase's prompts of a case in one call (one round trip to
+a sampling service instead of one per prompt); the replies are the same either way.
 
 ``evaluate_case`` runs one case: four broadcasts, then the ACT phase under the generated (3 action-order
-permutations), dropped, reference and shuffled conditions; every raw response is kept in the record.
-``score_validation_reply`` is the per-row validation scorer with the strict type rules of §8.4.
+permutations), dropped, reference, cross-case shuffled and within-case shuffled conditions; every raw
+response is kept in the record. ``score_validation_reply`` is the per-row validation scorer with the
+strict type rules of §8.4; ``reply_schema_valid`` is its schema check alone, which needs only the reply.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -48,9 +52,35 @@ from rftlab.envs.arena.world import (
 from rftlab.policies.arena.providers import Provider, action_json
 from rftlab.policies.arena.scripted import deterministic_policy
 
-EVAL_VERSION = "rftlab-arena-eval-v2"
-CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled")
+EVAL_VERSION = "rftlab-arena-eval-v3"
+"""v3 = v2 (upstream ``arena-eval-v2`` fields plus the per-permutation block) plus the within-case
+shuffled condition (docs/arena.md §10.2)."""
+CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled", "shuffled_within")
+SEED_CONDITIONS: tuple[str, ...] = ("generated", "dropped", "reference", "shuffled")
+"""The four conditions of the seed's evaluation; ``shuffled_within`` is rftlab's addition."""
+CONDITION_LABELS: dict[str, str] = {
+    "generated": "generated",
+    "dropped": "dropped",
+    "reference": "reference",
+    "shuffled": "shuffled (cross-case)",
+    "shuffled_within": "shuffled (within case)",
+}
 PERMUTATIONS = 3
+GENERATIONS_PER_CASE = 4 + 4 * (PERMUTATIONS + len(CONDITIONS) - 1)
+
+Request = tuple[list[dict[str, str]], str]
+
+
+def complete_all(provider: Provider, requests: Sequence[Request]) -> list[str]:
+    """Replies to ``(messages, target)`` requests in order: one ``complete_batch`` call when the provider
+    has one, else one ``complete`` call per request."""
+    batch = getattr(provider, "complete_batch", None)
+    if callable(batch):
+        replies = list(batch(list(requests)))
+        if len(replies) != len(requests):
+            raise RuntimeError(f"provider returned {len(replies)} replies for {len(requests)} prompts")
+        return replies
+    return [provider.complete(messages, target) for messages, target in requests]
 
 
 # ---------------------------------------------------------------- one case
@@ -68,10 +98,31 @@ def shuffled_broadcasts(case_index: int, style: str, cases: Sequence[FrozenCase]
     return _reference_broadcasts(state, solution)
 
 
+def within_case_permutation(seed: int, agents: Sequence[str]) -> dict[str, str]:
+    """A derangement of ``agents`` drawn from ``random.Random(seed)`` (shuffle until no agent keeps its own
+    slot): ``slot → agent whose message fills it``. The same seed always gives the same permutation."""
+    agents = list(agents)
+    if len(agents) < 2:
+        raise ValueError("a derangement needs at least two agents")
+    rng = random.Random(seed)
+    order = list(agents)
+    while True:
+        rng.shuffle(order)
+        if all(a != b for a, b in zip(agents, order, strict=True)):
+            return dict(zip(agents, order, strict=True))
+
+
+def within_case_shuffled(generated: Mapping[str, Broadcast], seed: int) -> dict[str, Broadcast]:
+    """The case's own generated broadcasts under the wrong senders (§10.2 ``shuffled_within``): every node a
+    message names exists in this case, only who said it is wrong."""
+    permutation = within_case_permutation(seed, sorted(generated))
+    return {slot: generated[source] for slot, source in permutation.items()}
+
+
 def evaluate_case(
     provider: Provider, case: FrozenCase, all_cases: Sequence[FrozenCase] | None = None
 ) -> dict[str, Any]:
-    """One frozen case under the four message conditions; the record of §10.2 (raw responses kept)."""
+    """One frozen case under the five message conditions; the record of §10.2 (raw responses kept)."""
     all_cases = all_cases if all_cases is not None else frozen_cases()
     state = generate_state(case.seed, case.size)
     red = deterministic_policy(state, RED, case.style)
@@ -79,11 +130,16 @@ def evaluate_case(
     blue = team_agent_ids(BLUE)
     reference_broadcasts = _reference_broadcasts(state, solution)
 
+    requests = [
+        (
+            broadcast_prompt(state, agent_id, case.seed + i)[0],
+            encode_broadcast(reference_broadcasts[agent_id]),
+        )
+        for i, agent_id in enumerate(blue)
+    ]
     messages_record = []
     generated: dict[str, Broadcast] = {}
-    for i, agent_id in enumerate(blue):
-        prompt, _ = broadcast_prompt(state, agent_id, case.seed + i)
-        raw = provider.complete(prompt, encode_broadcast(reference_broadcasts[agent_id]))
+    for agent_id, raw in zip(blue, complete_all(provider, requests), strict=True):
         parsed = parse_broadcast(raw, state, agent_id)
         generated[agent_id] = broadcast_or_empty(parsed)
         messages_record.append(
@@ -95,11 +151,20 @@ def evaluate_case(
         "dropped": dict.fromkeys(blue, EMPTY_BROADCAST),
         "reference": reference_broadcasts,
         "shuffled": shuffled_broadcasts(case.index, case.style, all_cases),
+        "shuffled_within": within_case_shuffled(generated, case.seed),
     }
+    plan = [
+        (condition, k)
+        for condition in CONDITIONS
+        for k in range(PERMUTATIONS if condition == "generated" else 1)
+    ]
+    prompts = {key: _act_prompts(state, case, solution, key[1], delivered[key[0]]) for key in plan}
+    replies = complete_all(provider, [req for key in plan for req, _ in prompts[key]])
     rows = []
-    for condition in CONDITIONS:
-        for k in range(PERMUTATIONS if condition == "generated" else 1):
-            rows.append(_act(provider, state, case, red, solution, condition, k, delivered[condition]))
+    for j, (condition, k) in enumerate(plan):
+        chunk = replies[4 * j : 4 * j + 4]
+        displayed = [shown for _, shown in prompts[(condition, k)]]
+        rows.append(_act_row(state, red, solution, condition, k, chunk, displayed))
 
     consistent = True
     for i in range(len(blue)):
@@ -125,18 +190,26 @@ def evaluate_case(
         "solver_optimal_count": solution.optimal_count,
         "message_strict_rate": sum(m["valid"] for m in messages_record) / len(blue),
         "action_order_consistent": consistent,
+        "within_case_permutation": within_case_permutation(case.seed, blue),
         "messages": messages_record,
         "conditions": rows,
     }
 
 
-def _act(provider, state, case, red, solution, condition, k, broadcasts) -> dict[str, Any]:
-    blue = team_agent_ids(BLUE)
-    actions_record, selected = [], {}
-    for i, agent_id in enumerate(blue):
+def _act_prompts(state, case, solution, k, broadcasts) -> list[tuple[Request, list]]:
+    """The four ACT requests of one condition row (with each agent's displayed action list)."""
+    out = []
+    for i, agent_id in enumerate(team_agent_ids(BLUE)):
         inbox = inbox_for(agent_id, {a: b for a, b in broadcasts.items() if a != agent_id})
         prompt, displayed = action_prompt(state, agent_id, inbox, case.seed + i + k)
-        raw = provider.complete(prompt, encode_action(solution.canonical_assignment[agent_id], displayed))
+        out.append(((prompt, encode_action(solution.canonical_assignment[agent_id], displayed)), displayed))
+    return out
+
+
+def _act_row(state, red, solution, condition, k, replies, displayed_lists) -> dict[str, Any]:
+    blue = team_agent_ids(BLUE)
+    actions_record, selected = [], {}
+    for agent_id, raw, displayed in zip(blue, replies, displayed_lists, strict=True):
         parsed = parse_action(raw, displayed)
         selected[agent_id] = action_or_wait(parsed)
         actions_record.append(
@@ -192,30 +265,42 @@ def _canon(value: Any) -> str:
     return compact_json(value)
 
 
+def reply_object(text: Any) -> dict[str, Any] | None:
+    """``json.loads(text.strip())`` when that is a JSON object, else ``None`` (the scorer's reading, §11)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text.strip())
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def reply_schema_valid(phase: str, text: Any) -> bool:
+    """The scorer's ``schema_valid`` (§11), which needs only the reply: ACT = exactly ``{"action_id":
+    <string>}``; BROADCAST = exactly the keys ``facts``, ``intent``, ``request_resource``."""
+    predicted = reply_object(text)
+    if predicted is None:
+        return False
+    if phase == ACT_PHASE:
+        return set(predicted) == {"action_id"} and isinstance(predicted["action_id"], str)
+    return set(predicted) == {"facts", "intent", "request_resource"}
+
+
 def score_validation_reply(row: Mapping[str, Any], text: Any) -> dict[str, Any]:
     """Per-row booleans of §11 with the strict type rules of §8.4 (``2.0`` is not ``2``, ``1`` is not ``true``)."""
     phase = row["metadata"]["phase"]
     user = json.loads(row["messages"][1]["content"])
     target = json.loads(row["messages"][2]["content"])
-    predicted = None
-    if isinstance(text, str):
-        try:
-            value = json.loads(text.strip())
-        except (ValueError, RecursionError):
-            value = None
-        predicted = value if isinstance(value, dict) else None
+    predicted = reply_object(text)
     out = {"phase": phase, "parsed": predicted is not None, "unsupported_fact_response": False}
     if phase == ACT_PHASE:
-        schema = (
-            predicted is not None
-            and set(predicted) == {"action_id"}
-            and isinstance(predicted["action_id"], str)
-        )
+        schema = reply_schema_valid(phase, text)
         legal = schema and predicted["action_id"] in {e["id"] for e in user["legal_actions"]}
         exact = predicted is not None and _canon(predicted) == _canon(target)
         out.update(schema_valid=schema, legal=legal, supported=legal, exact=exact, ordered_exact=exact)
         return out
-    schema = predicted is not None and set(predicted) == {"facts", "intent", "request_resource"}
+    schema = reply_schema_valid(phase, text)
     known = {_canon(n) for n in user["observation"]["known_nodes"]}
     facts_ok = False
     if schema:
@@ -249,9 +334,9 @@ def score_validation_reply(row: Mapping[str, Any], text: Any) -> dict[str, Any]:
 
 def run_validation(provider: Provider, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Generate one reply per row (prompt = system + user) and score it; raw replies are kept."""
-    records = []
-    for row in rows:
-        raw = provider.complete([dict(m) for m in row["messages"][:2]], row["messages"][2]["content"])
-        scored = score_validation_reply(row, raw)
-        records.append({"id": row["id"], "raw_response": raw, **scored})
-    return records
+    requests = [([dict(m) for m in row["messages"][:2]], row["messages"][2]["content"]) for row in rows]
+    replies = complete_all(provider, requests) if requests else []
+    return [
+        {"id": row["id"], "raw_response": raw, **score_validation_reply(row, raw)}
+        for row, raw in zip(rows, replies, strict=True)
+    ]

@@ -1,34 +1,52 @@
-"""Arena SFT on the tinker interface: ``cross_entropy`` on assistant tokens only, and the overfit smoke test.
+"""Arena SFT on the tinker interface (docs/arena.md §9.5, §11): ``cross_entropy`` on assistant tokens only,
+one training loop, the overfit check, greedy sampling as an arena reply provider, and the local model.
 
 Rows are rendered with the base model's chat template (``tinker_cookbook`` renderer ``qwen3_instruct`` for
 Qwen3-Instruct-2507, which has no thinking block), and only the assistant reply plus its end-of-turn
-token carry loss weight. ``template_and_mask_problems`` checks exactly the failure modes the seed's smoke
-test is meant to expose: weights leaking onto the prompt or header, a missing end-of-turn token, a
-generation prompt that differs from the training prefix, and truncation. ``train_sft`` runs AdamW steps
-with the recipe's warm-up + cosine schedule, weight decay and gradient clipping; ``overfit_smoke_test``
-trains on the overfit rows, samples greedily and scores them with the validation scorer, and stops with a
-template/loss-mask diagnosis unless schema validity reaches the threshold in both phases.
+token carry loss weight. ``template_and_mask_problems`` checks exactly the failure modes the seed's overfit
+check is meant to expose: weights leaking onto the prompt or header, a missing end-of-turn token, a
+generation prompt that differs from the training prefix, and truncation.
 
-The same code runs on ``tinker.ServiceClient`` when ``TINKER_API_KEY`` is set, and otherwise on the
-in-process ``rftlab.training.local_tinker`` backend.
+``train_steps`` is the one optimizer loop (AdamW via ``optim_step``, warm-up + cosine to a floor, weight
+decay, gradient clipping); ``overfit_check`` trains on the overfit rows, samples greedily and scores the
+same rows with the validation scorer, continuing only if schema validity reaches the threshold in both
+phases (else a template/loss-mask diagnosis). ``SamplingProvider`` turns a tinker ``SamplingClient`` into
+an arena reply provider (greedy, the reply up to the end-of-turn token), batching a phase's prompts.
+
+The code talks to ``tinker.ServiceClient`` (the hosted service, or a Tinker-compatible server through
+``TINKER_BASE_URL``) or to the in-process ``rftlab.training.local_tinker`` backend: the same calls, real
+``tinker.types``. The tinker interface sets the LoRA rank and which blocks train (attention, MLP,
+unembedding); it has no LoRA alpha or dropout argument (see ``BACKEND_LORA_SUPPORT``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rftlab.rollout.arena.evaluation import score_validation_reply
-from rftlab.training.arena.recipe import STAGE1_RECIPE, SftRecipe
 
 RENDERER_NAME = "qwen3_instruct"
 END_OF_TURN = "<|im_end|>"
-LOCAL_LONG_CONTEXT = 4096
-"""Context of the local stand-in model: arena prompts are about 3,000 byte tokens, beyond the built-in 1,024."""
+LOCAL_ARENA_MODEL = "rftlab/tiny-qwen3-arena"
+"""The local stand-in model's name: a tiny random-init Qwen3 (2 layers, hidden 64) with a 1,024-symbol
+byte-level BPE trained on arena prompts and a 2,048-token context, written as a Hugging Face directory by
+``local_arena_model``. It checks the plumbing; it is not a language model."""
+LOCAL_CONTEXT = 2048
+ARENA_BPE_VOCAB = 1024
+BACKEND_LORA_SUPPORT: dict[str, str] = {
+    "rank": "supported (create_lora_training_client(rank=...))",
+    "targets": "attention q/k/v/o and MLP gate/up/down: train_attn=True, train_mlp=True, train_unembed=False",
+    "alpha": "not an argument of the tinker interface: the hosted service fixes it; the local backend uses 32",
+    "dropout": "not supported by the tinker interface (no dropout on either backend)",
+    "gradient_checkpointing": "a server-side memory setting, not exposed by the tinker interface",
+}
 
 
 class SftError(ValueError):
@@ -45,9 +63,13 @@ def row_example(row: Mapping[str, Any], renderer: Any) -> tuple[Any, Any]:
     """``(ModelInput, weights)`` of a chat row: loss on the last assistant message (+ end-of-turn) only."""
     from tinker_cookbook.renderers import TrainOnWhat
 
-    messages = row["messages"]
-    if [m.get("role") for m in messages] != ["system", "user", "assistant"]:
-        raise SftError(f"row {row.get('id')}: expected system, user, assistant messages")
+    messages = row.get("messages") if isinstance(row, Mapping) else None
+    if not isinstance(messages, list) or [
+        m.get("role") if isinstance(m, Mapping) else None for m in messages
+    ] != ["system", "user", "assistant"]:
+        raise SftError(
+            f"row {row.get('id') if isinstance(row, Mapping) else row!r}: expected system, user, assistant messages"
+        )
     return renderer.build_supervised_example(
         [dict(m) for m in messages], train_on_what=TrainOnWhat.LAST_ASSISTANT_MESSAGE
     )
@@ -92,104 +114,135 @@ def template_and_mask_problems(
 
 
 def learning_rate_at(
-    step: int, total_steps: int, recipe: SftRecipe = STAGE1_RECIPE, base_lr: float | None = None
+    step: int, total_steps: int, base_lr: float, min_lr: float = 0.0, warmup_steps: int = 0
 ) -> float:
-    """Linear warm-up over ``ceil(warmup_fraction·total)`` steps, then cosine from ``base_lr`` to ``min_lr``."""
-    base = recipe.learning_rate if base_lr is None else base_lr
-    warmup = math.ceil(recipe.warmup_fraction * total_steps)
-    if step < warmup:
-        return base * (step + 1) / warmup
-    span = max(1, total_steps - warmup - 1)
-    progress = min(1.0, (step - warmup) / span)
-    floor = min(recipe.min_learning_rate, base)
-    return floor + 0.5 * (base - floor) * (1 + math.cos(math.pi * progress))
+    """Linear warm-up over ``warmup_steps``, then cosine from ``base_lr`` down to ``min(min_lr, base_lr)``."""
+    if step < warmup_steps:
+        return base_lr * (step + 1) / warmup_steps
+    span = max(1, total_steps - warmup_steps - 1)
+    progress = min(1.0, (step - warmup_steps) / span)
+    floor = min(min_lr, base_lr)
+    return floor + 0.5 * (base_lr - floor) * (1 + math.cos(math.pi * progress))
 
 
-@dataclass
-class SftRun:
-    """What one SFT run did: per-step loss per weighted token and learning rate."""
-
-    base_model: str
-    steps: int
-    batch_size: int
-    losses: list[float] = field(default_factory=list)
-    learning_rates: list[float] = field(default_factory=list)
-    training_client: Any = None
+def warmup_steps_for(total_steps: int, warmup_fraction: float) -> int:
+    """``ceil(fraction · total)``: 3% of 310 steps is 10 (docs/arena.md §9.5)."""
+    return math.ceil(warmup_fraction * total_steps)
 
 
-def train_sft(
-    service_client: Any,
-    rows: Sequence[Mapping[str, Any]],
-    base_model: str,
-    steps: int,
-    batch_size: int,
-    recipe: SftRecipe = STAGE1_RECIPE,
-    base_lr: float | None = None,
-    weight_decay: float | None = None,
-    seed: int = 0,
-    max_length: int | None = None,
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """What ``train_steps`` needs besides the batches: the learning-rate schedule and AdamW settings."""
+
+    learning_rate: float
+    min_learning_rate: float = 0.0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    gradient_clip_norm: float = 1.0
+
+
+def create_training_client(service: Any, base_model: str, rank: int, seed: int = 0) -> Any:
+    """A LoRA training client on the recipe's targets (attention + MLP, not the unembedding)."""
+    training = service.create_lora_training_client(
+        base_model=base_model, rank=rank, seed=seed, train_mlp=True, train_attn=True, train_unembed=False
+    )
+    return training.result() if hasattr(training, "result") else training
+
+
+def train_steps(
+    training: Any,
+    batches: Callable[[int], Sequence[Any]],
+    steps: range,
+    total_steps: int,
+    optimizer: OptimizerSettings,
     on_step: Callable[[int, float, float], None] | None = None,
-) -> SftRun:
-    """LoRA SFT with ``cross_entropy``: cycle through ``rows`` in order, ``batch_size`` per step."""
+) -> list[float]:
+    """The one SFT loop: for each step, ``forward_backward`` (``cross_entropy``) on ``batches(step)`` and an
+    AdamW ``optim_step``; returns the loss per weighted token of each step. ``on_step(step, loss, lr)``
+    is called after each step (progress, metrics)."""
     from tinker import types
 
-    if not rows:
-        raise SftError("no rows to train on")
-    if steps < 1 or batch_size < 1:
-        raise SftError("steps and batch_size must be >= 1")
-    training = service_client.create_lora_training_client(
-        base_model=base_model, rank=recipe.lora_rank, seed=seed
-    )
-    training = training.result() if hasattr(training, "result") else training
-    tokenizer = training.get_tokenizer()
-    renderer = get_arena_renderer(tokenizer)
-    length = max_length or recipe.max_sequence_length
-    datums = [row_datum(row, renderer, length) for row in rows]
-    run = SftRun(base_model, steps, batch_size, training_client=training)
-    decay = recipe.weight_decay if weight_decay is None else weight_decay
-    for step in range(steps):
-        batch = [datums[(step * batch_size + i) % len(datums)] for i in range(batch_size)]
+    losses = []
+    for step in steps:
+        batch = list(batches(step))
+        if not batch:
+            raise SftError(f"step {step} has no rows")
         weight_total = sum(float(sum(d.loss_fn_inputs["weights"].to_torch().tolist())) for d in batch)
         result = training.forward_backward(batch, loss_fn="cross_entropy").result()
-        lr = learning_rate_at(step, steps, recipe, base_lr)
+        lr = learning_rate_at(
+            step, total_steps, optimizer.learning_rate, optimizer.min_learning_rate, optimizer.warmup_steps
+        )
         params = types.AdamParams(
-            learning_rate=lr, weight_decay=decay, grad_clip_norm=recipe.gradient_clip_norm
+            learning_rate=lr, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.gradient_clip_norm
         )
         training.optim_step(params).result()
         loss = float(result.metrics["loss:sum"]) / max(1.0, weight_total)
-        run.losses.append(loss)
-        run.learning_rates.append(lr)
+        losses.append(loss)
         if on_step is not None:
             on_step(step, loss, lr)
-    return run
+    return losses
+
+
+# ---------------------------------------------------------------- sampling as an arena provider
+
+
+class SamplingProvider:
+    """An arena reply provider on a tinker ``SamplingClient``: greedy (temperature 0), at most
+    ``max_tokens`` tokens, stopped at the end-of-turn token; the reply is the parsed assistant content.
+    ``complete_batch`` submits every prompt before waiting for any (one round trip per phase)."""
+
+    name = "tinker"
+
+    def __init__(self, sampling_client: Any, model: str, max_tokens: int = 224, renderer: Any = None):
+        self.client = sampling_client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.renderer = renderer or get_arena_renderer(sampling_client.get_tokenizer())
+
+    def complete(self, messages: list[dict[str, str]], target: str) -> str:
+        return self.complete_batch([(messages, target)])[0]
+
+    def complete_batch(self, requests: Sequence[tuple[list[dict[str, str]], str]]) -> list[str]:
+        from tinker import types
+
+        params = types.SamplingParams(
+            max_tokens=self.max_tokens, temperature=0.0, stop=self.renderer.get_stop_sequences()
+        )
+        futures = [
+            self.client.sample(self.renderer.build_generation_prompt([dict(m) for m in messages]), 1, params)
+            for messages, _target in requests
+        ]
+        replies = []
+        for future in futures:
+            message, _ = self.renderer.parse_response(future.result().sequences[0].tokens)
+            content = message.get("content")
+            replies.append(content if isinstance(content, str) else "")
+        return replies
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "provider": "tinker-sampling",
+            "model": self.model,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "renderer": RENDERER_NAME,
+        }
 
 
 def sample_replies(
     sampling_client: Any, rows: Sequence[Mapping[str, Any]], max_tokens: int = 224
 ) -> list[str]:
-    """Greedy replies to each row's system + user prompt, decoded up to the end-of-turn token."""
-    from tinker import types
+    """Greedy replies to each row's system + user prompt."""
+    provider = SamplingProvider(sampling_client, "replies", max_tokens)
+    return provider.complete_batch([([dict(m) for m in row["messages"][:2]], "") for row in rows])
 
-    tokenizer = sampling_client.get_tokenizer()
-    renderer = get_arena_renderer(tokenizer)
-    params = types.SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=renderer.get_stop_sequences())
-    futures = [
-        sampling_client.sample(
-            renderer.build_generation_prompt([dict(m) for m in row["messages"][:2]]), 1, params
-        )
-        for row in rows
-    ]
-    replies = []
-    for future in futures:
-        message, _ = renderer.parse_response(future.result().sequences[0].tokens)
-        content = message.get("content")
-        replies.append(content if isinstance(content, str) else "")
-    return replies
+
+# ---------------------------------------------------------------- the overfit check (seed step 2)
 
 
 @dataclass(frozen=True)
 class OverfitResult:
-    """The smoke test verdict: schema validity per phase on the training rows themselves, and a diagnosis."""
+    """The overfit verdict: schema validity per phase on the training rows themselves, and a diagnosis."""
 
     passed: bool
     schema_valid: dict[str, float | None]
@@ -197,6 +250,7 @@ class OverfitResult:
     losses: tuple[float, ...]
     problems: tuple[str, ...]
     diagnosis: str
+    replies: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -218,92 +272,186 @@ def overfit_verdict(
     losses: Sequence[float] = (),
     problems: Sequence[str] = (),
 ) -> OverfitResult:
-    """Score replies with the validation scorer; pass iff schema validity >= threshold in both phases."""
+    """Score replies with the validation scorer; pass iff both phases are present and each reaches
+    ``threshold`` schema validity."""
     scored = [score_validation_reply(row, reply) for row, reply in zip(rows, replies, strict=True)]
     rates: dict[str, float | None] = {}
     for phase in ("BROADCAST", "ACT"):
         flags = [s["schema_valid"] for s in scored if s["phase"] == phase]
         rates[phase] = sum(flags) / len(flags) if flags else None
-    passed = all(rate is None or rate >= threshold for rate in rates.values()) and any(
-        rate is not None for rate in rates.values()
-    )
+    passed = all(rate is not None and rate >= threshold for rate in rates.values())
     if passed:
         diagnosis = "strict JSON reached the threshold on the overfit rows: template and loss mask look right"
+    elif any(rate is None for rate in rates.values()):
+        diagnosis = "STOP: the overfit rows lack a phase, so the check cannot pass; use rows of both phases"
     elif problems:
         diagnosis = f"STOP: {len(problems)} template/loss-mask defects found, e.g. {problems[0]}"
     else:
         diagnosis = (
             "STOP: the model cannot reproduce rows it was trained on, yet the rendered template and the loss "
             "mask pass every check; look at the chat template used at serving time, tokenizer special tokens "
-            "and the learning rate before adding data"
+            "and the learning rate (and, for a tiny model, its capacity) before adding data"
         )
-    return OverfitResult(passed, rates, threshold, tuple(losses), tuple(problems), diagnosis)
+    return OverfitResult(passed, rates, threshold, tuple(losses), tuple(problems), diagnosis, tuple(replies))
 
 
-def overfit_smoke_test(
-    service_client: Any,
+def overfit_check(
+    service: Any,
     rows: Sequence[Mapping[str, Any]],
     base_model: str,
-    recipe: SftRecipe = STAGE1_RECIPE,
-    steps: int | None = None,
-    batch_size: int | None = None,
-    base_lr: float | None = None,
+    *,
+    rank: int,
+    steps: int,
+    batch_size: int,
+    optimizer: OptimizerSettings,
+    threshold: float,
     max_tokens: int = 224,
-    max_length: int | None = None,
+    max_length: int = 2048,
+    seed: int = 0,
+    on_step: Callable[[int, float, float], None] | None = None,
 ) -> OverfitResult:
-    """Train on ``rows`` (the overfit set), then score greedy replies to the same rows (seed step 2)."""
-    run = train_sft(
-        service_client,
-        rows,
-        base_model,
-        steps=steps or recipe.overfit_steps,
-        batch_size=batch_size or recipe.overfit_batch_size,
-        recipe=recipe,
-        base_lr=base_lr,
-        weight_decay=recipe.overfit_weight_decay,
-        max_length=max_length,
-    )
-    tokenizer = run.training_client.get_tokenizer()
-    problems = template_and_mask_problems(
-        rows, get_arena_renderer(tokenizer), tokenizer, max_length or recipe.max_sequence_length
-    )
-    sampler = run.training_client.save_weights_and_get_sampling_client()
+    """Train on ``rows`` (in order, ``batch_size`` per step, cycling), then score greedy replies to the
+    same rows (seed step 2)."""
+    if not rows:
+        raise SftError("no rows to train on")
+    if steps < 1 or batch_size < 1:
+        raise SftError("steps and batch_size must be >= 1")
+    training = create_training_client(service, base_model, rank, seed)
+    tokenizer = training.get_tokenizer()
+    renderer = get_arena_renderer(tokenizer)
+    problems = template_and_mask_problems(rows, renderer, tokenizer, max_length)
+    datums = [row_datum(row, renderer, max_length) for row in rows]
+
+    def batches(step: int) -> list[Any]:
+        return [datums[(step * batch_size + i) % len(datums)] for i in range(batch_size)]
+
+    losses = train_steps(training, batches, range(steps), steps, optimizer, on_step)
+    sampler = training.save_weights_and_get_sampling_client()
     sampler = sampler.result() if hasattr(sampler, "result") else sampler
     replies = sample_replies(sampler, rows, max_tokens)
-    return overfit_verdict(rows, replies, recipe.overfit_min_schema_valid, run.losses, problems)
+    return overfit_verdict(rows, replies, threshold, losses, problems)
+
+
+def overfit_subset(rows: Sequence[Mapping[str, Any]], count: int | None) -> list[Mapping[str, Any]]:
+    """The overfit rows to use: all of them (``None``), or a phase-balanced prefix of ``count`` rows (the
+    first ⌈count/2⌉ ACT and ⌊count/2⌋ BROADCAST rows in file order), so both phases are checked."""
+    if count is None or count >= len(rows):
+        return list(rows)
+    acts = [r for r in rows if r["metadata"]["phase"] == "ACT"][: (count + 1) // 2]
+    broadcasts = [r for r in rows if r["metadata"]["phase"] == "BROADCAST"][: count // 2]
+    return acts + broadcasts
+
+
+# ---------------------------------------------------------------- services and the local model
+
+
+def tinker_service() -> Any:
+    """``tinker.ServiceClient()``: the hosted service with ``TINKER_API_KEY``, or a Tinker-compatible server
+    named by ``TINKER_BASE_URL``."""
+    if not (os.environ.get("TINKER_API_KEY") or os.environ.get("TINKER_BASE_URL")):
+        raise SftError("the tinker backend needs TINKER_API_KEY (or TINKER_BASE_URL for a local server)")
+    import tinker
+
+    return tinker.ServiceClient()
 
 
 def service_client(storage_dir: str | Path | None = None, model_dirs: Sequence[str | Path] = ()) -> Any:
     """``tinker.ServiceClient`` when ``TINKER_API_KEY`` is set, else the in-process local backend."""
     if os.environ.get("TINKER_API_KEY"):
-        import tinker
-
-        return tinker.ServiceClient()
+        return tinker_service()
     from rftlab.training.local_tinker import LocalServiceClient
 
     return LocalServiceClient(storage_dir=storage_dir, model_dirs=list(model_dirs))
 
 
-def local_long_context_model(directory: str | Path, max_positions: int = LOCAL_LONG_CONTEXT) -> str:
-    """Write the built-in tiny Qwen3 architecture with a ``max_positions`` context (and the byte tokenizer) to
-    ``directory`` as a Hugging Face model, so the local backend can hold a whole arena prompt."""
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' progress bars and advisory log messages (sequence-length notices, weight
+    loading) while the local model is built, loaded and run: reports carry no progress bars."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _arena_corpus() -> list[str]:
+    """A fixed corpus of arena chat text for the local tokenizer: every message of a small seeded build
+    (system, user and assistant turns of both phases) plus the chat-template words."""
+    from rftlab.rollout.arena.sft_data import SftConfig, build_rows
+
+    built = build_rows(SftConfig(num_seeds=48, targeted_mechanics_per_kind=3, targeted_silence_examples=8))
+    corpus = [m["role"] + "\n" + m["content"] for row in built.rows for m in row["messages"]]
+    return corpus + ["user\n", "assistant\n", "system\n", "\n\n"] * 20
+
+
+@cache
+def arena_bpe_tokenizer() -> Any:
+    """A deterministic byte-level BPE (≤ 1,024 symbols, digits single) with the Qwen chat special tokens,
+    trained on ``_arena_corpus``: arena prompts are about 4x shorter than with plain bytes. Any text still
+    round-trips (all 256 byte symbols are in the vocabulary)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from rftlab.training.local_tinker.model import SPECIAL_TOKENS
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=ARENA_BPE_VOCAB,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_arena_corpus(), trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=END_OF_TURN, pad_token="<|endoftext|>", model_max_length=LOCAL_CONTEXT
+    )
+
+
+def local_arena_model(directory: str | Path) -> str:
+    """Write ``LOCAL_ARENA_MODEL`` (deterministic init, the arena BPE, a 2,048-token context) to ``directory``
+    as a Hugging Face model directory, unless it is already there; returns the directory."""
     import torch
     from transformers import Qwen3ForCausalLM
 
-    from rftlab.training.local_tinker import byte_tokenizer
     from rftlab.training.local_tinker.model import TinyModelSpec, tiny_config
 
     path = Path(directory)
-    if (path / "config.json").is_file():
+    if (path / "config.json").is_file() and (path / "tokenizer.json").is_file():
         return str(path)
-    tokenizer = byte_tokenizer()
-    spec = TinyModelSpec(max_position_embeddings=max_positions)
+    tokenizer = arena_bpe_tokenizer()
+    spec = TinyModelSpec(max_position_embeddings=LOCAL_CONTEXT)
     config = tiny_config(spec, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
-    with torch.random.fork_rng(devices=[]):
+    with quiet_transformers(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed)
         model = Qwen3ForCausalLM(config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.model_max_length = max_positions
-    tokenizer.save_pretrained(path)
+        path.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
     return str(path)
+
+
+@dataclass
+class LossLog:
+    """Losses and learning rates per step (an ``on_step`` callback that keeps them)."""
+
+    losses: list[float] = field(default_factory=list)
+    learning_rates: list[float] = field(default_factory=list)
+
+    def __call__(self, step: int, loss: float, lr: float) -> None:
+        self.losses.append(loss)
+        self.learning_rates.append(lr)

@@ -1,0 +1,367 @@
+"""The Stage-1 SFT run's pieces on the training side (docs/arena.md §11 "Procedure"): its spec, backends, the
+LoRA training with saved, measured checkpoints, and the single-evaluation rule.
+
+- ``Stage1Spec`` (``data/specs/arena_sft_*.json``, pydantic, strict): base model, data, gate spec, LoRA,
+  overfit check, training and evaluation sizes. Implementation settings (backend, device, where files go)
+  are not in it, so they never change its hash.
+- ``make_service(backend, ...)``: ``tinker`` (``tinker.ServiceClient``: the hosted service, or a
+  Tinker-compatible server through ``TINKER_BASE_URL``), ``local`` (the in-process
+  ``rftlab.training.local_tinker`` backend; the built-in ``rftlab/tiny-qwen3-arena`` or any local Hugging
+  Face directory, CPU or CUDA) or ``simulated`` (``rftlab.training.arena.simulated``).
+- ``train_with_checkpoints``: LoRA SFT on the seeded mixture schedule (``train_mixture.jsonl``); at step 0,
+  every N steps and at the end it saves the checkpoint (sampler weights and optimizer state) and hands a
+  sampling client to the caller, who scores validation (the scorer lives in higher layers).
+- ``claim_final_evaluation``: the selected checkpoint sees ``test`` and the frozen cases once per lineage;
+  a second evaluation is refused unless it is a diagnosis run, which is marked excluded from claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rftlab.runs.paths import PROJECT_ROOT
+from rftlab.training.arena.sft import (
+    LOCAL_ARENA_MODEL,
+    OptimizerSettings,
+    SftError,
+    create_training_client,
+    get_arena_renderer,
+    local_arena_model,
+    row_datum,
+    tinker_service,
+    train_steps,
+    warmup_steps_for,
+)
+from rftlab.training.arena.simulated import SIMULATED_MODELS, SimulatedArenaService
+
+BACKENDS: tuple[str, ...] = ("local", "tinker", "simulated")
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class Stage1Error(ValueError):
+    """A Stage-1 spec, backend or lineage request that cannot be carried out (one line saying why)."""
+
+
+class SingleEvaluationError(Stage1Error):
+    """A second test/frozen evaluation of a lineage was requested without marking it a diagnosis run."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class LoraConfig(_Strict):
+    rank: PositiveInt
+    alpha: Finite = Field(gt=0)
+    dropout: Finite = Field(ge=0, lt=1)
+    targets: list[str] = Field(min_length=1)
+    max_sequence_length: PositiveInt
+
+
+class OverfitConfig(_Strict):
+    rows: PositiveInt | None = None
+    steps: PositiveInt
+    batch_size: PositiveInt
+    learning_rate: Finite = Field(gt=0)
+    weight_decay: Finite = Field(ge=0)
+    warmup_steps: NonNegativeInt
+    min_schema_valid: Finite = Field(gt=0, le=1)
+
+
+class TrainConfig(_Strict):
+    learning_rate: Finite = Field(gt=0)
+    min_learning_rate: Finite = Field(ge=0)
+    weight_decay: Finite = Field(ge=0)
+    warmup_fraction: Finite = Field(ge=0, lt=1)
+    batch_size: PositiveInt
+    epochs: PositiveInt
+    max_steps: PositiveInt | None = None
+    gradient_clip_norm: Finite = Field(gt=0)
+    validation_every_steps: PositiveInt
+    min_validation_measurements: PositiveInt
+    validation_rows: PositiveInt | None = None
+
+
+class EvalConfig(_Strict):
+    frozen_case_stride: int = Field(strict=True, ge=1, le=60)
+    max_tokens: PositiveInt
+    test_rows: PositiveInt | None = None
+
+
+class Stage1Spec(_Strict):
+    """One Stage-1 lineage's configuration (see the module docstring)."""
+
+    name: str = Field(pattern=NAME)
+    description: str = ""
+    experiment: str = Field(pattern=NAME)
+    base_model: str = Field(min_length=1)
+    renderer: Literal["qwen3_instruct"]
+    data_dir: str = Field(min_length=1)
+    gate_spec: str = Field(min_length=1)
+    seed: NonNegativeInt = 0
+    lora: LoraConfig
+    overfit: OverfitConfig
+    train: TrainConfig
+    evaluation: EvalConfig
+    size_note: str = ""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Stage1Spec:
+        if self.train.min_learning_rate > self.train.learning_rate:
+            raise ValueError("train.min_learning_rate exceeds train.learning_rate")
+        if self.overfit.rows is not None and self.overfit.rows < 2:
+            raise ValueError("overfit.rows must be >= 2 (one row of each phase) or null for all")
+        return self
+
+    def resolve(self, relative: str) -> Path:
+        path = Path(relative)
+        return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def load_stage1_spec(path: str | Path) -> tuple[Stage1Spec, dict[str, Any]]:
+    """``(spec, its JSON)``; ``Stage1Error`` with one line for a missing, non-JSON or invalid spec."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+    except FileNotFoundError:
+        raise Stage1Error(f"spec {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Stage1Error(f"cannot read spec {path}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise Stage1Error(f"spec {path} is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise Stage1Error(f"spec {path} is not a JSON object")
+    try:
+        return Stage1Spec.model_validate(raw, strict=True), raw
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "the top level"
+        raise Stage1Error(f"spec {path} is not a valid Stage-1 spec: {where}: {error['msg']}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+# ---------------------------------------------------------------- schedule
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Optimizer steps, warm-up and the steps at which validation is measured (step 0 = before training)."""
+
+    steps: int
+    warmup_steps: int
+    validation_every: int
+    validation_steps: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer_steps": self.steps,
+            "warmup_steps": self.warmup_steps,
+            "validation_every_steps": self.validation_every,
+            "validation_steps": list(self.validation_steps),
+        }
+
+
+def training_plan(config: TrainConfig, train_rows: int) -> TrainingPlan:
+    """``ceil(epochs·rows/batch)`` steps (or ``max_steps``), ``ceil(3%)`` warm-up, validation at 0, every
+    N and the end, N shortened on a short run so at least ``min_validation_measurements`` are taken."""
+    steps = config.max_steps or math.ceil(config.epochs * train_rows / config.batch_size)
+    every = min(
+        config.validation_every_steps, max(1, steps // max(1, config.min_validation_measurements - 1))
+    )
+    points = tuple(sorted({0, *range(every, steps, every), steps}))
+    return TrainingPlan(steps, warmup_steps_for(steps, config.warmup_fraction), every, points)
+
+
+# ---------------------------------------------------------------- backends
+
+
+@dataclass
+class Backend:
+    """A tinker-interface service and the base model name or directory it trains."""
+
+    name: str
+    service: Any
+    base_model: str
+    max_length: int
+
+
+def make_service(
+    backend: str,
+    spec: Stage1Spec,
+    work_dir: str | Path,
+    base_model: str | None = None,
+    device: str = "cpu",
+) -> Backend:
+    """The backend's service for ``spec`` (``base_model`` overrides the spec's, e.g. a local directory of
+    the same model on a GPU machine); ``Stage1Error`` when it cannot be built here."""
+    model = base_model or spec.base_model
+    if backend not in BACKENDS:
+        raise Stage1Error(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    if (model in SIMULATED_MODELS) != (backend == "simulated"):
+        raise Stage1Error(
+            f"the simulated backend serves exactly the simulated learners {sorted(SIMULATED_MODELS)} "
+            f"(got backend {backend!r}, model {model!r})"
+        )
+    if backend == "simulated":
+        return Backend(backend, SimulatedArenaService(spec.seed), model, spec.lora.max_sequence_length)
+    if backend == "tinker":
+        try:
+            return Backend(backend, tinker_service(), model, spec.lora.max_sequence_length)
+        except SftError as exc:
+            raise Stage1Error(str(exc)) from None
+    from rftlab.training.local_tinker import LocalServiceClient
+
+    work = Path(work_dir)
+    if model == LOCAL_ARENA_MODEL:
+        model = local_arena_model(work / "models" / "tiny-qwen3-arena")
+    elif not Path(model).is_dir():
+        raise Stage1Error(
+            f"the local backend trains {LOCAL_ARENA_MODEL!r} or a local Hugging Face model directory; "
+            f"{model!r} is neither (pass --base-model DIR with the downloaded weights)"
+        )
+    service = LocalServiceClient(storage_dir=work / "checkpoints", model_dirs=[model], device=device)
+    return Backend(backend, service, model, spec.lora.max_sequence_length)
+
+
+# ---------------------------------------------------------------- training with measured checkpoints
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    sampler_path: str
+    state_path: str | None
+
+
+def train_with_checkpoints(
+    backend: Backend,
+    spec: Stage1Spec,
+    rows_by_id: Mapping[str, Mapping[str, Any]],
+    schedule: Sequence[str],
+    plan: TrainingPlan,
+    on_checkpoint: Callable[[Checkpoint, Any], None],
+    on_step: Callable[[int, float, float], None] | None = None,
+) -> list[float]:
+    """Train on ``schedule`` (row ids in draw order; step k takes draws ``[k·B, (k+1)·B)``, wrapping), and at
+    every ``plan.validation_steps`` save the checkpoint and call ``on_checkpoint(checkpoint, sampler)``."""
+    if not schedule:
+        raise Stage1Error("the training schedule is empty")
+    missing = sorted({i for i in schedule if i not in rows_by_id})
+    if missing:
+        raise Stage1Error(
+            f"{len(missing)} scheduled row id(s) are not in train.jsonl, e.g. {missing[0][:16]}"
+        )
+    cfg = spec.train
+    training = create_training_client(backend.service, backend.base_model, spec.lora.rank, spec.seed)
+    renderer = get_arena_renderer(training.get_tokenizer())
+    datums: dict[str, Any] = {}
+
+    def batch(step: int) -> list[Any]:
+        ids = [schedule[(step * cfg.batch_size + i) % len(schedule)] for i in range(cfg.batch_size)]
+        for row_id in ids:
+            if row_id not in datums:
+                datums[row_id] = row_datum(rows_by_id[row_id], renderer, backend.max_length)
+        return [datums[row_id] for row_id in ids]
+
+    optimizer = OptimizerSettings(
+        learning_rate=cfg.learning_rate,
+        min_learning_rate=cfg.min_learning_rate,
+        warmup_steps=plan.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        gradient_clip_norm=cfg.gradient_clip_norm,
+    )
+
+    def checkpoint(step: int) -> None:
+        name = f"step-{step:06d}"
+        sampler_path = training.save_weights_for_sampler(name).result().path
+        state = training.save_state(name).result().path if hasattr(training, "save_state") else None
+        sampler = backend.service.create_sampling_client(model_path=sampler_path)
+        sampler = sampler.result() if hasattr(sampler, "result") else sampler
+        on_checkpoint(Checkpoint(step, sampler_path, state), sampler)
+
+    losses: list[float] = []
+    done = 0
+    for point in plan.validation_steps:
+        if point > done:
+            losses += train_steps(training, batch, range(done, point), plan.steps, optimizer, on_step)
+            done = point
+        checkpoint(point)
+    return losses
+
+
+def sampling_client(backend: Backend, model_path: str | None = None) -> Any:
+    """A sampling client of a saved checkpoint, or of the base model when ``model_path`` is ``None``."""
+    if model_path is None:
+        client = backend.service.create_sampling_client(base_model=backend.base_model)
+    else:
+        client = backend.service.create_sampling_client(model_path=model_path)
+    return client.result() if hasattr(client, "result") else client
+
+
+# ---------------------------------------------------------------- the single-evaluation rule
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".final_eval.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def claim_final_evaluation(
+    store: Any,
+    experiment: str,
+    lineage: str,
+    stage_spec: Mapping[str, Any],
+    backend: str,
+    diagnosis: bool = False,
+) -> tuple[Any, str]:
+    """The run that holds the lineage's one test/frozen evaluation: ``(run, "reused")`` when it finished
+    already, ``(run, "new")`` the first time. Any earlier evaluation of this lineage that did not finish,
+    or that evaluated something else, means the test split was opened: a new one is refused
+    (``SingleEvaluationError``) unless ``diagnosis=True``, which creates a run marked
+    ``diagnosis: true, excluded_from_claims: true`` (``(run, "diagnosis")``). A lock file serialises
+    concurrent claims of one experiment."""
+    arm = "final_eval"
+    with _locked(Path(store.root) / experiment):
+        prior = [
+            r
+            for r in store.runs(experiment, arm)
+            if r.record.spec.get("lineage") == lineage and not r.record.spec.get("diagnosis")
+        ]
+        if diagnosis:
+            spec = {**stage_spec, "lineage": lineage, "diagnosis": True, "excluded_from_claims": True}
+            run = store.create_run(experiment, arm, spec, backend=backend)
+            return run, "diagnosis"
+        spec = {**stage_spec, "lineage": lineage}
+        same = [r for r in prior if r.record.spec == spec and r.record.status == "finished"]
+        if same:
+            return max(same, key=lambda r: r.record.created_at), "reused"
+        if prior:
+            first = prior[0]
+            raise SingleEvaluationError(
+                f"lineage {lineage} already opened its test split and frozen cases in run {first.path} "
+                f"(status {first.record.status}); a second evaluation is refused. Re-run it as a diagnosis "
+                "run (excluded from claims) if you need to look again"
+            )
+        return store.create_run(experiment, arm, spec, backend=backend), "new"

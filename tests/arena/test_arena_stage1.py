@@ -1,0 +1,291 @@
+"""The Stage-1 lineage (`rftlab arena sft-run`, docs/arena.md §11 "Procedure") driven end to end at a small
+size: the simulated learner through every stage, the stop paths (overfit failure, no eligible checkpoint),
+the refused second test evaluation and the diagnosis run, the tiny local model, and the tinker backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rftlab.cli import main
+from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, write_dataset
+from rftlab.runs import RunStore
+from rftlab.runs.paths import SPECS_DIR
+from rftlab.studies.arena import lineage_rows, run_stage1
+from rftlab.training.arena.stage1 import (
+    SingleEvaluationError,
+    Stage1Error,
+    claim_final_evaluation,
+    load_stage1_spec,
+    training_plan,
+)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The Stage-1 data (the selection gates need the full 52 ACT + 223 BROADCAST validation rows)."""
+    root = tmp_path_factory.mktemp("stage1") / "data"
+    write_dataset(root, STAGE1_CONFIG)
+    return root
+
+
+def _spec(tmp_path, base="arena_sft_simulated.json", name="small", **changes):
+    spec = json.loads((SPECS_DIR / base).read_text())
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = spec
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    spec["name"] = spec["name"] + "-" + name
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+SMALL = {
+    "overfit__rows": 16,
+    "overfit__steps": 60,
+    "overfit__batch_size": 4,
+    "train__max_steps": 80,
+    "train__batch_size": 4,
+    "train__validation_every_steps": 40,
+    "train__min_validation_measurements": 3,
+    "evaluation__frozen_case_stride": 6,
+    "evaluation__test_rows": 30,
+}
+
+
+def _runs(root):
+    return {str(r.path) for r in RunStore(root).runs()}
+
+
+def test_simulated_learner_goes_through_every_stage_once(data, tmp_path):
+    spec = _spec(tmp_path, **SMALL)
+    result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert result.stopped_at is None
+    assert list(result.lineage["stages"]) == [
+        "base_eval",
+        "overfit",
+        "train",
+        "selection",
+        "final_eval",
+        "compare",
+    ]
+    # the base run keeps every raw reply: 10 cases x 32 generations
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / "runs" / result.runs["base_eval"] / "rows.jsonl").read_text().splitlines()
+    ]
+    assert (
+        len(rows) == 10
+        and sum(len(r["messages"]) + sum(len(c["actions"]) for c in r["conditions"]) for r in rows) == 320
+    )
+    assert all(isinstance(m["raw_response"], str) for r in rows for m in r["messages"])
+    assert result.overfit["passed"] and result.overfit["rows"] == 16
+    # validation at 0, 40, 80 on all 275 validation rows, each checkpoint saved
+    assert [m["step"] for m in result.measurements] == [0, 40, 80]
+    assert all(
+        m["validation"]["rows"] == 275 and m["sampler_path"].startswith("tinker://")
+        for m in result.measurements
+    )
+    assert len(result.training_metrics) == 80
+    # selection on validation only: the earliest eligible step with the best rank keys
+    sel = result.selection
+    eligible = [r for r in sel["rows"] if r["eligible"]]
+    assert sel["selected_step"] == max(eligible, key=lambda r: (r["selection_score"], -r["step"]))["step"]
+    assert result.final_summary["checkpoint_step"] == sel["selected_step"]
+    assert result.final_summary["validation"] == next(
+        m["validation"] for m in result.measurements if m["step"] == sel["selected_step"]
+    )
+    assert result.test_summary["rows"] == 30 and not result.final_summary["excluded_from_claims"]
+    # G5/G7 come from the comparison; a 10-case run is too small for a claim
+    checks = {c["metric"]: c for c in result.gates["checks"]}
+    assert (
+        checks["regret_difference_ci_high"]["observed"]
+        == result.comparison["endpoints"]["primary"]["mean_difference_95"][1]
+    )
+    assert checks["regret_difference_ci_high"]["verdict"] == "INSUFFICIENT N"
+    assert [r["step"] for r in lineage_rows(result)] == [1, 2, 3, 4, 5, 6]
+    # a rerun reads the finished lineage back: no new run, nothing evaluated again
+    before = _runs(tmp_path / "runs")
+    again = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert _runs(tmp_path / "runs") == before
+    assert again.gates == result.gates and again.selection == result.selection
+
+
+def test_second_test_evaluation_is_refused_unless_diagnosis(data, tmp_path, monkeypatch):
+    spec = _spec(tmp_path, **SMALL)
+    root = tmp_path / "runs"
+    # the final evaluation crashes half-way: the test split was opened, nothing finished
+    import rftlab.studies.arena as study
+
+    real = study._evaluate_sampler
+    calls = {"n": 0}
+
+    def crash_on_final(ctx, sampler, model, rows=None):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("the GPU went away")
+        return real(ctx, sampler, model, rows)
+
+    monkeypatch.setattr(study, "_evaluate_sampler", crash_on_final)
+    with pytest.raises(RuntimeError, match="GPU went away"):
+        run_stage1(spec, backend="simulated", store_root=root, data_dir=data)
+    monkeypatch.setattr(study, "_evaluate_sampler", real)
+    (final,) = RunStore(root).runs("arena_sft_simulated", "final_eval")
+    assert final.record.status == "failed"
+    with pytest.raises(SingleEvaluationError, match="second evaluation is refused"):
+        run_stage1(spec, backend="simulated", store_root=root, data_dir=data)
+    assert len(RunStore(root).runs("arena_sft_simulated", "final_eval")) == 1
+    # the CLI says the same in one line and exits 1
+    args = ["arena", "sft-run", str(spec), "--backend", "simulated", "--data", str(data), "--root", str(root)]
+    assert main(args) == 1
+    # explicitly a diagnosis run: evaluated again, and marked excluded from claims everywhere
+    result = run_stage1(spec, backend="simulated", store_root=root, data_dir=data, diagnosis_eval=True)
+    runs = RunStore(root).runs("arena_sft_simulated", "final_eval")
+    diagnosis = [r for r in runs if r.record.spec.get("diagnosis")]
+    assert len(runs) == 2 and len(diagnosis) == 1 and diagnosis[0].record.spec["excluded_from_claims"] is True
+    assert (
+        result.final_summary["excluded_from_claims"] is True and result.gates["excluded_from_claims"] is True
+    )
+
+
+def test_claim_refuses_a_second_evaluation_of_something_else(tmp_path):
+    store = RunStore(tmp_path)
+    run, origin = claim_final_evaluation(store, "exp", "lineage1", {"checkpoint_step": 40}, "local")
+    assert origin == "new"
+    run.finish()
+    assert claim_final_evaluation(store, "exp", "lineage1", {"checkpoint_step": 40}, "local")[1] == "reused"
+    with pytest.raises(SingleEvaluationError):
+        claim_final_evaluation(store, "exp", "lineage1", {"checkpoint_step": 80}, "local")
+    assert claim_final_evaluation(store, "exp", "lineage2", {"checkpoint_step": 80}, "local")[1] == "new"
+    diag, origin = claim_final_evaluation(
+        store, "exp", "lineage1", {"checkpoint_step": 80}, "local", diagnosis=True
+    )
+    assert origin == "diagnosis" and diag.record.spec["excluded_from_claims"] is True
+
+
+def test_overfit_failure_stops_at_step_two(data, tmp_path):
+    spec = _spec(tmp_path, **{**SMALL, "overfit__steps": 2})
+    result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert result.stopped_at == 2 and result.lineage["stop_reason"].startswith("STOP")
+    assert list(result.lineage["stages"]) == ["base_eval", "overfit"]
+    assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "train")
+    assert [r["outcome"] for r in lineage_rows(result)][2:] == ["not reached"] * 4
+
+
+def test_no_eligible_checkpoint_stops_at_step_four_with_a_diagnosis(data, tmp_path):
+    spec = _spec(tmp_path, name="plateau", base_model="rftlab/simulated-arena-learner-plateau", **SMALL)
+    result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert result.overfit["passed"]  # the format is learned ...
+    assert result.stopped_at == 4 and result.selection["selected_step"] is None  # ... the content is not
+    diagnosis = result.lineage["stop_reason"]
+    assert "none of the 3 measured checkpoints passes G1-G4" in diagnosis and "not relaxed" in diagnosis
+    assert "unsupported fact" in diagnosis
+    breakdown = result.selection["failure_breakdown"]
+    assert breakdown["BROADCAST"]["rows"] == 223 and breakdown["BROADCAST"]["unsupported_fact"] > 0
+    assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "final_eval")  # test never opened
+
+
+def test_training_plan_of_the_stage1_spec():
+    spec, _ = load_stage1_spec(SPECS_DIR / "arena_sft_stage1.json")
+    plan = training_plan(spec.train, 4958)
+    assert (plan.steps, plan.warmup_steps) == (310, 10)
+    assert plan.validation_steps == (0, 40, 80, 120, 160, 200, 240, 280, 310)
+    assert spec.base_model == "Qwen/Qwen3-4B-Instruct-2507" and spec.lora.rank == 32 and spec.lora.alpha == 64
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"train__learning_rate": "1e-4"}, "learning_rate"),
+        ({"lora__rank": 0}, "rank"),
+        ({"evaluation__frozen_case_stride": 61}, "frozen_case_stride"),
+        ({"extra": 1}, "extra"),
+        ({"overfit__rows": 1}, "overfit.rows"),
+    ],
+)
+def test_bad_specs_and_backends_give_one_line(change, message, data, tmp_path, capsys):
+    spec = _spec(tmp_path, **change)
+    with pytest.raises(Stage1Error, match=message):
+        run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert (
+        main(
+            [
+                "arena",
+                "sft-run",
+                str(spec),
+                "--backend",
+                "simulated",
+                "--data",
+                str(data),
+                "--root",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_backend_model_mismatch_and_missing_data_are_refused(data, tmp_path):
+    spec = _spec(tmp_path, **SMALL)
+    with pytest.raises(Stage1Error, match="simulated backend serves exactly"):
+        run_stage1(spec, backend="local", store_root=tmp_path / "runs", data_dir=data)
+    with pytest.raises(Stage1Error, match="manifest.json is missing"):
+        run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=tmp_path / "nothing")
+    local = SPECS_DIR / "arena_sft_local.json"
+    with pytest.raises(Stage1Error, match="TINKER_API_KEY"):
+        run_stage1(local, backend="tinker", store_root=tmp_path / "runs", data_dir=data)
+
+
+@pytest.mark.slow
+def test_tiny_local_model_stops_at_the_overfit_check(data, tmp_path):
+    """The real tiny model on the local backend: base evaluation, then an honest stop at step 2."""
+    spec = _spec(
+        tmp_path,
+        base="arena_sft_local.json",
+        **{"overfit__steps": 4, "evaluation__frozen_case_stride": 30, "evaluation__max_tokens": 16},
+    )
+    result = run_stage1(spec, backend="local", store_root=tmp_path / "runs", data_dir=data)
+    assert result.base_summary["num_cases"] == 2
+    assert result.stopped_at == 2 and not result.overfit["passed"]
+    assert result.overfit["template_and_mask_problems"] == []
+    assert "template and the loss mask pass every check" in result.lineage["stop_reason"]
+
+
+@pytest.mark.slow
+def test_tinker_backend_uses_only_the_sdk_interface(data, tmp_path, monkeypatch):
+    """`--backend tinker` with tinker.ServiceClient replaced by the local backend (which implements the SDK's
+    interface), as a Tinker-compatible server would be reached through TINKER_BASE_URL."""
+    import tinker
+
+    from rftlab.training.arena.sft import local_arena_model
+    from rftlab.training.local_tinker import LocalServiceClient
+
+    model = local_arena_model(tmp_path / "model")
+    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:1")
+    monkeypatch.setattr(
+        tinker, "ServiceClient", lambda *a, **k: LocalServiceClient(storage_dir=tmp_path / "ckpt")
+    )
+    spec = _spec(
+        tmp_path,
+        base="arena_sft_local.json",
+        **{"overfit__steps": 2, "evaluation__frozen_case_stride": 30, "evaluation__max_tokens": 8},
+    )
+    result = run_stage1(spec, backend="tinker", base_model=model, store_root=tmp_path / "runs", data_dir=data)
+    assert result.lineage["backend"] == "tinker" and result.stopped_at == 2
+    assert RunStore(tmp_path / "runs").runs("arena_sft_local", "base_eval")[0].record.backend == "tinker"
+
+
+def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):
+    spec = _spec(tmp_path, **{**SMALL, "overfit__steps": 2})
+    run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    with pytest.raises(Stage1Error, match="needs a selected checkpoint"):
+        run_stage1(
+            spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data, diagnosis_eval=True
+        )
+    assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "final_eval")
