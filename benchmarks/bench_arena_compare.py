@@ -12,7 +12,7 @@ import argparse
 import random
 import time
 
-from rftlab.analysis.paired_tests import sign_flip_p_value
+from rftlab.analysis.paired import sign_flip_p_value
 from rftlab.policies.arena.providers import ScriptedProvider
 from rftlab.studies.arena import evaluate_frozen
 

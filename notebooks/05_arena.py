@@ -59,7 +59,7 @@ from rftlab.analysis.arena.gates import (  # noqa: E402
     rows_table,
 )
 from rftlab.analysis.arena.handoff import immutable_inputs, render_handoff  # noqa: E402
-from rftlab.analysis.paired_tests import format_p, sign_test  # noqa: E402
+from rftlab.analysis.paired import format_p, sign_test  # noqa: E402
 from rftlab.analysis.rate_gates import pass_probability  # noqa: E402
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256  # noqa: E402
 from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, ScriptedProvider  # noqa: E402
@@ -222,8 +222,8 @@ lines = [
     f"- Scripted policy with vs without its inbox ({len(cases_run)} cases; the messages only help it avoid "
     f"duplicate targets): generated − dropped {gd['mean_difference']:+.3f} {fmt_ci(gd['mean_difference_95'])}, "
     f"sign-flip p = {gd['randomization_p_two_sided']:.3f}, resting on {gd['sign_test']['positive']} cases better, "
-    f"{gd['sign_test']['negative']} worse and {gd['sign_test']['zero']} tied (sign test p = "
-    f"{gd['sign_test']['p_two_sided']:.2f}).",
+    f"{gd['sign_test']['negative']} worse and {gd['sign_test']['ties']} tied (sign test p = "
+    f"{gd['sign_test']['p_value']:.2f}).",
     f"- The within-case shuffle (the case's own messages under the wrong senders, node names valid) gives "
     f"generated − shuffled {within['mean_difference']:+.3f} {fmt_ci(within['mean_difference_95'])}, against "
     f"{scripted_compare['endpoints']['generated_minus_shuffled']['mean_difference']:+.3f} "
@@ -395,8 +395,8 @@ for label, s in summaries.items():
                 "difference": f"{CONDITION_LABELS[left]} − {CONDITION_LABELS[right]}",
                 "mean": e["mean_difference"],
                 "95% CI": fmt_ci(e["mean_difference_95"]),
-                "better / worse / tied": f"{signs.positive} / {signs.negative} / {signs.zero}",
-                "sign test p": f"{signs.p_two_sided:.3f}",
+                "better / worse / tied": f"{signs.positive} / {signs.negative} / {signs.ties}",
+                "sign test p": f"{signs.p_value:.3f}",
             }
         )
 display(Markdown(pd.DataFrame(effects).to_markdown(index=False, floatfmt="+.3f")))

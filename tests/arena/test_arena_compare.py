@@ -107,8 +107,8 @@ def test_compare_equals_an_independent_computation_on_two_real_evaluations(runs)
     assert primary["sign_test"] == {
         "positive": 7,
         "negative": 10,
-        "zero": 43,
-        "p_two_sided": pytest.approx(0.629, abs=1e-3),
+        "ties": 43,
+        "p_value": pytest.approx(0.629, abs=1e-3),
     }
     claims = comparison["claim_gates"]
     assert claims["lower_oracle_regret_95_excludes_zero"] == (primary["mean_difference_95"][1] < 0)

@@ -6,6 +6,13 @@ docs/statistics.md §6. Two arms are played on the **same** units, and each unit
 - ``sign_test(differences)``: how many units favour each side and how many tie, with the exact two-sided
   binomial p-value of "either side is equally likely to win a non-tied unit". It uses only the signs, so
   one huge pot cannot carry it, and it says plainly when a mean difference rests on a handful of units.
+- ``sign_flip_p_value(differences, trials=100_000, seed=0)``: the sign-flip randomisation test of the mean
+  (each trial keeps or negates every difference by one bit of ``random.Random(seed).getrandbits(1)``, in
+  order; ``p = (count + 1)/(trials + 1)`` over trials with ``|mean| ≥ |observed| − 1e-12``; 1 when the
+  observed mean is 0), as docs/arena.md §10.6 specifies for the arena comparison. The bits are drawn 32·m
+  at a time (CPython's ``getrandbits(32·m)`` concatenates the ``m`` 32-bit outputs whose top bits ``m``
+  calls of ``getrandbits(1)`` return), so 100,000 trials over 60 differences take a fraction of a second;
+  the tests check the result against the literal one-bit-at-a-time loop.
 - ``bootstrap_mean_interval(values, reps=, seed=)``: the percentile bootstrap of the mean over units
   (``numpy.random.default_rng(seed)``; the seed is part of the result), optionally stratified (units
   resampled within their stratum, so a design with fixed stratum sizes keeps them). It makes no normality
@@ -16,12 +23,60 @@ docs/statistics.md §6. Two arms are played on the **same** units, and each unit
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 DEFAULT_REPS = 10_000
+
+SIGN_FLIP_TRIALS = 100_000
+SIGN_FLIP_SEED = 0
+SIGN_FLIP_TOLERANCE = 1e-12
+_CHUNK_TRIALS = 8_192
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def sign_flip_p_value(
+    diffs: Sequence[float],
+    trials: int = SIGN_FLIP_TRIALS,
+    seed: int = SIGN_FLIP_SEED,
+    tolerance: float = SIGN_FLIP_TOLERANCE,
+) -> float:
+    """Two-sided sign-flip randomisation p-value of the mean of ``diffs`` (see the module docstring)."""
+    import numpy as np
+
+    values = [float(d) for d in diffs]
+    if not values:
+        raise ValueError("sign_flip_p_value needs at least one difference")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("sign_flip_p_value needs finite differences")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive integer, got {trials!r}")
+    observed = _mean(values)
+    if observed == 0:
+        return 1.0
+    n = len(values)
+    rng = random.Random(seed)
+    vector = np.asarray(values, dtype=np.float64)
+    total = float(vector.sum())
+    threshold = abs(observed) - tolerance
+    count = 0
+    done = 0
+    while done < trials:
+        block = min(_CHUNK_TRIALS, trials - done)
+        words = block * n
+        raw = rng.getrandbits(32 * words).to_bytes(4 * words, "little")
+        negate = (np.frombuffer(raw, dtype="<u4") >= 2**31).reshape(block, n)  # the top bit of each word
+        # bit 1 negates (the opposite choice gives the same |mean|): sum = total - 2 * sum of the negated
+        means = (total - 2.0 * np.where(negate, vector, 0.0).sum(axis=1)) / n
+        count += int(np.count_nonzero(np.abs(means) >= threshold))
+        done += block
+    return (count + 1) / (trials + 1)
 
 
 @dataclass(frozen=True)
@@ -40,6 +95,14 @@ class SignTest:
     @property
     def untied(self) -> int:
         return self.positive + self.negative
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "positive": self.positive,
+            "negative": self.negative,
+            "ties": self.ties,
+            "p_value": self.p_value,
+        }
 
 
 def sign_test(differences: Sequence[float]) -> SignTest:
@@ -134,3 +197,11 @@ def _groups(strata: Sequence[Hashable]) -> list[np.ndarray]:
     for i, label in enumerate(strata):
         index.setdefault(label, []).append(i)
     return [np.asarray(members) for members in index.values()]
+
+
+def format_p(p: float, trials: int | None = None) -> str:
+    """A p-value for a table: 4 decimals, or ``< 1e-4`` style when smaller (with ``trials``, the smallest
+    randomisation p-value ``1/(trials+1)`` is written as ``≤ 1/(trials+1)``)."""
+    if trials is not None and p <= 1 / (trials + 1) + 1e-15:
+        return f"≤ {1 / (trials + 1):.0e}"
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"

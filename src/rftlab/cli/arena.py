@@ -429,7 +429,7 @@ def _compare(args: argparse.Namespace) -> int:
     )
     print(f"{'endpoint':<32} {'mean':>8} {'95% CI':>20} {'+/-/0':>10} {'p (flip)':>9} {'p (sign)':>9}")
     for row in compare_table_rows(comparison):
-        signs = row["positive / negative / zero"].replace(" ", "")
+        signs = row["positive / negative / tied"].replace(" ", "")
         print(
             f"{row['endpoint']:<32} {row['mean difference']:>+8.4f} {row['95% CI']:>20} {signs:>10}"
             f" {row['sign-flip p']:>9.4f} {row['sign test p']:>9.4f}"

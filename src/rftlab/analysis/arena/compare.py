@@ -14,7 +14,7 @@ computes the four endpoints from the rows' per-case values at permutation 0, in 
 
 Each endpoint has ``cases``, ``mean_difference``, ``mean_difference_95`` (§10.3 ``mean_ci``),
 ``positive_case_rate``, ``zero_case_rate`` and ``randomization_p_two_sided`` (the sign-flip test of
-``rftlab.analysis.paired_tests``: ``random.Random(0)``, 100,000 trials). The output echoes both runs'
+``rftlab.analysis.paired``: ``random.Random(0)``, 100,000 trials). The output echoes both runs'
 ``message_strict_rate`` and ``action_order_consistency_rate`` and the four ``claim_gates``. rftlab adds,
 per endpoint, ``negative_case_rate`` and the exact sign test (``sign_test``), and, under
 ``rftlab_additions``, the within-case shuffled endpoint (SFT generated − SFT ``shuffled_within``), which is
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rftlab.analysis.arena.evaluation import mean_ci
-from rftlab.analysis.paired_tests import (
+from rftlab.analysis.paired import (
     SIGN_FLIP_SEED,
     SIGN_FLIP_TOLERANCE,
     SIGN_FLIP_TRIALS,
@@ -193,7 +193,7 @@ def _endpoint(diffs: Sequence[float], trials: int) -> dict[str, Any]:
         "mean_difference": ci["mean"],
         "mean_difference_95": ci["ci95"],
         "positive_case_rate": signs.positive / n,
-        "zero_case_rate": signs.zero / n,
+        "zero_case_rate": signs.ties / n,
         "randomization_p_two_sided": sign_flip_p_value(diffs, trials=trials),
         "negative_case_rate": signs.negative / n,
         "sign_test": signs.to_dict(),
@@ -292,9 +292,9 @@ def compare_table_rows(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "cases": e["cases"],
                 "mean difference": e["mean_difference"],
                 "95% CI": f"[{low:+.3f}, {high:+.3f}]",
-                "positive / negative / zero": f"{signs['positive']} / {signs['negative']} / {signs['zero']}",
+                "positive / negative / tied": f"{signs['positive']} / {signs['negative']} / {signs['ties']}",
                 "sign-flip p": e["randomization_p_two_sided"],
-                "sign test p": signs["p_two_sided"],
+                "sign test p": signs["p_value"],
             }
         )
     return rows

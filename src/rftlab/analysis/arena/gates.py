@@ -608,7 +608,7 @@ def gate_table(evaluation: GateEvaluation) -> str:
 
 def rows_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table of gate rows (``gate_rows``, or the ``rows`` a saved ``gates.json`` holds)."""
-    from rftlab.analysis.paired_tests import SIGN_FLIP_TRIALS, format_p
+    from rftlab.analysis.paired import SIGN_FLIP_TRIALS, format_p
 
     header = [
         "gate",

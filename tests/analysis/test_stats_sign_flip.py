@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rftlab.analysis.paired_tests import sign_flip_p_value, sign_test
+from rftlab.analysis.paired import sign_flip_p_value, sign_test
 
 
 def literal_sign_flip(diffs, trials, seed=0, tolerance=1e-12):
@@ -53,17 +53,17 @@ def test_zero_mean_gives_one_and_bad_input_is_refused():
 
 def test_sign_test_of_ten_better_seven_worse_many_ties():
     result = sign_test([0.05] * 10 + [-0.05] * 7 + [0.0] * 43)
-    assert (result.positive, result.negative, result.zero) == (10, 7, 43)
-    assert result.p_two_sided == pytest.approx(0.6291, abs=1e-4)
+    assert (result.positive, result.negative, result.ties) == (10, 7, 43)
+    assert result.p_value == pytest.approx(0.6291, abs=1e-4)
     from scipy.stats import binomtest
 
     for pos, neg in ((0, 0), (5, 0), (12, 3), (30, 31)):
         expected = 1.0 if pos + neg == 0 else binomtest(pos, pos + neg, 0.5).pvalue
-        assert sign_test([1.0] * pos + [-1.0] * neg).p_two_sided == pytest.approx(expected)
+        assert sign_test([1.0] * pos + [-1.0] * neg).p_value == pytest.approx(expected)
 
 
 def test_format_p():
-    from rftlab.analysis.paired_tests import format_p
+    from rftlab.analysis.paired import format_p
 
     assert format_p(0.02454) == "0.0245" and format_p(2e-5) == "2.0e-05"
     assert format_p(1 / 100_001, 100_000) == "≤ 1e-05"
