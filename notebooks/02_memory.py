@@ -35,18 +35,19 @@
 
 # %% tags=["parameters"]
 import os
-import tempfile
 
 import numpy as np
 
+from rftlab.runs.paths import SPECS_DIR, notebook_runs_root
+
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # "local" (simulated policy) or "fireworks"
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
-SPEC_DIR = "data/specs"
+SPEC_DIR = SPECS_DIR  # the project's data/specs, whatever the working directory
 ARMS = ["probe", "A", "B", "C", "C_prime", "D"]
 # Arm D once more with a reward cost per notepad write (the seed's "channel cost"), named D_cost.
 D_WRITE_COST = 0.1
-# Run-store root: quick runs go to a throwaway folder so smoke tests leave nothing behind.
-ROOT = tempfile.mkdtemp(prefix="rftlab-quick-") if QUICK else os.environ.get("RFTLAB_RUNS_ROOT", "runs")
+# Run-store root: $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else the project's runs/.
+ROOT = notebook_runs_root(QUICK)
 # Size overrides for quick mode (full mode uses the spec files as they are: 48 × 12 × 12 scans × 12 epochs).
 SIZE_OVERRIDES = {"rows": 4, "response_candidates": 4, "epochs": 4} if QUICK else {}
 # Declared before looking at results: a control arm is "flat" if the 95% CI of its per-epoch slope lies

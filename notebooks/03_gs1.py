@@ -39,13 +39,14 @@
 
 # %% tags=["parameters"]
 import os
-import tempfile
+
+from rftlab.runs.paths import notebook_runs_root
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "")
 if BACKEND not in ("local", "tinker"):  # this study runs on Tinker or on the local tinker-compatible backend
     BACKEND = "tinker" if os.environ.get("TINKER_API_KEY") else "local"
-ROOT = tempfile.mkdtemp(prefix="gs1-quick-") if QUICK else "runs"  # the run store
+ROOT = notebook_runs_root(QUICK)  # $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else runs/
 DESPITE_FAILED_GATE = True  # train and decide even if the gate fails; the decision is then labelled
 
 # %%

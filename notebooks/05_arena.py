@@ -29,6 +29,7 @@
 
 # %% tags=["parameters"]
 import os
+import tempfile
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 # Quick mode builds a small dataset (not the Stage-1 configuration) and evaluates every 5th frozen case.
@@ -36,7 +37,10 @@ NUM_SEEDS = 96 if QUICK else 1024
 MECHANICS_PER_KIND = 8 if QUICK else 32
 SILENCE_EXAMPLES = 16 if QUICK else 512
 CASE_STRIDE = 5 if QUICK else 1
-WORK_DIR = "runs/arena_sft_quick" if QUICK else "runs/arena_sft"  # runs/ is not committed
+# Scratch folder for the built data, evaluations and the tiny model: not a run, so not in the run store;
+# removed when the kernel exits.
+_SCRATCH = tempfile.TemporaryDirectory(prefix="rftlab-arena-sft-")
+WORK_DIR = _SCRATCH.name
 # Overfit smoke on the local tinker-compatible backend (a tiny random-init Qwen3, CPU): rows, steps, peak lr.
 SMOKE_ROWS, SMOKE_STEPS, SMOKE_LR = (2, 3, 1e-2) if QUICK else (4, 12, 1e-2)
 

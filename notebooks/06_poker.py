@@ -30,6 +30,8 @@
 # %% tags=["parameters"]
 import os
 
+from rftlab.runs.paths import runs_root, spec_path
+
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # model-free here; arms launch through the Fireworks launcher
 RUNS = 1 if QUICK else 5  # permuted runs of the default schedule (run 0 = canonical order)
@@ -38,6 +40,8 @@ RFT_ROWS = 6 if QUICK else 96  # RFT-mode rollouts (row ids), as the seed's 96-r
 RFT_HANDS = 4 if QUICK else 16
 EQUITY_SAMPLES = 40 if QUICK else 200  # Monte-Carlo samples of the exploit strategy's equity estimate
 SEED = 0
+POKER_SPEC = spec_path("poker_seed.json")  # the seed's arm spec (data/specs), from any working directory
+RUNS_ROOT = runs_root()  # the project's run store ($RFTLAB_RUNS_ROOT, else runs/)
 
 # %%
 # (imports follow the parameters cell, which must come first)
@@ -181,11 +185,11 @@ from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
 from rftlab.runs import load_metrics
 from rftlab.studies.poker import fireworks_launcher
 
-arm_spec = load_poker_arm_spec("data/specs/poker_seed.json")
+arm_spec = load_poker_arm_spec(POKER_SPEC)
 plan = fireworks_launcher(account_id="<account-id>").plan(arm_spec)
 display(md_table(pd.DataFrame(prime_mapping(arm_spec))))
 display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
-poker_runs = load_metrics("runs", experiment=arm_spec.experiment)
+poker_runs = load_metrics(RUNS_ROOT, experiment=arm_spec.experiment)
 if poker_runs.empty:
     display(Markdown("No poker RFT run in the local run store yet: the per-epoch curves appear here once a "
                      "launched job has been polled."))  # fmt: skip

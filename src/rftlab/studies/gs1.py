@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rftlab.runs.paths import SPECS_DIR
+from rftlab.runs.paths import SPECS_DIR, display_path
 
 DEFAULT_SPEC = SPECS_DIR / "gs1_vs_grpo.json"
 ARMS = ("grpo_gs8", "gs1_kernel")
@@ -210,7 +210,9 @@ def run_study(
     if not preflight_resolved(pre):
         completed, why = reference_completion(store, pre, pre_path)
         if completed is None:
-            summary["stopped"] = f"preflight is {pre['status']}: no full run starts ({pre_path}; {why})"
+            summary["stopped"] = (
+                f"preflight is {pre['status']}: no full run starts ({display_path(pre_path)}; {why})"
+            )
             return summary
         pre = completed
         summary["preflight"] = {

@@ -23,6 +23,7 @@ from rftlab.rollout.arena.sft_data import (
     UPSTREAM_DATASET_VERSION,
 )
 from rftlab.runs.hashing import spec_sha256
+from rftlab.runs.paths import display_path
 from rftlab.training.arena.recipe import STAGE1_RECIPE, SftRecipe
 
 
@@ -127,7 +128,7 @@ def render_handoff(
     add("")
     add("| item | value |")
     add("|---|---|")
-    add(f"| dataset directory | `{data_dir}` |")
+    add(f"| dataset directory | `{display_path(data_dir)}` |")
     add(
         f"| dataset version | `{manifest['dataset_version']}` (structurally the upstream `{UPSTREAM_DATASET_VERSION}`) |"
     )
