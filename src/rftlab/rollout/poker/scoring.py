@@ -3,7 +3,8 @@
 The per-hand BB come from the env-authored messages only (``tool``/``user``; a tool result's JSON is
 decoded to its ``observation`` text first, so the ``HAND_PROFITS_BB:`` line is read as the env wrote it):
 ``rftlab.rewards.poker.hand_profits_from_messages`` and ``illegal_count``. The score is
-``REWARDS[$RFTLAB_POKER_REWARD]`` (``mean_instance`` by default, or ``gain``); the metrics are
+``REWARDS[name]``: the row's ``environment_context.reward`` (written by the Fireworks launch from the arm
+spec), else ``$RFTLAB_POKER_REWARD``, else ``mean_instance``; the metrics are
 ``bb_per_hand``, ``memory_gain`` (the gain reward's clipped late − early), ``illegal_actions`` and
 ``hands_completed``. A failed rollout, or a transcript without any hand result, scores 0 with
 ``is_score_valid=False`` and the reason (docs/platforms.md G6).
@@ -25,6 +26,20 @@ def reward_name() -> str:
     name = os.environ.get("RFTLAB_POKER_REWARD") or "mean_instance"
     if name not in REWARDS:
         raise ValueError(f"RFTLAB_POKER_REWARD must be one of {', '.join(REWARDS)}, got {name!r}")
+    return name
+
+
+def row_reward(row: Any) -> str | None:
+    """The reward the row's arm names (``environment_context.reward``), or ``None``; an unknown name is a
+    ``ValueError`` (a dataset for another evaluator version must not be scored with the wrong reward)."""
+    meta = getattr(row, "input_metadata", None)
+    info = getattr(meta, "dataset_info", None) or {}
+    ctx = info.get("environment_context") if isinstance(info, dict) else None
+    name = ctx.get("reward") if isinstance(ctx, dict) else None
+    if name is None:
+        return None
+    if name not in REWARDS:
+        raise ValueError(f"row reward must be one of {', '.join(REWARDS)}, got {name!r}")
     return name
 
 
@@ -61,7 +76,7 @@ def score_poker_row(row: Any, reward: str | None = None) -> Any:
     if row.rollout_status is not None and row.rollout_status.is_error():
         row.evaluation_result = invalid_result(f"rollout failed: {row.rollout_status.message}")
         return row
-    name = reward or reward_name()
+    name = reward or row_reward(row) or reward_name()
     msgs = env_messages(row.messages)
     hand_bb = hand_profits_from_messages(msgs)
     if hand_bb is None:

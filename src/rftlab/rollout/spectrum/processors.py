@@ -15,8 +15,10 @@ applies the call budget and the forced empty step, B.9). The model input is ICL-
 records and metrics go to ``row.execution_metadata.extra["spectrum"]``.
 
 Epoch salt (B.2), first match wins: the ``salt`` kwarg; ``$RFTLAB_EPOCH_SALT`` (an explicit string);
-``$SPECTRUM_EPOCH_SALT=1`` (upstream behaviour: one random 8-hex token per process, i.e. per cloud epoch,
-recorded per row); otherwise ``""`` (unsalted bands).
+``$SPECTRUM_EPOCH_SALT=1`` or a row whose ``environment_context`` says ``"epoch_salt": true`` (written by
+the Fireworks launch for a spec with ``epoch_salt``: an uploaded evaluator gets no environment variables)
+(upstream behaviour: one random 8-hex token per process, i.e. per cloud epoch, recorded per row);
+otherwise ``""`` (unsalted bands).
 """
 
 from __future__ import annotations
@@ -41,15 +43,15 @@ _PROCESS_SALT: str | None = None
 _SALT_LOCK = threading.Lock()
 
 
-def resolve_salt(explicit: str | None = None) -> str:
-    """The epoch salt for this process (see module docstring)."""
+def resolve_salt(explicit: str | None = None, row_wants_salt: bool = False) -> str:
+    """The epoch salt for this process (see module docstring); ``row_wants_salt``: the row asks for one."""
     global _PROCESS_SALT
     if explicit is not None:
         return str(explicit)
     env_salt = os.environ.get("RFTLAB_EPOCH_SALT")
     if env_salt:
         return env_salt
-    if os.environ.get("SPECTRUM_EPOCH_SALT") == "1":
+    if os.environ.get("SPECTRUM_EPOCH_SALT") == "1" or row_wants_salt:
         with _SALT_LOCK:
             if _PROCESS_SALT is None:
                 _PROCESS_SALT = secrets.token_hex(4)
@@ -64,6 +66,13 @@ def env_step(env: Any, action: Any) -> tuple[Any, float, bool, dict[str, Any]]:
     if isinstance(out, tuple):
         return out  # type: ignore[return-value]
     return out.observation, out.reward, out.done, out.info
+
+
+def row_wants_epoch_salt(row: Any) -> bool:
+    """Whether the row's ``environment_context`` asks for a per-epoch salt (``"epoch_salt": true``)."""
+    info = getattr(row.input_metadata, "dataset_info", None) or {}
+    ctx = info.get("environment_context") if isinstance(info, Mapping) else None
+    return isinstance(ctx, Mapping) and ctx.get("epoch_salt") is True
 
 
 def row_config(row: Any, default_memory: str = "echo", delivery: str = "user") -> SpectrumRFTConfig:
@@ -159,7 +168,7 @@ async def run_turn_episode(
         cfg = replace(cfg, window=window)
     env = SpectrumRFTEnv(cfg)
     row_id = row.input_metadata.row_id
-    used_salt = resolve_salt(salt)
+    used_salt = resolve_salt(salt, row_wants_epoch_salt(row))
     obs = env.reset(row_id, salt=used_salt)
     system = []
     for m in row.messages:
