@@ -201,6 +201,18 @@ def _with_fake_bin(work: Path, env: Env, path: Path) -> Path:
     return path
 
 
+def _empty_store(work: Path) -> Path:
+    (work / "empty-store").mkdir(exist_ok=True)
+    return work / "empty-store"
+
+
+def _with_fireworks_api(env: Env, path: Path) -> Path:
+    from conftest import FireworksApiRecorder
+
+    env.setenv("FIREWORKS_API_BASE", env.enter(FireworksApiRecorder(account="acct")).base_url)
+    return path
+
+
 def _fireworks_run(work: Path, env: Env) -> Path:
     """A Fireworks run folder launched (preflight, dataset, job) against the fake firectl under a placeholder
     key; the fake then reports the job COMPLETED after its one epoch, with that epoch's rollouts ready."""
@@ -375,9 +387,10 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--root",
         str(w / "runs"),
     ],
-    # Fake firectl / eval-protocol on PATH (see _fake_bin): the real ones need a Fireworks account.
+    # The real eval-protocol upload, against the loopback Fireworks API recorder (tests/conftest.py): it
+    # refuses the evaluator with 403, so the command fails (exit 2) after printing eval-protocol's output.
     ("fireworks", "upload-evaluator"): lambda w, env: [
-        str(_with_fake_bin(w, env, SPECS / "spectrum_probe.json")),
+        str(_with_fireworks_api(env, SPECS / "spectrum_probe.json")),
         "--account-id",
         "acct",
     ],
@@ -391,6 +404,9 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--out",
         str(w / "out" / "poker.jsonl"),
     ],
+    # Nothing to show in an empty store: refused before any viewer starts (the viewer itself is tested in
+    # test_view_browser.py).
+    ("view",): lambda w, env: [str(_empty_store(w))],
     ("poker", "launch"): lambda w, env: [
         str(SPECS / "poker_seed.json"),
         "--dry-run",
@@ -413,6 +429,9 @@ EXPECTED_EXIT: dict[tuple[str, ...], int] = {
     # One step on one row cannot make the tiny model reproduce it ("passed": false, exit 1); even 40
     # steps at a high learning rate do not (32 s), so the smallest run stands.
     ("arena", "sft-smoke"): 1,
+    # The recorder refuses the evaluator (403): eval-protocol's failure is reported, exit 2.
+    ("fireworks", "upload-evaluator"): 2,
+    ("view",): 2,
 }
 
 # Credential variables left unset for one command, with the reason: their mere presence selects a paid

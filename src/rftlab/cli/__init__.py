@@ -31,7 +31,9 @@ COMMAND_MODULES: list[str] = [
     "gs1",
     "fireworks",
     "poker",
+    "view",
 ]
+ROOT_HELP = "run store root (default: the project's runs/ folder, or $RFTLAB_RUNS_ROOT when set)"
 
 
 class UsageError(Exception):
@@ -54,11 +56,20 @@ def print_json(value: Any) -> None:
     print(json.dumps(json_safe(value), indent=2, allow_nan=False))
 
 
+def add_root_argument(parser: argparse.ArgumentParser) -> None:
+    """``--root``: the run store. Left unset it means ``rftlab.runs.paths.runs_root()`` (resolved in
+    ``main``), so every command finds the project's store from any working directory."""
+    parser.add_argument("--root", default=None, help=ROOT_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from rftlab import __version__
+
     parser = argparse.ArgumentParser(
         prog="rftlab",
         description="Reinforcement fine-tuning research tools: environments, run store, statistics, gates.",
     )
+    parser.add_argument("--version", action="version", version=f"rftlab {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
@@ -82,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from rftlab.runs.errors import RunStoreError
+    from rftlab.runs.paths import runs_root
+
+    if hasattr(args, "root") and args.root is None:
+        args.root = str(runs_root())
 
     try:
         return int(args.func(args) or 0)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, add_root_argument
 from rftlab.studies.gs1 import (
     ARMS,
     DEFAULT_SPEC,
@@ -59,7 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     adv = sub.add_parser("advantages", help="per-rollout advantages of a batch file")
     adv.add_argument("--input", required=True, help="JSON list of {prompt_id, reward, phi: [x, y], step}")
-    adv.add_argument("--estimator", required=True, choices=("group_mean", "kernel_baseline"))
+    adv.add_argument(
+        "--estimator",
+        required=True,
+        choices=("group_mean", "kernel_baseline"),
+        help="GRPO group mean, or the GS1 kernel baseline",
+    )
     adv.add_argument("--bandwidth", type=float, default=0.5, help="kernel bandwidth h (default 0.5)")
     adv.add_argument("--window", type=int, default=256, help="sliding window in rollouts (default 256)")
     adv.add_argument("--json", action="store_true", help="print JSON (the default is a table)")
@@ -70,24 +75,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("run", "preflight, pilot gate, the arms, evaluation and the decision"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--backend", choices=("local", "tinker"), default=None)
-        p.add_argument("--spec", default=str(DEFAULT_SPEC))
-        p.add_argument("--root", default="runs", help="run store root (default: runs)")
+        p.add_argument(
+            "--backend",
+            choices=("local", "tinker"),
+            default=None,
+            help="default: tinker when TINKER_API_KEY is set, else local",
+        )
+        p.add_argument(
+            "--spec", default=str(DEFAULT_SPEC), help="study spec (default data/specs/gs1_vs_grpo.json)"
+        )
+        add_root_argument(p)
         p.add_argument("--quick", action="store_true", help="smoke sizes (2 steps, 16 eval items)")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print JSON")
         if name == "preflight":
             p.add_argument("--out", help="also copy preflight.json here")
             p.set_defaults(func=preflight_command)
         else:
-            p.add_argument("--arm", choices=(*ARMS, "both"), default="both")
-            p.add_argument("--despite-failed-gate", action="store_true")
+            p.add_argument(
+                "--arm", choices=(*ARMS, "both"), default="both", help="which arm(s) to train (default both)"
+            )
+            p.add_argument(
+                "--despite-failed-gate",
+                action="store_true",
+                help="train and decide even if the activation gate fails (the decision is labelled)",
+            )
             p.set_defaults(func=run_command)
 
     dec = sub.add_parser("decide", help="the spec's decision rule on two eval.jsonl files")
-    dec.add_argument("--treatment", required=True)
-    dec.add_argument("--baseline", required=True)
-    dec.add_argument("--spec", default=str(DEFAULT_SPEC))
-    dec.add_argument("--json", action="store_true")
+    dec.add_argument("--treatment", required=True, help="eval.jsonl of the treatment arm (gs1_kernel)")
+    dec.add_argument("--baseline", required=True, help="eval.jsonl of the baseline arm (grpo_gs8)")
+    dec.add_argument(
+        "--spec",
+        default=str(DEFAULT_SPEC),
+        help="study spec with the decision rule (default data/specs/gs1_vs_grpo.json)",
+    )
+    dec.add_argument("--json", action="store_true", help="print JSON instead of a table")
     dec.set_defaults(func=decide_command)
 
 
