@@ -78,10 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _os_error_message(exc: OSError) -> str:
-    name = exc.filename if exc.filename is not None else "a file"
+    """A file error names the file; any other ``OSError`` (a library's "cannot load X" or a network
+    failure) keeps its own message, whole."""
+    if exc.filename is None:
+        text = " ".join(str(exc).split()) or exc.__class__.__name__
+        return f"{exc.__class__.__name__}: {text}"
     reason = exc.strerror or exc.__class__.__name__
     other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
-    return f"{name}{other}: {reason}; check the path and its permissions"
+    return f"{exc.filename}{other}: {reason}; check the path and its permissions"
 
 
 def _error(message: str) -> int:
