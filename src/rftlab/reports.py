@@ -40,6 +40,7 @@ NOTEBOOK_RE = re.compile(r"^\d\d_(?P<name>[A-Za-z0-9_]+)\.py$")
 # What a report is built from: a change anywhere else (reports, README, tests) does not change its stamp.
 REPORT_INPUTS = ("src", "notebooks", "data", "pyproject.toml")
 BUILD_LOG = "build.log"
+HEARTBEAT_SECONDS = 20.0  # without a progress bar, a console line at most this often during a notebook
 # The kernel's environment: results only on stdout (no progress bars, no library chatter) and no network
 # lookups for litellm's cost map.
 KERNEL_ENV = {
@@ -137,13 +138,23 @@ def execute_notebook(
     bar = tqdm(
         total=code_cells, desc=f"      {notebook.name}", unit="cell", disable=not progress, leave=False
     )
+    started = last_line = time.perf_counter()
+
+    def cell_done(**_: object) -> None:
+        nonlocal last_line
+        bar.update(1)
+        now = time.perf_counter()
+        if not progress and now - last_line >= HEARTBEAT_SECONDS:  # no bar (not a terminal): a line
+            print(f"      {notebook.name}: {bar.n}/{code_cells} cells, {now - started:.0f} s", flush=True)
+            last_line = now
+
     try:
         client = NotebookClient(
             nb,
             timeout=timeout,
             kernel_name="python3",
             resources={"metadata": {"path": str(workdir)}},
-            on_cell_executed=lambda **_: bar.update(1),
+            on_cell_executed=cell_done,
         )
         client.execute()
     except CellExecutionError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rftlab.cli import UsageError, add_root_argument
 
@@ -78,6 +79,12 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     from rftlab.studies.spectrum import launch_arm
 
     spec = _load(args.spec)
+    print(
+        f"{spec.arm}: {args.backend} backend: preflight, then {spec.epochs} epochs (or reuse a finished run "
+        "of this spec); progress follows on a terminal",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         done = launch_arm(spec, args.backend, args.root, resume=not args.no_resume, force=args.force)
     except Exception as exc:  # a launcher's refusal (no key, failed preflight, firectl error) is one line

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,24 @@ def decide_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
+    crit = out["rule"]["criteria"][0]
+    print(
+        f"GS1 decision: treatment {args.treatment} vs baseline {args.baseline}\n"
+        f"n = {out['n']} paired items; accuracy {out['treatment_accuracy']:.4f} vs {out['baseline_accuracy']:.4f}, "
+        f"mean difference {crit['statistic_mean']:+.4f}; noninferiority margin {crit['margin']:+g}\n"
+    )
+    print(f"{'method':<34} {'lower':>9} {'upper':>9}  {'decision':<14} validity")
     for row in decision_table(out):
-        print("  ".join(f"{k}={v}" for k, v in row.items()))
-    print(f"decision: {out['decision']}")
+        print(
+            f"{row['method']:<34} {_fmt_bound(row['lower']):>9} {_fmt_bound(row['upper']):>9}  "
+            f"{row['decision']:<14} {row['validity']}"
+        )
+    print(f"\ndecision (pre-registered, {crit['method']}): {out['decision']}")
     return 0
+
+
+def _fmt_bound(value: Any) -> str:
+    """A bound as a fixed-width signed number (``n/a`` when a method gives none)."""
+    if isinstance(value, int | float) and math.isfinite(value):
+        return f"{value:+.4f}"
+    return "n/a"
