@@ -63,6 +63,7 @@ EXAMPLE_COUNTS = (100, 111)  # (#+1, #-1) of a fixed n = 1319 data set: mean dif
 
 # %%
 # (imports follow the parameters cell, which must come first)
+import sys
 import time
 
 import matplotlib.pyplot as plt
@@ -440,9 +441,9 @@ display(
 )
 
 # %%
-display(
-    Markdown(
-        f"Notebook run time: {time.perf_counter() - started:.0f} s wall, "
-        f"{time.process_time():.0f} s CPU in this kernel (quick mode: {'yes' if QUICK else 'no'})."
-    )
+# durations are not results: stderr goes to the report build's log (reports/build.log), not the report
+print(
+    f"notebook run time: {time.perf_counter() - started:.0f} s wall, "
+    f"{time.process_time():.0f} s CPU in this kernel (quick mode: {'yes' if QUICK else 'no'})",
+    file=sys.stderr,
 )

@@ -161,7 +161,6 @@ display(
                     "lr (spec)": f"{specs[arm].learning_rate:g}",
                     "lr (simulated)": f"{run.record.provider.get('trainer', {}).get('learning_rate', float('nan')):g}",
                     "seed": specs[arm].seed,
-                    "run": run.run_id,
                 }
                 for arm, run in runs.items()
             ]

@@ -48,6 +48,7 @@ SMOKE_ROWS, SMOKE_STEPS, SMOKE_LR = (2, 3, 1e-2) if QUICK else (4, 12, 1e-2)
 # (imports follow the parameters cell, which must come first)
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -96,6 +97,7 @@ is_stage1 = config == STAGE1_CONFIG
 started = time.perf_counter()
 manifest = write_dataset(work / "data", config)
 build_seconds = time.perf_counter() - started
+print(f"SFT data built in {build_seconds:.1f} s", file=sys.stderr)  # durations: build log, not report
 rebuilt = write_dataset(work / "data_rebuild", config)
 identical = all(
     (work / "data" / name).read_bytes() == (work / "data_rebuild" / name).read_bytes()
@@ -128,7 +130,7 @@ display(
         f"Configuration: {config.num_seeds} natural seeds, {config.targeted_mechanics_per_kind} targeted rows per "
         f"mechanic, {config.targeted_silence_examples} silence rows ({'the Stage-1 configuration' if is_stage1 else 'a quick-mode subset, not Stage-1'}). "
         f"{manifest['num_examples']} rows ({', '.join(f'{k} {v}' for k, v in manifest['examples_by_phase'].items())}) "
-        f"built in {build_seconds:.1f} s. Candidate ACT rows rejected: {rejections}.\n\n"
+        f"built. Candidate ACT rows rejected: {rejections}.\n\n"
         f"Structural digest (§9.6, independent of the prompt wording): `{manifest['structural_sha256']['all']}`; "
         + (
             f"it {'**equals**' if digest_match else '**differs from**'} the spec's Stage-1 value "
@@ -164,7 +166,7 @@ raw[position] = ord("7") if raw[position] != ord("7") else ord("8")
 tamper_audit = audit_dataset(tampered)
 display(
     Markdown(
-        f"Audit of the fresh data: **{'passed' if audit.valid else 'FAILED'}** in {audit.seconds:.1f} s "
+        f"Audit of the fresh data: **{'passed' if audit.valid else 'FAILED'}** "
         f"({audit.num_examples} rows, {audit.num_unique_seeds} seeds, {audit.verified_solver_seeds} seeds whose "
         f"ACT labels were re-verified with the exact solver, {len(audit.failures)} failures; per-split coverage of all "
         f"seven action kinds {'required' if is_stage1 else 'not required in quick mode'}). Broadcast fact counts "
@@ -214,6 +216,7 @@ with ArenaPolicyServer() as server:  # bound to 127.0.0.1; no key needed locally
     started = time.perf_counter()
     served_records = run_frozen_eval(EndpointProvider("scripted-balanced", server.base_url), cases_run)
     served_seconds = time.perf_counter() - started
+    print(f"policy server: {served_seconds:.1f} s", file=sys.stderr)
     served_requests = len(server.requests)
 strip_model = [{k: v for k, v in r.items() if k != "model"} for r in served_records]
 served_agrees = strip_model == [{k: v for k, v in r.items() if k != "model"} for r in local_records]
@@ -249,9 +252,7 @@ display(
         f"optimal rate 1 in every condition, mean reward {oracle['conditions']['generated']['mean_environment_reward']:.4f}. "
         f"Message strict rate: "
         + ", ".join(f"{k} {s['message_strict_rate']:.3f}" for k, s in summaries.items())
-        + ". Evaluation time per policy (cases and validation split): "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in eval_seconds.items())
-        + f". Through the policy server: {served_requests} HTTP chat completions in {served_seconds:.1f} s; the "
+        + f". Through the policy server: {served_requests} HTTP chat completions; the "
         f"records {'equal' if served_agrees else 'DIFFER from'} the in-process run in every case."
     )
 )
@@ -416,12 +417,13 @@ smoke = overfit_smoke_test(
     max_length=LOCAL_LONG_CONTEXT,
 )
 smoke_seconds = time.perf_counter() - started
+print(f"overfit smoke: {smoke_seconds:.0f} s; audit {audit.seconds:.1f} s; evaluations {eval_seconds}", file=sys.stderr)
 display(
     Markdown(
         f"Loss-mask and template checks on all {len(overfit)} overfit rows: "
         f"{'no defect' if not mask_problems else f'{len(mask_problems)} defects'}. "
         f"Local run on {len(pick)} rows, {SMOKE_STEPS} steps: loss per weighted token "
-        f"{smoke.losses[0]:.3f} → {smoke.losses[-1]:.3f} in {smoke_seconds:.0f} s; strict schema validity "
+        f"{smoke.losses[0]:.3f} → {smoke.losses[-1]:.3f}; strict schema validity "
         + ", ".join(f"{k} {v:.2f}" for k, v in smoke.schema_valid.items() if v is not None)
         + f" (threshold {smoke.threshold}). Verdict: {smoke.diagnosis}."
     )

@@ -61,18 +61,21 @@ _WARNING = re.compile(
     r"\b[A-Z][A-Za-z]*Warning: |^\s*warnings\.warn\(|^\s*(?:WARNING|Warning|WARN)\b[:\]]"
     r"|^\[W [0-9 :.-]+|Traceback \(most recent call last\)"
 )
+_RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{8}\b")  # rftlab.runs run ids: they change on every rebuild
 _PROGRESS = re.compile(r"\d+%\|[^|\n]{0,60}\||\[\d\d:\d\d<|\d\s*(?:it/s|s/it)\]")
 
 
 def report_problems(text: str) -> list[str]:
     """Every line of a rendered report that a reader must not see: an absolute path (a machine's folder
-    layout), a warning, a traceback or a progress bar; as ``"line N: <kind>: <text>"``. Empty when clean."""
+    layout), a warning, a traceback, a progress bar, or a run id (new on every rebuild, it would make a
+    rebuilt report differ); as ``"line N: <kind>: <text>"``. Empty when clean."""
     problems = []
     for number, line in enumerate(text.splitlines(), start=1):
         for kind, pattern in (
             ("absolute path", _ABS_PATH),
             ("warning", _WARNING),
             ("progress bar", _PROGRESS),
+            ("run id", _RUN_ID),
         ):
             if pattern.search(line):
                 problems.append(f"line {number}: {kind}: {line.strip()[:160]}")

@@ -45,6 +45,7 @@ DIRTY_LINES = {
         "Traceback (most recent call last):",
         "  warnings.warn(msg)",
     ],
+    "run id": ["| A | explicit | echo | 20261201T004720Z-dc89cb1f |"],
     "progress bar": [
         "Loading weights: 100%|██████████| 25/25 [00:00<00:00, 8938.50it/s]",
         "Writing model shards:   0%|          | 0/1 [00:00<?, ?it/s]",

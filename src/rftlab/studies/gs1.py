@@ -57,9 +57,14 @@ def write_json(path: Path, obj: Any) -> Path:
     return path
 
 
-def _record_run(store, arm: str, spec: dict[str, Any], backend: str, filename: str, payload_fn):
-    """A bookkeeping run (preflight, gate, decision) holding one JSON file; reused when finished."""
+def _record_run(
+    store, arm: str, spec: dict[str, Any], backend: str, filename: str, payload_fn, reusable=None
+):
+    """A bookkeeping run (preflight, gate, decision) holding one JSON file; reused when finished (and,
+    with ``reusable``, only when ``reusable(run)`` holds; otherwise it is made again)."""
     run, origin = store.start_or_reuse("gs1_vs_grpo", arm, spec, backend=backend)
+    if origin == "reused" and reusable is not None and not reusable(run):
+        run, origin = store.start_or_reuse("gs1_vs_grpo", arm, spec, backend=backend, force=True)
     path = run.path / filename
     if origin == "reused" and path.exists():
         return json.loads(path.read_text(encoding="utf-8")), run, origin
@@ -102,8 +107,26 @@ def study_preflight(backend, spec: dict[str, Any], sha: str, store) -> tuple[dic
         out["wall_seconds"] = time.perf_counter() - t0
         return out
 
-    pre, run, _ = _record_run(store, "preflight", key, backend.name, "preflight.json", payload)
+    pre, run, _ = _record_run(
+        store, "preflight", key, backend.name, "preflight.json", payload, reusable=_same_clean_code
+    )
     return pre, run.path / "preflight.json"
+
+
+def _same_clean_code(run) -> bool:
+    """A preflight is reused only when it was made by this committed code: the same git commit as now and
+    neither tree dirty. A preflight from a dirty tree or another commit can never serve as the reference
+    of a Tinker run (``complete_with_reference``), so reusing it would block that run for good."""
+    from rftlab.runs.gitinfo import git_state
+    from rftlab.runs.paths import PROJECT_ROOT
+
+    then, now = run.record.git or {}, git_state(PROJECT_ROOT)
+    return (
+        bool(now.get("commit"))
+        and then.get("commit") == now.get("commit")
+        and then.get("dirty") is False
+        and now.get("dirty") is False
+    )
 
 
 def reference_completion(store, pre: dict[str, Any], pre_path: Path) -> tuple[dict[str, Any] | None, str]:
