@@ -142,13 +142,15 @@ def execute_notebook(
         total=code_cells, desc=f"      {notebook.name}", unit="cell", disable=not progress, leave=False
     )
     started = last_line = time.perf_counter()
+    done = 0
 
     def cell_done(**_: object) -> None:
-        nonlocal last_line
+        nonlocal last_line, done
+        done += 1
         bar.update(1)
         now = time.perf_counter()
         if not progress and now - last_line >= HEARTBEAT_SECONDS:  # no bar (not a terminal): a line
-            print(f"      {notebook.name}: {bar.n}/{code_cells} cells, {now - started:.0f} s", flush=True)
+            print(f"      {notebook.name}: {done}/{code_cells} cells, {now - started:.0f} s", flush=True)
             last_line = now
 
     try:
