@@ -26,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from eval_protocol.pytest.default_mcp_gym_rollout_processor import MCPGymRolloutProcessor
@@ -271,6 +273,17 @@ def _patient_server_manager(startup_timeout: float):
         def _wait_for_server_ready(self, timeout: int = 15) -> bool:
             return super()._wait_for_server_ready(timeout=max(int(timeout), int(startup_timeout)))
 
+        def start(self) -> None:
+            """Upstream runs a bare ``python`` (the first on ``PATH``): without an activated venv that is
+            not this interpreter and cannot import eval-protocol. Put this interpreter's folder first on
+            the ``PATH`` the server inherits (the parent's ``PATH`` is restored afterwards)."""
+            path = os.environ.get("PATH", "")
+            os.environ["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
+            try:
+                super().start()
+            finally:
+                os.environ["PATH"] = path
+
     return PatientMCPServerManager
 
 
@@ -278,7 +291,8 @@ class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
     """eval-protocol's ``MCPGymRolloutProcessor`` with two changes:
 
     - a longer server start-up wait (``startup_timeout`` seconds, default 120; see
-      ``PatientMCPServerManager``);
+      ``PatientMCPServerManager``), and the server started by this interpreter (its folder first on
+      ``PATH``), so no activated venv is needed;
     - ICL-off windowing of the model input (``window``, default on; B.5): each call sends the system
       message and the messages from the current scan's delivery onward (``rftlab.rollout.windowing``); the
       row keeps the full transcript. The window is applied where upstream's litellm policy cleans the
