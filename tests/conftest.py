@@ -152,3 +152,10 @@ def fireworks_api():
     """A running ``FireworksApiRecorder`` (see its docstring)."""
     with FireworksApiRecorder() as recorder:
         yield recorder
+
+
+@pytest.fixture
+def fireworks_api_class():
+    """The ``FireworksApiRecorder`` class, for helpers that start one themselves (test modules cannot
+    import from this conftest by name: several conftest modules exist)."""
+    return FireworksApiRecorder

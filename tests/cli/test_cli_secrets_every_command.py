@@ -206,10 +206,16 @@ def _empty_store(work: Path) -> Path:
     return work / "empty-store"
 
 
-def _with_fireworks_api(env: Env, path: Path) -> Path:
-    from conftest import FireworksApiRecorder
+_RECORDER: list = []  # the FireworksApiRecorder class of tests/conftest.py, set by the fixture below
 
-    env.setenv("FIREWORKS_API_BASE", env.enter(FireworksApiRecorder(account="acct")).base_url)
+
+@pytest.fixture(autouse=True)
+def _fireworks_api_recorder_class(fireworks_api_class):
+    _RECORDER[:] = [fireworks_api_class]
+
+
+def _with_fireworks_api(env: Env, path: Path) -> Path:
+    env.setenv("FIREWORKS_API_BASE", env.enter(_RECORDER[0](account="acct")).base_url)
     return path
 
 

@@ -234,7 +234,8 @@ def run_study(
         completed, why = reference_completion(store, pre, pre_path)
         if completed is None:
             summary["stopped"] = (
-                f"preflight is {pre['status']}: no full run starts ({display_path(pre_path)}; {why})"
+                f"preflight is {pre['status']}: no full run starts (its record: the newest run under "
+                f"{display_path(pre_path.parent.parent)}; {why})"
             )
             return summary
         pre = completed
