@@ -156,9 +156,18 @@ def test_viewer_lists_the_runs_rollouts_and_shows_a_transcript_with_its_reward(t
         assert "1.000" in listing and "0.000" in listing  # the rewards, as the viewer prints scores
         # open the first rollout: its transcript and its reward
         rows = driver.find_elements(By.CSS_SELECTOR, "tbody tr")
-        target = next(r for r in rows if "1.000" in r.text)
-        target.find_element(By.CSS_SELECTOR, "td").click()
-        detail = _wait_for(driver, lambda: "boxed{8}" in body() and body())
+        # the training rollout with reward 1 (rollout id .../e0/0); the eval item also scores 1.000
+        target = next(r for r in rows if r.text.rstrip().endswith("/e0/0"))
+        assert "1.000" in target.text
+        for _attempt in range(3):  # a click before the table's handlers are attached does nothing
+            target.find_element(By.CSS_SELECTOR, "td").click()
+            try:
+                detail = _wait_for(driver, lambda: "boxed{8}" in body() and body(), timeout=20)
+                break
+            except AssertionError:
+                continue
+        else:
+            raise AssertionError(f"the row did not open; the page shows:\n{body()[:2000]}")
         assert "7+1=8" in detail
         assert "reward 1" in detail  # the evaluation's reason names the reward
         driver.save_screenshot(str(tmp_path / "viewer.png"))
