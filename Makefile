@@ -12,10 +12,14 @@ EXTRAS ?= dev,fireworks,tinker,poker
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (rftlab)" >/dev/null
+	@# every process of this venv (pytest's eval-protocol plugin imports litellm before any project code)
+	@# uses litellm's bundled model cost map instead of fetching it from the internet
+	printf 'import os; os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")\n' \
+	  > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/rftlab_offline.pth"
 	touch $(STAMP)
 
 test: setup
@@ -27,8 +31,10 @@ reports: setup
 sync: setup
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 
+# JupyterLab refuses to run as root without --allow-root (the usual container case): pass it only then.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks/
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples notebooks/*.py

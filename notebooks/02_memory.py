@@ -20,16 +20,15 @@
 
 # %% tags=["parameters"]
 import os
-import tempfile
 
-from rftlab.runs.paths import PROJECT_ROOT
+from rftlab.runs.paths import SPECS_DIR, notebook_runs_root
 
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # "local" (simulated policy) or "fireworks"
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
-SPEC_DIR = PROJECT_ROOT / "data" / "specs"  # the arm specs, spectrum_<arm>.json
+SPEC_DIR = SPECS_DIR  # the project's data/specs, whatever the working directory
 PLAN = SPEC_DIR / "study_spectrum_memory.json"  # the pre-registered analysis plan
-# Run-store root: quick runs go to a throwaway folder so smoke tests leave nothing behind.
-ROOT = tempfile.mkdtemp(prefix="rftlab-quick-") if QUICK else os.environ.get("RFTLAB_RUNS_ROOT", "runs")
+# Run-store root: $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else the project's runs/.
+ROOT = notebook_runs_root(QUICK)
 # Size overrides for quick mode (full mode uses the spec files as they are: 48 × 12 × 12 scans × 12 epochs).
 SIZE_OVERRIDES = {"rows": 4, "response_candidates": 4, "epochs": 4} if QUICK else {}
 CEILING_BANDS = 12 if QUICK else 400  # rows bl0_<i>, unsalted: the bands of notebook 01
@@ -314,7 +313,6 @@ display(
                     "rows × cand. × scans × epochs": " × ".join(map(str, sizes[arm])),
                     "lr (spec)": f"{specs[arm].learning_rate:g}",
                     "seed": specs[arm].seed,
-                    "run": run.run_id,
                 }
                 for arm, run in runs.items()
             ]

@@ -28,18 +28,20 @@
 
 # %% tags=["parameters"]
 import os
-import tempfile
+
+from rftlab.runs.paths import notebook_runs_root
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "")
 if BACKEND not in ("local", "tinker"):  # this study runs on Tinker or on the local tinker-compatible backend
     BACKEND = "tinker" if os.environ.get("TINKER_API_KEY") else "local"
-ROOT = tempfile.mkdtemp(prefix="gs1-quick-") if QUICK else "runs"  # the run store
+ROOT = notebook_runs_root(QUICK)  # $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else runs/
 DESPITE_FAILED_GATE = False  # gates are never relaxed; True trains and decides anyway (stated in the summary)
 DESIGN_REPS = 400 if QUICK else 6400  # Monte Carlo replications for the order-dependent rule's design
 
 # %%
 # (imports follow the parameters cell, which must come first)
+import sys
 import time
 import warnings
 
@@ -78,6 +80,11 @@ setup_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
 summary = run_study(backend, DEFAULT_SPEC, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised_spec=REVISED_SPEC)
 study_seconds = time.perf_counter() - t0
+# durations are not results: stderr goes to the report build's log (reports/build.log), never the report
+print(
+    f"design {design_seconds:.0f} s; backend set up in {setup_seconds:.1f} s; study {study_seconds:.0f} s",
+    file=sys.stderr,
+)
 local_model = "local tiny model" if backend.name == "local" else None  # named next to every local number
 local_detail = (
     f"a tiny Qwen3-architecture model (rftlab/tiny-qwen3{', warm-started' if backend.warm_start else ''}) "
@@ -122,7 +129,7 @@ display(
     Markdown(
         f"Every finite-sample bound at the planning discordance {cand['planning_discordance']:g} (same α, margin "
         f"and n): the one with the most power at equality whose error stays within α is "
-        f"**{cand['chosen_method']}**, the method of the revised spec. Design computed in {design_seconds:.0f} s."
+        f"**{cand['chosen_method']}**, the method of the revised spec."
     )
 )
 display(Markdown(pd.DataFrame(rows).to_markdown(index=False)))
@@ -171,7 +178,7 @@ config_table.loc["base_model"] = [Path(cfg.base_model).name for cfg in backend.a
 display(
     Markdown(
         f"Backend **{backend.name}**{' (quick mode: smoke sizes)' if QUICK else ''}; spec SHA-256 "
-        f"`{spec_sha[:16]}…`, revised spec `{revised_sha[:16]}…`; backend set up in {setup_seconds:.1f} s. "
+        f"`{spec_sha[:16]}…`, revised spec `{revised_sha[:16]}…`. "
         f"Sampling: one request per sample (`num_samples=1`), "
         f"{'each with its own seed' if backend.send_seeds else 'no seed sent'}, so group members are "
         f"independent whatever the service does with seeds."
@@ -184,13 +191,13 @@ if backend.warm_start:
         Markdown(
             f"Local warm start (supervised, cross_entropy through the same client; train-stream problems only): "
             f"{ws['steps']} steps, sampled train reward {ws['final_reward']:.3f} at temperature 1 "
-            f"(target reached: {ws['reached_target']}), {ws['seconds']:.0f} s when built."
+            f"(target reached: {ws['reached_target']})."
         )
     )
 display(
     Markdown(
-        f"This execution took {study_seconds:.0f} s: finished runs with the same configuration are reused "
-        "from the run store, so the durations that matter are the measured ones in section 3."
+        "Finished runs with the same configuration are reused from the run store. Measured durations "
+        "(setup, steps, evaluation) are kept in each run's record and the report build's log, not here."
     )
 )
 
@@ -267,14 +274,19 @@ if pilot is not None:
         for arm, ph in feas["phases"].items()
         for k, v in ph.items()
     ]
-    display(Markdown(pd.DataFrame(phase_rows).to_markdown(index=False, floatfmt=".1f")))
+    print(pd.DataFrame(phase_rows).to_string(index=False), file=sys.stderr)  # timings: build log only
     reserve = feas["recovery_reserve_seconds"]
+    print(
+        f"estimated wall time {feas['wall_seconds'] / 60:.1f} min, reserve {reserve / 60:.1f} min",
+        file=sys.stderr,
+    )
     display(
         Markdown(
-            f"Estimated wall time {feas['wall_seconds'] / 60:.1f} min against a budget of "
-            f"{feas['budget_wall_seconds'] / 60:.0f} min (reserve {reserve / 60:.1f} min): **{feas['status']}**"
-            f"{'; ' + '; '.join(feas['problems']) if feas['problems'] else ''}. GPU hours are not measured "
-            f"on this backend."
+            f"Estimated wall time against the spec's budget of {feas['budget_wall_seconds'] / 60:.0f} min: "
+            f"**{feas['status']}**"
+            f"{'; ' + '; '.join(feas['problems']) if feas['problems'] else ''}. The estimate comes from "
+            f"this machine's measured timings (kept in the run store and the build log); GPU hours are not "
+            f"measured on this backend."
         )
     )
 
@@ -283,9 +295,8 @@ measured = []
 for arm, info in summary.get("runs", {}).items():
     t = load_run(info["path"]).record.provider.get("timings") or {}
     measured.append({"arm": arm, **{k: t.get(k) for k in ("setup_s", "train_s", "eval_s")}})
-if measured:
-    display(Markdown("Measured in the full runs (seconds, from each run's record):"))
-    display(Markdown(pd.DataFrame(measured).to_markdown(index=False, floatfmt=".1f")))
+if measured:  # seconds, from each run's record: the build log, not the report
+    print(pd.DataFrame(measured).to_string(index=False), file=sys.stderr)
 
 # %% [markdown]
 # ## 4. Training, monitored every step

@@ -22,6 +22,8 @@
 import os
 import tempfile
 
+from rftlab.runs.paths import notebook_runs_root, spec_path
+
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 # Quick mode builds a small dataset (not the Stage-1 configuration), evaluates every 5th frozen case and
 # runs both lineages at smoke size in a temporary run store.
@@ -29,15 +31,19 @@ NUM_SEEDS = 96 if QUICK else 1024
 MECHANICS_PER_KIND = 8 if QUICK else 32
 SILENCE_EXAMPLES = 16 if QUICK else 512
 CASE_STRIDE = 5 if QUICK else 1
-WORK_DIR = tempfile.mkdtemp(prefix="arena-quick-") if QUICK else "runs/arena_sft"  # data and evaluations
-STORE = os.path.join(WORK_DIR, "store") if QUICK else "runs"  # the run store of the two Stage-1 lineages
-LOCAL_SPEC = "data/specs/arena_sft_local.json"  # the tiny local model (CPU)
-SIMULATED_SPEC = "data/specs/arena_sft_simulated.json"  # the simulated learner
+# Scratch folder for the built data and the evaluations' files (not runs, so not in the run store); it is
+# removed when the kernel exits. The two Stage-1 lineages are runs: they go to the run store.
+_SCRATCH = tempfile.TemporaryDirectory(prefix="rftlab-arena-sft-")
+WORK_DIR = _SCRATCH.name
+STORE = notebook_runs_root(QUICK)  # $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else runs/
+LOCAL_SPEC = spec_path("arena_sft_local.json")  # the tiny local model (CPU)
+SIMULATED_SPEC = spec_path("arena_sft_simulated.json")  # the simulated learner
 
 # %%
 # (imports follow the parameters cell, which must come first)
 import json
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -170,6 +176,8 @@ simulated = timed(
     "simulated lineage", run_stage1, SIMULATED_SPEC, backend="simulated", store_root=STORE, data_dir=work / "data"
 )
 handoff = render_handoff(work / "data", gate_spec=DEFAULT_GATE_SPEC, oracle_summary=summaries["oracle"])
+# durations are not results: stderr goes to the report build's log (reports/build.log), never the report
+print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), file=sys.stderr)
 
 
 def fmt_ci(pair, signed=True):
@@ -278,7 +286,7 @@ display(
         f"Configuration: {config.num_seeds} natural seeds, {config.targeted_mechanics_per_kind} targeted rows per "
         f"mechanic, {config.targeted_silence_examples} silence rows ({'the Stage-1 configuration' if is_stage1 else 'a quick-mode subset, not Stage-1'}). "
         f"{manifest['num_examples']} rows ({', '.join(f'{k} {v}' for k, v in manifest['examples_by_phase'].items())}) "
-        f"built in {timings['build']:.1f} s. Candidate ACT rows rejected: {rejections}. Rebuilding gave "
+        f"built. Candidate ACT rows rejected: {rejections}. Rebuilding gave "
         f"{'byte-identical' if identical else 'DIFFERENT'} files.\n\n"
         "The seed fixes its inputs as immutable. Against them:"
     )
@@ -309,7 +317,7 @@ kinds["all"] = kinds.sum(axis=1)
 display(Markdown(kinds.to_markdown()))
 display(
     Markdown(
-        f"Audit of the fresh data: **{'passed' if audit.valid else 'FAILED'}** in {audit.seconds:.1f} s "
+        f"Audit of the fresh data: **{'passed' if audit.valid else 'FAILED'}** "
         f"({audit.num_examples} rows, {audit.num_unique_seeds} seeds, {audit.verified_solver_seeds} seeds whose "
         f"ACT labels were re-verified with the exact solver, {len(audit.failures)} failures; per-split coverage of all "
         f"seven action kinds {'required' if is_stage1 else 'not required in quick mode'}). Broadcast fact counts "
@@ -368,9 +376,7 @@ display(
         f"{'equal to' if manifest_sha256(frozen_cases()) == FROZEN_MANIFEST_SHA256 else 'NOT equal to'} the "
         f"published hash). The oracle harness check {'passes' if oracle_ok else 'FAILS'}: regret 0, strict and "
         f"optimal rate 1 in every condition, mean reward {oracle['conditions']['generated']['mean_environment_reward']:.4f}. "
-        "Evaluation time per policy (cases and validation split): "
-        + ", ".join(f"{k} {timings['eval ' + k]:.1f} s" for k in providers)
-        + f". Through the policy server: {served_requests} HTTP chat completions in {timings['served']:.1f} s; the "
+        f"Through the policy server: {served_requests} HTTP chat completions; the "
         f"records {'equal' if served_agrees else 'DIFFER from'} the in-process run in every case."
     )
 )
@@ -513,7 +519,7 @@ display(
             if local.stopped_at
             else "completed."
         )
-        + f" ({timings['local lineage']:.0f} s in this build; a finished lineage is read back, not rerun.)"
+        + " (A finished lineage is read back from the run store, not rerun.)"
     )
 )
 

@@ -27,6 +27,8 @@
 # %% tags=["parameters"]
 import os
 
+from rftlab.runs.paths import SPECS_DIR, runs_root
+
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # model-free here; arms launch through the Fireworks launcher
 RUNS = 1 if QUICK else 5  # permuted runs of the default schedule (run 0 = canonical order)
@@ -58,7 +60,6 @@ from rftlab.analysis.poker import (
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
 from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
 from rftlab.runs import load_metrics
-from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR
 from rftlab.studies.poker import BLIND_COUNTERS, SANDBAG, fireworks_launcher, reference_study
 
 study = reference_study(schedule=SCHEDULE, runs=RUNS, rows=RFT_ROWS, hands=RFT_HANDS, seed=SEED,
@@ -402,7 +403,7 @@ for spec_file in ("poker_seed.json", "poker_gain.json"):
     display(Markdown(f"**Arm `{arm_spec.arm}`** (reward `{arm_spec.reward}`, job `{plan.job_id}`):"))
     display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
 display(fixed_digits_markdown(pd.DataFrame(prime_mapping(arm_spec))))
-poker_runs = load_metrics(PROJECT_ROOT / "runs", experiment=arm_spec.experiment)
+poker_runs = load_metrics(runs_root(), experiment=arm_spec.experiment)
 if poker_runs.empty:
     display(Markdown("No poker RFT run in the local run store yet: the per-epoch curves appear here once a "
                      "launched job has been polled."))  # fmt: skip

@@ -41,6 +41,8 @@ def _offline_guards(monkeypatch, tmp_path, request):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("EP_NO_UPLOAD", "1")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    # the default run store (rftlab.runs.paths.runs_root) is a fresh folder: no test writes into runs/
+    monkeypatch.setenv("RFTLAB_RUNS_ROOT", str(tmp_path / "runs-store"))
 
 
 @pytest.fixture
@@ -109,3 +111,70 @@ def _no_real_tinker_clients(monkeypatch, request):
 
     monkeypatch.setattr(tinker, "ServiceClient", _guard(tinker.ServiceClient))
     monkeypatch.setattr(tinker, "RestClient", _guard(tinker.RestClient))
+
+
+class FireworksApiRecorder:
+    """A loopback stand-in for the Fireworks REST API (api.fireworks.ai cannot be reached from a test),
+    for driving eval-protocol's real upload code offline through ``FIREWORKS_API_BASE``. It imitates
+    ``GET /verifyApiKey`` (200 with the ``x-fireworks-account-id`` header eval-protocol derives the account
+    from) and refuses every other request with 403 (as the API does for a key without rights), recording
+    method, path and body of each request in ``calls``. Used as a context manager; ``base_url`` to point
+    clients at it."""
+
+    def __init__(self, account: str = "acct-under-test"):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        calls: list[dict] = []
+        self.calls, self.account = calls, account
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
+                calls.append({"method": self.command, "path": self.path, "body": body})
+                headers = {}
+                if self.path.rstrip("/").endswith("/verifyApiKey"):
+                    payload, status, headers = b"{}", 200, {"x-fireworks-account-id": account}
+                else:
+                    message = {"error": {"code": 403, "message": "refused by the test recorder"}}
+                    payload, status = json.dumps(message).encode(), 403
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def fireworks_api():
+    """A running ``FireworksApiRecorder`` (see its docstring)."""
+    with FireworksApiRecorder() as recorder:
+        yield recorder
+
+
+@pytest.fixture
+def fireworks_api_class():
+    """The ``FireworksApiRecorder`` class, for helpers that start one themselves (test modules cannot
+    import from this conftest by name: several conftest modules exist)."""
+    return FireworksApiRecorder

@@ -7,4 +7,11 @@ poker, arena) lives at ``<layer>/<family>.py`` or ``<layer>/<family>/``; ``rftla
 it all.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# litellm (imported by eval-protocol) fetches its model cost map from the internet at import unless this is
+# set; the project runs offline, so every process that imports rftlab first uses the bundled map
+# (docs/platforms.md §4.5). An explicit value in the environment wins.
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

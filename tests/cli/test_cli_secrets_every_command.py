@@ -214,6 +214,24 @@ def _with_fake_bin(work: Path, env: Env, path: Path) -> Path:
     return path
 
 
+def _empty_store(work: Path) -> Path:
+    (work / "empty-store").mkdir(exist_ok=True)
+    return work / "empty-store"
+
+
+_RECORDER: list = []  # the FireworksApiRecorder class of tests/conftest.py, set by the fixture below
+
+
+@pytest.fixture(autouse=True)
+def _fireworks_api_recorder_class(fireworks_api_class):
+    _RECORDER[:] = [fireworks_api_class]
+
+
+def _with_fireworks_api(env: Env, path: Path) -> Path:
+    env.setenv("FIREWORKS_API_BASE", env.enter(_RECORDER[0](account="acct")).base_url)
+    return path
+
+
 def _fireworks_run(work: Path, env: Env) -> Path:
     """A Fireworks run folder launched (preflight, dataset, job) against the fake firectl under a placeholder
     key; the fake then reports the job COMPLETED after its one epoch, with that epoch's rollouts ready."""
@@ -439,9 +457,10 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--root",
         str(w / "runs"),
     ],
-    # Fake firectl / eval-protocol on PATH (see _fake_bin): the real ones need a Fireworks account.
+    # The real eval-protocol upload, against the loopback Fireworks API recorder (tests/conftest.py): it
+    # refuses the evaluator with 403, so the command fails (exit 2) after printing eval-protocol's output.
     ("fireworks", "upload-evaluator"): lambda w, env: [
-        str(_with_fake_bin(w, env, SPECS / "spectrum_probe.json")),
+        str(_with_fireworks_api(env, SPECS / "spectrum_probe.json")),
         "--account-id",
         "acct",
     ],
@@ -455,6 +474,9 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--out",
         str(w / "out" / "poker.jsonl"),
     ],
+    # Nothing to show in an empty store: refused before any viewer starts (the viewer itself is tested in
+    # test_view_browser.py).
+    ("view",): lambda w, env: [str(_empty_store(w))],
     ("poker", "launch"): lambda w, env: [
         str(SPECS / "poker_seed.json"),
         "--dry-run",
@@ -482,6 +504,9 @@ EXPECTED_EXIT: dict[tuple[str, ...], int] = {
     # The simulated lineage at this size cannot reach the selection's minimum n: it stops at step 4 (exit 1)
     # after writing every stage's files.
     ("arena", "sft-run"): 1,
+    # The recorder refuses the evaluator (403): eval-protocol's failure is reported, exit 2.
+    ("fireworks", "upload-evaluator"): 2,
+    ("view",): 2,
 }
 
 # Credential variables left unset for one command, with the reason: their mere presence selects a paid

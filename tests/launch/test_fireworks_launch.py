@@ -171,8 +171,9 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path)
         plan = json.loads(capsys.readouterr().out)
         s = load_arm_spec(path)
         dataset_cmd, upload_cmd, create_cmd = plan["commands"]
-        assert dataset_cmd[1:4] == ["dataset", "create", s.fireworks.dataset_id]
-        assert upload_cmd[1:2] == ["upload"] and "--id" in upload_cmd and "--env-file" in upload_cmd
+        assert dataset_cmd[1:3] == ["dataset", "create"] and dataset_cmd[3] == plan["dataset_id"]
+        assert plan["dataset_id"].startswith(s.fireworks.dataset_id + "-")  # named by its rows' SHA-256
+        assert upload_cmd[3:4] == ["upload"] and "--id" in upload_cmd and "--env-file" in upload_cmd
         assert create_cmd[create_cmd.index("--job-id") + 1] == job_id_for(s)
         assert create_cmd[create_cmd.index("--learning-rate") + 1] == repr(s.learning_rate)
         assert create_cmd[-2:] == ["-o", "json"]
@@ -441,8 +442,8 @@ def test_upload_evaluator_stages_a_clean_folder(monkeypatch, tmp_path):
         seen["entry_exists"] = (staged / "rftlab" / "launch" / "fireworks.py").exists()
         return Proc()
 
-    record = upload_evaluator(spec("A"), "acct", runner=runner, exe="eval-protocol")
-    assert seen["argv"][:2] == ["eval-protocol", "upload"]
+    record = upload_evaluator(spec("A"), "acct", runner=runner)
+    assert seen["argv"][1:4] == ["-m", "rftlab.launch.ep_upload", "upload"]
     assert seen["argv"][seen["argv"].index("--id") + 1] == "test-spectrum-turn-test-spectrum-turn"
     assert "eval-protocol==0.3.33" in seen["requirements"] and not seen["has_env"] and seen["entry_exists"]
     assert set(seen["env"]) <= {"PATH", "HOME", "FIREWORKS_API_KEY", "FIREWORKS_ACCOUNT_ID",

@@ -39,8 +39,10 @@ def test_dry_run_prints_the_exact_job_argv(capsys, monkeypatch):
     # the poker McpGym evaluator exists (issue 14 item 3): the plan uploads it, with no warning
     assert len(plan["commands"]) == 3 and not plan["warnings"]
     upload = plan["commands"][1]
-    assert upload[:4] == [
-        "eval-protocol",
+    assert upload[:6] == [
+        "python",
+        "-m",
+        "rftlab.launch.ep_upload",  # eval-protocol's upload with --id applied (docs/platforms.md §1.9)
         "upload",
         "--entry",
         "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",

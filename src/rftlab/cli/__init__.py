@@ -32,7 +32,9 @@ COMMAND_MODULES: list[str] = [
     "fireworks",
     "poker",
     "serve",
+    "view",
 ]
+ROOT_HELP = "run store root (default: the project's runs/ folder, or $RFTLAB_RUNS_ROOT when set)"
 
 
 class UsageError(Exception):
@@ -55,11 +57,20 @@ def print_json(value: Any) -> None:
     print(json.dumps(json_safe(value), indent=2, allow_nan=False))
 
 
+def add_root_argument(parser: argparse.ArgumentParser) -> None:
+    """``--root``: the run store. Left unset it means ``rftlab.runs.paths.runs_root()`` (resolved in
+    ``main``), so every command finds the project's store from any working directory."""
+    parser.add_argument("--root", default=None, help=ROOT_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from rftlab import __version__
+
     parser = argparse.ArgumentParser(
         prog="rftlab",
         description="Reinforcement fine-tuning research tools: environments, run store, statistics, gates.",
     )
+    parser.add_argument("--version", action="version", version=f"rftlab {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
@@ -68,10 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _os_error_message(exc: OSError) -> str:
-    name = exc.filename if exc.filename is not None else "a file"
+    """A file error names the file; any other ``OSError`` (a library's "cannot load X" or a network
+    failure) keeps its own message, whole."""
+    if exc.filename is None:
+        text = " ".join(str(exc).split()) or exc.__class__.__name__
+        return f"{exc.__class__.__name__}: {text}"
     reason = exc.strerror or exc.__class__.__name__
     other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
-    return f"{name}{other}: {reason}; check the path and its permissions"
+    return f"{exc.filename}{other}: {reason}; check the path and its permissions"
 
 
 def _error(message: str) -> int:
@@ -83,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from rftlab.runs.errors import RunStoreError
+    from rftlab.runs.paths import runs_root
+
+    if hasattr(args, "root") and args.root is None:
+        args.root = str(runs_root())
 
     try:
         return int(args.func(args) or 0)

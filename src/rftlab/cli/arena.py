@@ -28,16 +28,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     solve = commands.add_parser(
         "solve", help="exact BLUE oracle for one generated state against scripted RED"
     )
-    solve.add_argument("--seed", type=int, required=True)
-    solve.add_argument("--size", type=int, default=12)
+    solve.add_argument("--seed", type=int, required=True, help="world seed (docs/arena.md §A.1)")
+    solve.add_argument("--size", type=int, default=12, help="number of graph nodes (default 12)")
     solve.add_argument("--style", default="balanced", help="RED style: balanced, aggressive or defensive")
     solve.add_argument("--json", action="store_true", help="print JSON")
     solve.set_defaults(func=_solve)
 
     prompt = commands.add_parser("prompt", help="print the broadcast-phase prompt of one BLUE agent")
-    prompt.add_argument("--seed", type=int, required=True)
-    prompt.add_argument("--size", type=int, default=12)
-    prompt.add_argument("--agent", default="blue-0")
+    prompt.add_argument("--seed", type=int, required=True, help="world seed")
+    prompt.add_argument("--size", type=int, default=12, help="number of graph nodes (default 12)")
+    prompt.add_argument(
+        "--agent", default="blue-0", help="the agent whose prompts are printed (default blue-0)"
+    )
     prompt.add_argument("--permutation", type=int, default=None, help="default: seed + agent index")
     prompt.set_defaults(func=_prompt)
 
@@ -141,18 +143,28 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--out", default=DEFAULT_DATA_DIR, help=f"output directory (default {DEFAULT_DATA_DIR})"
     )
-    build.add_argument("--start-seed", type=int, default=0)
-    build.add_argument("--num-seeds", type=int, default=1024)
-    build.add_argument("--mechanics-per-kind", type=int, default=32)
-    build.add_argument("--silence-examples", type=int, default=512)
+    build.add_argument("--start-seed", type=int, default=0, help="first natural world seed (default 0)")
+    build.add_argument(
+        "--num-seeds", type=int, default=1024, help="natural world seeds (default 1024, Stage 1)"
+    )
+    build.add_argument(
+        "--mechanics-per-kind", type=int, default=32, help="targeted rows per mechanic (default 32, Stage 1)"
+    )
+    build.add_argument(
+        "--silence-examples", type=int, default=512, help="targeted silence rows (default 512, Stage 1)"
+    )
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
     build.set_defaults(func=_build_sft)
 
     audit = commands.add_parser(
         "audit", help="audit an SFT data directory (exit 1 with one line per failure)"
     )
-    audit.add_argument("directory")
-    audit.add_argument("--require-split-action-coverage", action="store_true")
+    audit.add_argument("directory", help="SFT data directory written by build-sft (with manifest.json)")
+    audit.add_argument(
+        "--require-split-action-coverage",
+        action="store_true",
+        help="fail unless every split holds all seven action kinds (the Stage-1 requirement)",
+    )
     audit.add_argument("--output", help="audit report path (default DIR/audit.json)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(func=_audit)
@@ -231,8 +243,15 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
     manifest.set_defaults(func=_manifest)
 
     ev = commands.add_parser("eval", help="frozen 60-case evaluation under the four message conditions")
-    ev.add_argument("--provider", required=True, choices=["oracle", "endpoint", "local"])
-    ev.add_argument("--output-dir", required=True)
+    ev.add_argument(
+        "--provider",
+        required=True,
+        choices=["oracle", "endpoint", "local"],
+        help="who answers: the exact oracle, an OpenAI-compatible endpoint, or a local model",
+    )
+    ev.add_argument(
+        "--output-dir", required=True, help="folder for rows.jsonl, validation.jsonl and summary.json"
+    )
     ev.add_argument("--model", default=None, help="endpoint: model name sent in the request")
     ev.add_argument(
         "--base-url", default=None, help="endpoint: OpenAI-compatible base URL (default %(default)s)"
@@ -569,7 +588,10 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
         "--work-dir on the local backend)",
     )
     smoke.add_argument(
-        "--work-dir", default=None, help="local model and checkpoint storage (default runs/arena_sft_smoke)"
+        "--work-dir",
+        default=None,
+        help="local model and checkpoint storage (default: .runs_local_tinker/arena_sft_smoke beside the "
+        "run store; never inside it, where every folder is a run)",
     )
     smoke.add_argument("--output", help="write the verdict as JSON here")
     smoke.set_defaults(func=_sft_smoke)
@@ -580,7 +602,12 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
         "with validation, selection, one test/frozen evaluation, comparison and gates (docs/arena.md §11)",
     )
     run.add_argument("spec", help="Stage-1 spec, e.g. data/specs/arena_sft_stage1.json")
-    run.add_argument("--backend", choices=["local", "tinker", "simulated"], default="local")
+    run.add_argument(
+        "--backend",
+        choices=["local", "tinker", "simulated"],
+        default="local",
+        help="where the lineage trains: the in-process local backend, Tinker, or the simulated learner",
+    )
     run.add_argument("--data", default=None, help="SFT data directory (default: the spec's data_dir)")
     run.add_argument("--root", default=None, help="run store root (default: runs/ of the project)")
     run.add_argument(
@@ -632,9 +659,13 @@ def _sft_smoke(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     rows = overfit_subset(rows, args.rows)
-    from rftlab.runs.paths import PROJECT_ROOT
+    if args.work_dir is None:
+        from rftlab.runs.paths import runs_root
 
-    work = Path(args.work_dir) if args.work_dir else PROJECT_ROOT / "runs" / "arena_sft_smoke"
+        store = runs_root()
+        work = store.parent / f".{store.name}_local_tinker" / "arena_sft_smoke"
+    else:
+        work = Path(args.work_dir)
     on_tinker = bool(os.environ.get("TINKER_API_KEY"))
     if on_tinker:
         model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, add_root_argument
 
 BACKENDS = ("local", "fireworks")
 
@@ -25,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("launch", help="run an arm spec (reuses a finished run of the same spec)")
     p.add_argument("spec", help="arm spec JSON file (data/specs/spectrum_*.json)")
-    p.add_argument("--backend", choices=BACKENDS, default="local")
-    p.add_argument("--root", default="runs", help="run store root (default: runs)")
+    p.add_argument("--backend", choices=BACKENDS, default="local", help="where the arm runs (default local)")
+    add_root_argument(p)
     p.add_argument("--force", action="store_true", help="start a new run even if a finished one exists")
     p.add_argument("--no-resume", action="store_true", help="do not resume an unfinished run of the spec")
     p.add_argument("--json", action="store_true", help="print the run reference and status as JSON")
@@ -34,9 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("status", help="status of the newest run of an arm spec")
     p.add_argument("spec", help="arm spec JSON file")
-    p.add_argument("--backend", choices=BACKENDS, default="local")
-    p.add_argument("--root", default="runs")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--backend", choices=BACKENDS, default="local", help="the backend whose runs are looked up"
+    )
+    add_root_argument(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
 
 
@@ -76,6 +79,12 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     from rftlab.studies.spectrum import launch_arm
 
     spec = _load(args.spec)
+    print(
+        f"{spec.arm}: {args.backend} backend: preflight, then {spec.epochs} epochs (or reuse a finished run "
+        "of this spec); progress follows on a terminal",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         done = launch_arm(spec, args.backend, args.root, resume=not args.no_resume, force=args.force)
     except Exception as exc:  # a launcher's refusal (no key, failed preflight, firectl error) is one line

@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, add_root_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,14 +33,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     launch = sub.add_parser("launch", help="preflight, create the dataset and the RFT job, record the run")
     launch.add_argument("spec", help="arm spec JSON (data/specs/spectrum_*.json)")
-    launch.add_argument("--root", default="runs", help="run store root (default: runs)")
+    add_root_argument(launch)
     launch.add_argument("--dry-run", action="store_true", help="print the exact commands; run nothing")
-    launch.add_argument("--json", action="store_true")
+    launch.add_argument("--json", action="store_true", help="print the plan or the run as JSON")
     common(launch)
     launch.set_defaults(func=_launch)
 
     upload = sub.add_parser("upload-evaluator", help="stage the evaluator and run 'eval-protocol upload'")
-    upload.add_argument("spec")
+    upload.add_argument("spec", help="spectrum or poker arm spec JSON (data/specs/*.json)")
     common(upload)
     upload.set_defaults(func=_upload)
 
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     poll.add_argument("--stall-after", type=float, default=1800.0,
                       help="stop after this many seconds without progress (default: 1800)")  # fmt: skip
     poll.add_argument("--once", action="store_true", help="poll once, record what is ready, and exit")
-    poll.add_argument("--json", action="store_true")
+    poll.add_argument("--json", action="store_true", help="print the final state as JSON")
     common(poll)
     poll.set_defaults(func=_poll)
 
@@ -62,6 +62,24 @@ def _spec(path: str):
         return load_arm_spec(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _arm_spec(path: str):
+    """A spectrum or poker arm spec (by its ``experiment`` field): both upload through the same code."""
+    from rftlab.launch.specs import load_spec_file
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = None
+    if isinstance(raw, dict) and raw.get("experiment") == "poker":
+        from rftlab.launch.poker.spec import PokerArmSpec
+
+        try:
+            return load_spec_file(path, PokerArmSpec)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return _spec(path)
 
 
 def _launcher(args: argparse.Namespace):
@@ -110,7 +128,7 @@ def _upload(args: argparse.Namespace) -> int:
 
     from rftlab.launch.fireworks import ACCOUNT_ENV, LaunchRefused, upload_evaluator
 
-    spec = _spec(args.spec)
+    spec = _arm_spec(args.spec)
     account = args.account_id or os.environ.get(ACCOUNT_ENV)
     if not account:
         raise UsageError(f"no Fireworks account id: pass --account-id or set {ACCOUNT_ENV}")
@@ -118,7 +136,11 @@ def _upload(args: argparse.Namespace) -> int:
         record = upload_evaluator(spec, account)
     except LaunchRefused as exc:
         raise UsageError(str(exc)) from None
-    print(f"uploaded evaluator ({shlex.join(record['argv'][1:])})")
+    if record["stdout"].strip():
+        print(record["stdout"].rstrip())
+    print(
+        f"uploaded evaluator {record['evaluator_id']} for arm {spec.arm} ({shlex.join(record['argv'][1:])})"
+    )
     return 0
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, add_root_argument
 from rftlab.studies.gs1 import (
     ARMS,
     DEFAULT_SPEC,
@@ -62,7 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     adv = sub.add_parser("advantages", help="per-rollout advantages of a batch file")
     adv.add_argument("--input", required=True, help="JSON list of {prompt_id, reward, phi: [x, y], step}")
-    adv.add_argument("--estimator", required=True, choices=("group_mean", "kernel_baseline"))
+    adv.add_argument(
+        "--estimator",
+        required=True,
+        choices=("group_mean", "kernel_baseline"),
+        help="GRPO group mean, or the GS1 kernel baseline",
+    )
     adv.add_argument("--bandwidth", type=float, default=0.5, help="kernel bandwidth h (default 0.5)")
     adv.add_argument("--window", type=int, default=256, help="sliding window in rollouts (default 256)")
     adv.add_argument("--json", action="store_true", help="print JSON (the default is a table)")
@@ -87,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also every finite-sample bound at the planning discordance, and the one the numbers choose",
     )
     des.add_argument("--reps", type=int, default=None, help="Monte Carlo replications (default 6400)")
-    des.add_argument("--json", action="store_true")
+    des.add_argument("--json", action="store_true", help="print JSON instead of a table")
     des.set_defaults(func=design_command)
 
     for name, helptext in (
@@ -95,16 +101,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("run", "preflight, pilot gate, the arms, evaluation and the decision"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--backend", choices=("local", "tinker"), default=None)
-        p.add_argument("--spec", default=str(DEFAULT_SPEC))
-        p.add_argument("--root", default="runs", help="run store root (default: runs)")
+        p.add_argument(
+            "--backend",
+            choices=("local", "tinker"),
+            default=None,
+            help="default: tinker when TINKER_API_KEY is set, else local",
+        )
+        p.add_argument(
+            "--spec", default=str(DEFAULT_SPEC), help="study spec (default data/specs/gs1_vs_grpo.json)"
+        )
+        add_root_argument(p)
         p.add_argument("--quick", action="store_true", help="smoke sizes (2 steps, 16 eval items)")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print JSON")
         if name == "preflight":
             p.add_argument("--out", help="also copy preflight.json here")
             p.set_defaults(func=preflight_command)
         else:
-            p.add_argument("--arm", choices=(*ARMS, "both"), default="both")
+            p.add_argument(
+                "--arm", choices=(*ARMS, "both"), default="both", help="which arm(s) to train (default both)"
+            )
             p.add_argument(
                 "--despite-failed-gate",
                 action="store_true",
@@ -118,10 +133,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             p.set_defaults(func=run_command)
 
     dec = sub.add_parser("decide", help="the spec's decision rule on two eval.jsonl files")
-    dec.add_argument("--treatment", required=True)
-    dec.add_argument("--baseline", required=True)
-    dec.add_argument("--spec", default=str(DEFAULT_SPEC))
-    dec.add_argument("--json", action="store_true")
+    dec.add_argument("--treatment", required=True, help="eval.jsonl of the treatment arm (gs1_kernel)")
+    dec.add_argument("--baseline", required=True, help="eval.jsonl of the baseline arm (grpo_gs8)")
+    dec.add_argument(
+        "--spec",
+        default=str(DEFAULT_SPEC),
+        help="study spec with the decision rule (default data/specs/gs1_vs_grpo.json)",
+    )
+    dec.add_argument("--json", action="store_true", help="print JSON instead of a table")
     dec.set_defaults(func=decide_command)
 
 
@@ -311,7 +330,27 @@ def decide_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
+    crit = out["rule"]["criteria"][0]
+    print(
+        f"GS1 decision: treatment {args.treatment} vs baseline {args.baseline}\n"
+        f"n = {out['n']} paired items; accuracy {out['treatment_accuracy']:.4f} vs {out['baseline_accuracy']:.4f}, "
+        f"mean difference {crit['statistic_mean']:+.4f}; noninferiority margin {crit['margin']:+g}\n"
+    )
+    print(
+        f"{'method':<34} {'status':<15} {'level':>6} {'seed':>5} {'lower':>9} {'upper':>9}  {'decision':<14} validity"
+    )
     for row in decision_table(out):
-        print("  ".join(f"{k}={v}" for k, v in row.items()))
-    print(f"decision: {out['decision']}")
+        status = str(row["status"]).split(":")[0]  # registered (in its spec) or exploratory
+        print(
+            f"{row['method']:<34} {status:<15} {row['one-sided level']:>6} {row['permutation seed']!s:>5} "
+            f"{_fmt_bound(row['lower']):>9} {_fmt_bound(row['upper']):>9}  {row['decision']:<14} {row['validity']}"
+        )
+    print(f"\ndecision (pre-registered, {crit['method']}): {out['decision']}")
     return 0
+
+
+def _fmt_bound(value: Any) -> str:
+    """A bound as a fixed-width signed number (``n/a`` when a method gives none)."""
+    if isinstance(value, int | float) and math.isfinite(value):
+        return f"{value:+.4f}"
+    return "n/a"

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, add_root_argument
 
 POLICIES = ("random", "call", "exploit")
 
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     play = sub.add_parser(
         "play", help="play a reference strategy over a schedule: BB/hand per stage and overall"
     )
-    play.add_argument("--policy", choices=POLICIES, required=True)
+    play.add_argument("--policy", choices=POLICIES, required=True, help="reference strategy to play")
     play.add_argument(
         "--schedule", default="default", help="default | quick_test | calling_station_then_fit_or_fold"
     )
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--runs", type=int, default=1, help="permuted runs to play (default 1: the canonical order)"
     )
     play.add_argument("--seed", type=int, default=0, help="policy seed (random and exploit strategies)")
-    play.add_argument("--json", action="store_true")
+    play.add_argument("--json", action="store_true", help="print JSON")
     play.set_defaults(func=_play)
 
     ds = sub.add_parser(
@@ -49,9 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     launch.add_argument(
         "--dry-run", action="store_true", help="print the Prime->Fireworks mapping and the commands"
     )
-    launch.add_argument("--root", default="runs")
+    add_root_argument(launch)
     launch.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
-    launch.add_argument("--json", action="store_true")
+    launch.add_argument("--json", action="store_true", help="print the plan or the run as JSON")
     launch.set_defaults(func=_launch)
 
 

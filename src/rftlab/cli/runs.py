@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rftlab.cli import UsageError, print_json
+from rftlab.cli import UsageError, add_root_argument, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,33 +21,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.required = True
 
     listing = sub.add_parser("list", help="one line per run: experiment, arm, run id, backend, status")
-    listing.add_argument("--root", default="runs", help="run store root (default: runs)")
-    listing.add_argument("--experiment")
-    listing.add_argument("--json", action="store_true")
+    add_root_argument(listing)
+    listing.add_argument("--experiment", help="only this experiment")
+    listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(func=_list)
 
     metrics = sub.add_parser("metrics", help="the tidy metrics table across runs, as CSV or JSON lines")
-    metrics.add_argument("--root", default="runs", help="run store root (default: runs)")
-    metrics.add_argument("--experiment")
-    metrics.add_argument("--arm")
+    add_root_argument(metrics)
+    metrics.add_argument("--experiment", help="only this experiment")
+    metrics.add_argument("--arm", help="only this arm")
     metrics.add_argument("--json", action="store_true", help="JSON lines instead of CSV")
     metrics.set_defaults(func=_metrics)
 
     clean = sub.add_parser(
         "clean", help="remove temporary files left by writers that were killed (never a live writer's)"
     )
-    clean.add_argument("--root", default="runs", help="run store root (default: runs)")
+    add_root_argument(clean)
     clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     clean.set_defaults(func=_clean)
 
 
 def _root(value: str) -> Path:
     if not value.strip():
-        raise UsageError("--root is empty; give the run store folder (default: runs)")
+        raise UsageError("--root is empty; give the run store folder (default: the project's runs/)")
     root = Path(value)
     try:
         if not root.exists():
-            raise UsageError(f"--root {value}: no such folder; give the run store folder (default: runs)")
+            raise UsageError(
+                f"--root {value}: no such folder; give the run store folder (default: the project's runs/)"
+            )
         if not root.is_dir():
             raise UsageError(f"--root {value} is a file, not a run store folder")
         next(root.iterdir(), None)

@@ -100,5 +100,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="S",
         help="stop cleanly after S seconds (scripts and tests; default: run until Ctrl-C or SIGTERM)",
     )
-    t.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    t.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="the lowest level written to the JSON log on stderr (default info)",
+    )
     t.set_defaults(func=_cmd_tinker)

@@ -214,7 +214,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_corpus)
 
     p = sub.add_parser("baselines", help="reference-policy scores (official bench or RFT variant)")
-    p.add_argument("--variant", choices=["bench", "rft"], required=True)
+    p.add_argument(
+        "--variant",
+        choices=["bench", "rft"],
+        required=True,
+        help="bench: the official 90-scan schedule (available-IoU); rft: random RFT bands (occupied-IoU)",
+    )
     p.add_argument("--runs", type=int, default=5, help="bench: permuted runs 0..N-1 to average (default 5)")
     p.add_argument("--episodes", type=int, default=200, help="rft: number of random bands (default 200)")
     p.add_argument("--seed", type=int, default=0, help="rft: seed of the band row ids (default 0)")
@@ -229,8 +234,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("dataset", help="write RFT training rows (eval-protocol JSONL)")
     p.add_argument("--n", type=int, default=48, help="number of rows (default 48)")
-    p.add_argument("--prompt", choices=["explicit", "weak"], default="explicit")
-    p.add_argument("--memory", choices=["none", "echo", "scrambled", "notepad"], default="echo")
+    p.add_argument(
+        "--prompt", choices=["explicit", "weak"], default="explicit", help="prompt variant (default explicit)"
+    )
+    p.add_argument(
+        "--memory",
+        choices=["none", "echo", "scrambled", "notepad"],
+        default="echo",
+        help="memory channel (default echo)",
+    )
     p.add_argument("--prefix", help="row-id prefix (default by arm: spectrum, sc1, sc2, nm1, nm2)")
     p.add_argument("--no-think", action="store_true", help="append ' /no_think' to the system prompt")
     p.add_argument("--fewshot", action="store_true", help="append an illustrative accumulation example")

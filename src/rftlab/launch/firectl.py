@@ -232,14 +232,18 @@ def job_id_for(spec: SpectrumArmSpec) -> str:
 
 
 def job_create_flags(
-    spec: SpectrumArmSpec, *, account_id: str, wandb_api_key: str | None = None
+    spec: SpectrumArmSpec,
+    *,
+    account_id: str,
+    wandb_api_key: str | None = None,
+    dataset_id: str | None = None,
 ) -> list[str]:
     """Every hyper-parameter of the arm as ``firectl rftj create`` flags (docs/platforms.md §1.3: pass every
     value explicitly; defaults differ between doc pages). ``--job-id`` is added by ``job_create``."""
     fw = _fireworks(spec)
     flags = [
         "--base-model", fw.base_model,
-        "--dataset", fw.dataset_id,
+        "--dataset", dataset_id or fw.dataset_id,
         "--evaluator", evaluator_name(spec, account_id),
         "--output-model", fw.output_model,
         "--epochs", str(spec.epochs),

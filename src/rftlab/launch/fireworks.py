@@ -19,10 +19,14 @@ first epoch not yet in ``metrics.jsonl``. A stall is reported with the diagnosis
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import math
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -152,8 +156,9 @@ class FireworksLauncher:
         fc = self.firectl_factory(account_id=account, api_key="$FIREWORKS_API_KEY", style=self.style)
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
-        flags = job_create_flags(spec, account_id=account)
-        commands = [fc.argv("dataset", "create", fw.dataset_id, str(dataset_path))]
+        dataset_id = arm_dataset_id(fw.dataset_id, self._rows(spec))
+        flags = job_create_flags(spec, account_id=account, dataset_id=dataset_id)
+        commands = [fc.argv("dataset", "create", dataset_id, str(dataset_path))]
         warnings = []
         entry = getattr(spec, "evaluator_entry", None)  # an arm may fix its own entry (poker: one per reward)
         missing = missing_entry(spec.experiment, fw.interface, entry)
@@ -164,7 +169,10 @@ class FireworksLauncher:
                 evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account), entry=entry)
             )
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
-        return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands, warnings)
+        return LaunchPlan(job_id, dataset_id, evaluator_name(spec, account), commands, warnings)
+
+    def _rows(self, spec) -> list[Mapping[str, Any]]:
+        return list(self.dataset_rows(spec) if self.dataset_rows else default_dataset_rows(spec))
 
     # ---------------------------------------------------------------------------------- launch
     def launch(
@@ -205,28 +213,30 @@ class FireworksLauncher:
         fw = spec.fireworks
         job_id = job_id_for(spec)
 
-        # dataset: create it unless it already exists
-        rows = list(self.dataset_rows(spec) if self.dataset_rows else default_dataset_rows(spec))
-        dataset_file = run.save_provider_snapshot(
-            "dataset.jsonl", "".join(json.dumps(r) + "\n" for r in rows)
-        )
+        # dataset: create it unless it already exists (its id names its content: arm_dataset_id)
+        rows = self._rows(spec)
+        dataset_id = arm_dataset_id(fw.dataset_id, rows)
+        dataset_file = run.save_provider_snapshot("dataset.jsonl", dataset_text(rows))
         try:
-            existing = fc.dataset_get(fw.dataset_id)
+            existing = fc.dataset_get(dataset_id)
         except FirectlError:
             existing = None
         if existing is None:
-            fc.dataset_create(fw.dataset_id, dataset_file)
+            fc.dataset_create(dataset_id, dataset_file)
 
         # job: reuse the planned id only when its configuration matches the spec
         flags = job_create_flags(
-            spec, account_id=fc.account_id, wandb_api_key=os.environ.get("WANDB_API_KEY")
+            spec,
+            account_id=fc.account_id,
+            wandb_api_key=os.environ.get("WANDB_API_KEY"),
+            dataset_id=dataset_id,
         )
         try:
             job = fc.job_get(job_id)
         except FirectlError:
             job = None
         if job is not None:
-            mismatch = _config_mismatch(job, spec, fc.account_id)
+            mismatch = _config_mismatch(job, spec, fc.account_id, dataset_id)
             if mismatch:
                 raise LaunchRefused(
                     f"a Fireworks job {job_id!r} already exists with a different configuration ({mismatch}); "
@@ -238,7 +248,7 @@ class FireworksLauncher:
         run.set_provider(
             job_id=job_id,
             job_name=str(job.get("name") or job_id),
-            dataset_id=fw.dataset_id,
+            dataset_id=dataset_id,
             evaluator=evaluator_name(spec, fc.account_id),
             account_id=fc.account_id,
         )
@@ -339,15 +349,55 @@ class FireworksLauncher:
 
 
 def default_dataset_rows(spec: SpectrumArmSpec) -> Iterable[Mapping[str, Any]]:
-    """The arm's eval-protocol rows (one per row id; the band comes from the env's per-row seed)."""
+    """The arm's eval-protocol rows (one per row id; the band comes from the env's per-row seed). With the
+    spec's ``epoch_salt`` the rows ask the uploaded evaluator for fresh bands every epoch
+    (``environment_context.epoch_salt``, read by ``rftlab.rollout.spectrum.processors``)."""
     from rftlab.rollout.spectrum.dataset import dataset_rows
 
-    return dataset_rows(spec.rows, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix)
+    return dataset_rows(
+        spec.rows,
+        prompt=spec.prompt,
+        memory=spec.memory,
+        prefix=spec.row_prefix,
+        epoch_salt=spec.epoch_salt,
+    )
+
+
+def dataset_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The dataset file uploaded to Fireworks: one JSON row per line."""
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+_RESOURCE_ID = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+def arm_dataset_id(base: str, rows: Iterable[Mapping[str, Any]]) -> str:
+    """``<base>-<first 8 hex of the SHA-256 of the dataset file>``. ``launch`` creates a dataset only when
+    its id does not exist yet, so a fixed id shared by arms whose rows differ (probe/A echo vs B scrambled
+    used to share ``rftlab-spectrum-scaf48``) let the first arm launched decide the others' rows; a
+    content-named id makes every arm train on its own spec's rows, and arms with identical rows share one."""
+    digest = hashlib.sha256(dataset_text(rows).encode("utf-8")).hexdigest()[:8]
+    dataset_id = f"{base}-{digest}"
+    if not _RESOURCE_ID.match(dataset_id) or dataset_id.endswith("-"):
+        raise LaunchRefused(
+            f"dataset id {dataset_id!r} (from the spec's {base!r}) is not a valid Fireworks id: lower-case "
+            "letters, digits and '-', starting with a letter, at most 63 characters"
+        )
+    return dataset_id
 
 
 def evaluator_id(spec: SpectrumArmSpec, account_id: str) -> str:
-    """The evaluator id (last path part of the evaluator resource)."""
-    return evaluator_name(spec, account_id).rsplit("/", 1)[-1]
+    """The evaluator id (last path part of the evaluator resource). It must already be in the form
+    eval-protocol normalises ids to (lower-case letters, digits and single '-', starting with a letter,
+    at most 63 characters): otherwise the upload would create an evaluator under another id than the
+    one the job names."""
+    ev_id = evaluator_name(spec, account_id).rsplit("/", 1)[-1]
+    if not _RESOURCE_ID.match(ev_id) or "--" in ev_id or ev_id.endswith("-"):
+        raise LaunchRefused(
+            f"evaluator id {ev_id!r} in the spec is not a normalised Fireworks id (lower-case letters, "
+            "digits and single '-', starting with a letter, at most 63 characters)"
+        )
+    return ev_id
 
 
 def missing_entry(experiment: str, interface: str, entry: str | None = None) -> str | None:
@@ -368,17 +418,67 @@ def missing_entry(experiment: str, interface: str, entry: str | None = None) -> 
     return None
 
 
+UPLOAD_MODULE = "rftlab.launch.ep_upload"
+
+
 def evaluator_upload_argv(
-    experiment: str, interface: str, ev_id: str, exe: str = "eval-protocol", entry: str | None = None
+    experiment: str, interface: str, ev_id: str, python: str = "python", entry: str | None = None
 ) -> list[str]:
-    """``eval-protocol upload`` of the interface's entry (or ``entry``, an arm's own) with an explicit
-    ``--id`` (never rely on id normalisation, docs/platforms.md §1.9) and an explicit empty ``--env-file``
-    (so no ``.env`` secret is uploaded, G11). Never ``create rft --dry-run``: it is not dry (G8)."""
+    """eval-protocol's ``upload`` of the interface's entry (or ``entry``, an arm's own), run through
+    ``rftlab.launch.ep_upload`` so the explicit ``--id`` is really applied (eval-protocol 0.3.33's own CLI
+    ignores it, docs/platforms.md §1.9), with an explicit empty ``--env-file`` (so no ``.env`` secret is
+    uploaded, G11). ``python`` is the interpreter (``upload_evaluator`` uses the running one). Never
+    ``create rft --dry-run``: it is not dry (G8)."""
     entry = entry or ENTRY_POINTS.get((experiment, interface))
     if entry is None:
         raise LaunchRefused(f"no evaluator entry for experiment {experiment!r} with interface {interface!r}")
-    return [exe, "upload", "--entry", entry, "--id", ev_id, "--env-file", ".env.empty",
-            "--force", "--yes"]  # fmt: skip
+    return [python, "-m", UPLOAD_MODULE, "upload", "--entry", entry, "--id", ev_id,
+            "--env-file", ".env.empty", "--force", "--yes"]  # fmt: skip
+
+
+def child_env(extra: Mapping[str, str] | None = None, *, inherit: bool = True) -> dict[str, str]:
+    """The environment of a child process the project starts: the running interpreter's folder first on
+    ``PATH`` (eval-protocol starts bare ``python``/``pytest``; without an activated venv they would be the
+    system's), ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and ``extra``. ``inherit=False`` starts from ``PATH``
+    and ``HOME`` only."""
+    base = dict(os.environ) if inherit else {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    bin_dir = str(Path(sys.executable).parent)
+    path = base.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        base["PATH"] = bin_dir + (os.pathsep + path if path else "")
+    base.setdefault("HOME", tempfile.gettempdir())
+    base["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    base.update(extra or {})
+    return base
+
+
+def _tail_lines(text: str, lines: int = 25, chars: int = 4000) -> str:
+    """The last ``lines`` whole lines of ``text`` (at most about ``chars``): never cut inside a line."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(text.rstrip().splitlines()):
+        if len(kept) >= lines or (kept and size + len(line) > chars):
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join(reversed(kept))
+
+
+def upload_failure_message(returncode: int, stdout: str, stderr: str, ev_id: str, account_id: str) -> str:
+    """What went wrong in a failed upload, from eval-protocol's own output: its stdout (where it prints
+    "Failed to upload ...") and stderr, whole lines, plus the likely fix for a credentials error."""
+    parts = [f"eval-protocol upload of evaluator {ev_id!r} failed (exit {returncode})"]
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        tail = _tail_lines(text)
+        if tail:
+            parts.append(f"--- eval-protocol {name} (last lines) ---\n{tail}")
+    both = f"{stdout}\n{stderr}"
+    if re.search(r"credentials|401|403|Unauthori[sz]ed|Forbidden|PermissionDenied|api.key", both, re.I):
+        parts.append(
+            f"Hint: check FIREWORKS_API_KEY; the evaluator is created in the account the key belongs to "
+            f"(the job expects {account_id!r}). docs/platforms.md §1.9 notes that non-admin keys may be refused."
+        )
+    return "\n".join(parts)
 
 
 def stage_evaluator(package_dir: Path, staging: Path) -> Path:
@@ -397,16 +497,24 @@ def stage_evaluator(package_dir: Path, staging: Path) -> Path:
     return staging
 
 
+# passed on to the upload when set: another Fireworks API server (eval-protocol's ``--server``)
+PASSTHROUGH_ENV = ("FIREWORKS_API_BASE",)
+
+
 def upload_evaluator(
     spec: SpectrumArmSpec,
     account_id: str,
     *,
     runner: Callable[..., Any] | None = None,
-    exe: str | None = None,
+    python: str | None = None,
     timeout: float = 900.0,
 ) -> dict[str, Any]:
-    """Stage the evaluator and run ``eval-protocol upload`` in the staging folder, with an environment
-    holding only PATH, HOME and the Fireworks key. Returns the redacted call record."""
+    """Stage the evaluator and run eval-protocol's upload (``evaluator_upload_argv``) in the staging
+    folder with ``python`` (default: the running interpreter, so no activated venv is needed), in an
+    environment holding only PATH (the interpreter's folder first), HOME, the Fireworks key and account,
+    ``LITELLM_LOCAL_MODEL_COST_MAP`` and ``$FIREWORKS_API_BASE`` when set. Returns the redacted call
+    record (argv, exit code, stdout and stderr); a failure raises ``LaunchRefused`` with eval-protocol's
+    own output (whole lines)."""
     import subprocess
 
     import rftlab
@@ -417,13 +525,18 @@ def upload_evaluator(
     key = os.environ.get(KEY_ENV)
     if not key:
         raise LaunchRefused(f"{KEY_ENV} is not set: export it in your shell (never write it to a file)")
-    exe = exe or shutil.which("eval-protocol") or "eval-protocol"
+    python = python or sys.executable
+    if python == sys.executable and runner is None and importlib.util.find_spec("eval_protocol") is None:
+        raise LaunchRefused(
+            f"eval-protocol is not installed for this interpreter ({sys.executable}): "
+            "pip install -e '.[fireworks]'"
+        )
+    ev_id = evaluator_id(spec, account_id)
     entry = getattr(spec, "evaluator_entry", None)
-    argv = evaluator_upload_argv(
-        spec.experiment, fw.interface, evaluator_id(spec, account_id), exe, entry=entry
-    )
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), KEY_ENV: key,
-           ACCOUNT_ENV: account_id, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
+    argv = evaluator_upload_argv(spec.experiment, fw.interface, ev_id, python, entry=entry)
+    extra = {KEY_ENV: key, ACCOUNT_ENV: account_id}
+    extra.update({k: os.environ[k] for k in PASSTHROUGH_ENV if os.environ.get(k)})
+    env = child_env(extra, inherit=False)
     with tempfile.TemporaryDirectory(prefix="rftlab-evaluator-") as tmp:
         staging = stage_evaluator(Path(rftlab.__file__).parent, Path(tmp) / "evaluator")
         run = runner or subprocess.run
@@ -432,21 +545,19 @@ def upload_evaluator(
                 argv, cwd=staging, env=env, capture_output=True, text=True, timeout=timeout, check=False
             )
         except FileNotFoundError:
-            raise LaunchRefused(
-                f"cannot run {exe!r}: install the fireworks extra (pip install -e '.[fireworks]')"
-            ) from None
+            raise LaunchRefused(f"cannot run {python!r}: no such interpreter") from None
         except subprocess.TimeoutExpired:
             raise LaunchRefused(f"eval-protocol upload timed out after {timeout:g} s") from None
+    stdout, stderr = proc.stdout.replace(key, "***"), proc.stderr.replace(key, "***")
     record = {
         "argv": argv,
+        "evaluator_id": ev_id,
         "returncode": proc.returncode,
-        "stdout": proc.stdout.replace(key, "***")[-2000:],
-        "stderr": proc.stderr.replace(key, "***")[-2000:],
+        "stdout": _tail_lines(stdout, lines=200, chars=20000),
+        "stderr": _tail_lines(stderr, lines=200, chars=20000),
     }
     if proc.returncode != 0:
-        raise LaunchRefused(
-            f"eval-protocol upload failed (exit {proc.returncode}): {record['stderr'][-500:]}"
-        )
+        raise LaunchRefused(upload_failure_message(proc.returncode, stdout, stderr, ev_id, account_id))
     return record
 
 
@@ -632,7 +743,9 @@ def _recorded_status(handle) -> RunStatus:
     return RunStatus(state, message=handle.record.error or "")
 
 
-def _config_mismatch(job: Mapping[str, Any], spec: SpectrumArmSpec, account_id: str) -> str:
+def _config_mismatch(
+    job: Mapping[str, Any], spec: SpectrumArmSpec, account_id: str, dataset_id: str | None = None
+) -> str:
     """Which recorded settings of an existing job differ from the spec (empty when they match)."""
     fw = spec.fireworks
     assert fw is not None
@@ -658,8 +771,9 @@ def _config_mismatch(job: Mapping[str, Any], spec: SpectrumArmSpec, account_id: 
         if not same:
             diffs.append(f"{name} {have!r} != {want!r}")
     dataset = str(job.get("dataset") or "")
-    if dataset and not dataset.endswith(fw.dataset_id):
-        diffs.append(f"dataset {dataset!r} != {fw.dataset_id!r}")
+    want_dataset = dataset_id or fw.dataset_id
+    if dataset and not dataset.endswith(want_dataset):
+        diffs.append(f"dataset {dataset!r} != {want_dataset!r}")
     evaluator = str(job.get("evaluator") or "")
     if evaluator and evaluator != evaluator_name(spec, account_id):
         diffs.append(f"evaluator {evaluator!r}")

@@ -42,6 +42,7 @@ from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.errors import CorruptRunError, FinishedRunError, RunStoreError, SecretLeakError
 from rftlab.runs.gitinfo import git_state
 from rftlab.runs.hashing import file_sha256, spec_sha256, to_jsonable
+from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.runs.secrets import assert_no_secrets
 
 __all__ = [
@@ -515,7 +516,8 @@ class RunStore:
 
     def __init__(self, root: str | Path = "runs", repo: str | Path | None = None):
         self.root = Path(root)
-        self.repo = Path(repo) if repo is not None else Path.cwd()
+        # the code that writes the runs is this project's (not whatever folder the process started in)
+        self.repo = Path(repo) if repo is not None else PROJECT_ROOT
 
     def create_run(
         self,

@@ -255,11 +255,11 @@ def run_stage1(
     ``SingleEvaluationError`` when a second evaluation of the lineage is requested without it."""
     from rftlab.analysis.arena.gates import load_gate_spec
     from rftlab.runs import RunStore, spec_sha256
-    from rftlab.runs.paths import PROJECT_ROOT
+    from rftlab.runs.paths import runs_root
     from rftlab.training.arena.stage1 import Stage1Error, load_stage1_spec, make_service
 
     spec, raw_spec = load_stage1_spec(spec_path)
-    root = Path(store_root) if store_root is not None else PROJECT_ROOT / "runs"
+    root = Path(store_root) if store_root is not None else runs_root()
     data = Path(data_dir) if data_dir is not None else spec.resolve(spec.data_dir)
     gate_path = spec.resolve(spec.gate_spec)
     try:
@@ -640,7 +640,9 @@ def _read_back(store: Any, experiment: str, lineage: dict[str, Any]) -> Stage1Re
 
 
 def lineage_rows(result: Stage1Result) -> list[dict[str, Any]]:
-    """The lineage as a table: one row per stage of the seed's order, with its run and outcome."""
+    """The lineage as a table: one row per stage of the seed's order, with the run-store folder that holds
+    its run (``runs/<experiment>/<folder>/``; the run ids stay in the run store and the lineage record) and
+    its outcome."""
     rows = []
     for number, arm, title in STAGES:
         info = result.lineage["stages"].get(arm)
@@ -648,9 +650,11 @@ def lineage_rows(result: Stage1Result) -> list[dict[str, Any]]:
             outcome = (
                 "not reached" if result.stopped_at is not None and number > result.stopped_at else "not run"
             )
-            rows.append({"step": number, "stage": title, "run": "–", "outcome": outcome})
+            rows.append({"step": number, "stage": title, "run folder": "–", "outcome": outcome})
             continue
-        rows.append({"step": number, "stage": title, "run": info["run"], "outcome": _outcome(arm, result)})
+        rows.append(
+            {"step": number, "stage": title, "run folder": f"{arm}/", "outcome": _outcome(arm, result)}
+        )
     return rows
 
 

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR
+from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR, display_path
 
 DEFAULT_SPEC = SPECS_DIR / "gs1_vs_grpo.json"
 REVISED_SPEC = SPECS_DIR / "gs1_vs_grpo_betting.json"  # the rule with power (docs/gs1.md §11)
@@ -295,7 +295,10 @@ def resolved_preflight(backend, spec, sha, store, summary: dict[str, Any]) -> di
         return pre
     completed, why = reference_completion(store, pre, pre_path)
     if completed is None:
-        summary["stopped"] = f"preflight is {pre['status']}: no full run starts ({why})"
+        summary["stopped"] = (
+            f"preflight is {pre['status']}: no full run starts (its record: the newest run under "
+            f"{display_path(pre_path.parent.parent)}; {why})"
+        )
         return None
     summary["preflight"] = {
         "status": "passed",

@@ -143,5 +143,5 @@ def fireworks_launcher(account_id: str | None = None):
     return FireworksLauncher(
         account_id=account_id,
         preflight=poker_preflight,
-        dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking),
+        dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking, reward=s.reward),
     )

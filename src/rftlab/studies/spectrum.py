@@ -37,6 +37,7 @@ from rftlab.analysis.spectrum.study import ContrastResult, compute_contrast, stu
 from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
+from rftlab.runs.paths import runs_root
 from rftlab.types import RunRef, RunStatus
 
 
@@ -57,13 +58,14 @@ def as_spec(spec: SpectrumArmSpec | str | Path) -> SpectrumArmSpec:
 def launch_arm(
     spec: SpectrumArmSpec | str | Path,
     backend: str = "local",
-    root: str | Path = "runs",
+    root: str | Path | None = None,
     resume: bool = True,
     force: bool = False,
 ) -> ArmLaunch:
     """Run one arm on ``backend``: reuse a finished run of the same spec, resume an unfinished one (unless
     ``resume`` is false), or start a new one (always, with ``force``)."""
     spec = as_spec(spec)
+    root = runs_root() if root is None else root
     launcher = launcher_for(backend)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
     ref = launcher.launch(spec, root=root, resume=resume, **({"force": True} if force else {}))
@@ -74,7 +76,7 @@ def launch_arm(
 def launch_arms(
     specs: Mapping[str, SpectrumArmSpec] | Iterable[SpectrumArmSpec | str | Path],
     backend: str = "local",
-    root: str | Path = "runs",
+    root: str | Path | None = None,
 ) -> dict[str, Run]:
     """Launch (or load) every arm and return its run, keyed by arm name, in the order given."""
     items = list(specs.values()) if isinstance(specs, Mapping) else [as_spec(s) for s in specs]
@@ -82,11 +84,12 @@ def launch_arms(
 
 
 def arm_status(
-    spec: SpectrumArmSpec | str | Path, backend: str = "local", root: str | Path = "runs"
+    spec: SpectrumArmSpec | str | Path, backend: str = "local", root: str | Path | None = None
 ) -> ArmLaunch:
     """The status of the newest ``backend`` run of ``spec``; ``ValueError`` when there is none."""
     label = spec.arm if isinstance(spec, SpectrumArmSpec) else str(spec)
     spec = as_spec(spec)
+    root = runs_root() if root is None else root
     runs = [
         r
         for r in RunStore(root).runs(spec.experiment, spec.arm)
@@ -187,7 +190,7 @@ def run_memory_study(
     plan_path: str | Path,
     spec_dir: str | Path,
     backend: str = "local",
-    root: str | Path = "runs",
+    root: str | Path | None = None,
     size_overrides: Mapping[str, Any] | None = None,
 ) -> MemoryStudy:
     """Run (or reuse) every arm of the plan, size the replicates by the plan's rule from the seed-0 pair,

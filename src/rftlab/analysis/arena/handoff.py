@@ -27,6 +27,7 @@ from rftlab.rollout.arena.sft_data import (
     UPSTREAM_DATASET_VERSION,
 )
 from rftlab.runs.hashing import spec_sha256
+from rftlab.runs.paths import display_path
 from rftlab.training.arena.recipe import STAGE1_RECIPE, SftRecipe
 from rftlab.training.arena.sft import BACKEND_LORA_SUPPORT
 
@@ -126,7 +127,7 @@ def _fixed_inputs_section(
         "",
         "| item | value |",
         "|---|---|",
-        f"| dataset directory | `{data_dir}` |",
+        f"| dataset directory | `{display_path(data_dir)}` |",
         f"| dataset version | `{manifest['dataset_version']}` (structurally the upstream `{UPSTREAM_DATASET_VERSION}`) |",
         f"| dataset content SHA-256 (sorted row ids) | `{manifest['content_sha256']}` |",
         f"| structural digest, all rows (docs/arena.md §9.6) | `{digest.get('all')}` |",
@@ -179,9 +180,9 @@ def _checks_section(data_dir: Path, oracle_summary: Mapping[str, Any] | None) ->
         "",
         "```bash",
         "python -m pytest tests/arena -q",
-        f"rftlab arena audit {data_dir} --require-split-action-coverage",
+        f"rftlab arena audit {display_path(data_dir)} --require-split-action-coverage",
         "rftlab arena manifest          # must print " + FROZEN_MANIFEST_SHA256,
-        f"rftlab arena eval --provider oracle --validation-data {data_dir} --output-dir results/arena/oracle",
+        f"rftlab arena eval --provider oracle --validation-data {display_path(data_dir)} --output-dir results/arena/oracle",
         "```",
         "",
     ]
@@ -214,12 +215,12 @@ def _run_section(data_dir: Path, recipe: SftRecipe) -> list[str]:
         "```bash",
         "# on Tinker (the hosted service, or a Tinker-compatible server named by TINKER_BASE_URL)",
         "export TINKER_API_KEY=...",
-        f"rftlab arena sft-run {STAGE1_SPEC} --backend tinker --data {data_dir}",
+        f"rftlab arena sft-run {STAGE1_SPEC} --backend tinker --data {display_path(data_dir)}",
         "# or on the GPU machine itself, with the base weights in a local Hugging Face directory",
         f"rftlab arena sft-run {STAGE1_SPEC} --backend local --device cuda \\",
-        f"    --base-model /models/Qwen3-4B-Instruct-2507 --data {data_dir}",
+        f"    --base-model /models/Qwen3-4B-Instruct-2507 --data {display_path(data_dir)}",
         "# only if a final evaluation must be looked at again (never used for a claim)",
-        f"rftlab arena sft-run {STAGE1_SPEC} --backend tinker --data {data_dir} --diagnosis-eval",
+        f"rftlab arena sft-run {STAGE1_SPEC} --backend tinker --data {display_path(data_dir)} --diagnosis-eval",
         "```",
         "",
         "A base model served elsewhere can also be evaluated stage by stage: `rftlab arena eval --provider",

@@ -20,7 +20,7 @@ either. Nothing here runs at import time, and tests inject fakes instead of call
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,54 @@ class GS1Backend:
     # check (c) of the preflight (loss and gradient against references): a float64 twin of the local
     # service, so float32 rounding of a loss whose terms cancel decides nothing; None: service_client
     reference_client: Any = None
+
+
+TOKENIZER_ENV = "RFTLAB_TOKENIZER"  # a local tokenizer folder for the tinker backend (no Hub access needed)
+HUB_HOST = "huggingface.co"
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connection within ``timeout`` seconds (``False`` at
+    once when ``HF_HUB_OFFLINE=1``). Without it, a tokenizer download retries for about a minute."""
+    import socket
+
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def tinker_tokenizer(model_name: str, *, reachable: Callable[[], bool] = hub_reachable):
+    """The base model's tokenizer for the tinker backend (the renderer needs it on this machine).
+
+    ``$RFTLAB_TOKENIZER`` names a local tokenizer folder to use instead (e.g. one saved with
+    ``save_pretrained`` on a machine with network access). Otherwise the Hub is asked, unless it is
+    unreachable: then only the local Hugging Face cache is tried, at once, and a miss raises
+    ``BackendUnavailable`` with transformers' own message and what to do, instead of a minute of retries."""
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+    local = os.environ.get(TOKENIZER_ENV, "").strip()
+    if local:
+        if not Path(local).is_dir():
+            raise BackendUnavailable(f"${TOKENIZER_ENV}={local} is not a folder (a saved tokenizer folder)")
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(local, local_files_only=True)
+    if reachable():
+        return get_tokenizer(model_name)
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_name, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise BackendUnavailable(
+            f"the tinker backend needs the tokenizer of {model_name} on this machine, and the Hugging Face "
+            f"Hub ({HUB_HOST}) cannot be reached: {' '.join(str(exc).split())} -- run once with network "
+            f"access (it is then cached), or set {TOKENIZER_ENV} to a local tokenizer folder"
+        ) from None
 
 
 def default_backend() -> str:
@@ -120,10 +168,14 @@ def make_gs1_backend(
 
         arms = arms_from_spec(spec, **{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
         first = next(iter(arms.values()))
-        if first.base_model in BUILTIN_MODELS:  # a local `rftlab serve tinker` (docs/platforms.md §3.12)
+        if first.base_model in BUILTIN_MODELS or Path(first.base_model).is_dir():
+            # a model a local `rftlab serve tinker` serves (docs/platforms.md §3.12): its tokenizer is here
             register_builtin_tokenizers()
+            tokenizer = get_tokenizer(first.base_model)
+        else:
+            tokenizer = tinker_tokenizer(first.base_model)  # before any client: fails fast offline
         service = tinker.ServiceClient()  # TINKER_BASE_URL selects the service
-        renderer = renderers.get_renderer(first.renderer_name, get_tokenizer(first.base_model))
+        renderer = renderers.get_renderer(first.renderer_name, tokenizer)
         task = load_gsm8k_task() if first.task == "gsm8k" else None
     else:
         from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient

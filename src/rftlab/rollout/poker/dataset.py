@@ -18,9 +18,16 @@ SYSTEM_PROMPT = (
 
 
 def dataset_rows(
-    n: int, *, hands: int = RFT_HANDS, prefix: str = "poker", thinking: bool = False
+    n: int,
+    *,
+    hands: int = RFT_HANDS,
+    prefix: str = "poker",
+    thinking: bool = False,
+    reward: str | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """``n`` rows; without ``thinking`` the system prompt ends with ``/no_think`` (B.4)."""
+    """``n`` rows; without ``thinking`` the system prompt ends with ``/no_think`` (B.4). ``reward`` (an
+    arm spec's ``mean_instance`` or ``gain``) is recorded in ``environment_context``: the uploaded
+    evaluator scores each row with the reward its arm names (``rftlab.rollout.poker.scoring``)."""
     system = SYSTEM_PROMPT if thinking else SYSTEM_PROMPT + " /no_think"
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -38,6 +45,7 @@ def dataset_rows(
                         "opponent": opponent,
                         "card_seed": card_seed,
                         "hands": hands,
+                        **({"reward": reward} if reward is not None else {}),
                     }
                 },
             },

@@ -118,11 +118,14 @@ def dataset_rows(
     think: bool = True,
     fewshot: bool = False,
     config: SpectrumRFTConfig | None = None,
+    epoch_salt: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """``n`` eval-protocol rows (``messages`` + ``input_metadata``). The env configuration of the arm is
     recorded in ``dataset_info.environment_context`` so a rollout processor can rebuild the env
     (``SpectrumRFTConfig.from_dict``); only the experiment fields are recorded (``experiment_dict``:
-    implementation settings such as ``render`` are the processor's choice)."""
+    implementation settings such as ``render`` are the processor's choice). ``epoch_salt=True`` (an arm
+    spec's ``epoch_salt``) adds ``"epoch_salt": true``: the processor then draws fresh bands each epoch
+    (docs/spectrum.md §B.2), as an uploaded evaluator receives no environment variables."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     sys_prompt = system_prompt(prompt, memory, think=think, fewshot=fewshot)
@@ -131,6 +134,8 @@ def dataset_rows(
         raise ValueError(f"config.memory {cfg.memory!r} does not match memory {memory!r}")
     pre = prefix if prefix is not None else default_prefix(prompt, memory)
     env_context = {"env": "spectrum_rft", "prompt": prompt, "memory": memory, "config": cfg.experiment_dict()}
+    if epoch_salt:
+        env_context["epoch_salt"] = True
     for i in range(n):
         yield {
             "messages": [{"role": "system", "content": sys_prompt}],

@@ -15,8 +15,10 @@ applies the call budget and the forced empty step, B.9). The model input is ICL-
 records and metrics go to ``row.execution_metadata.extra["spectrum"]``.
 
 Epoch salt (B.2), first match wins: the ``salt`` kwarg; ``$RFTLAB_EPOCH_SALT`` (an explicit string);
-``$SPECTRUM_EPOCH_SALT=1`` (upstream behaviour: one random 8-hex token per process, i.e. per cloud epoch,
-recorded per row); otherwise ``""`` (unsalted bands).
+``$SPECTRUM_EPOCH_SALT=1`` or a row whose ``environment_context`` says ``"epoch_salt": true`` (written by
+the Fireworks launch for a spec with ``epoch_salt``: an uploaded evaluator gets no environment variables)
+(upstream behaviour: one random 8-hex token per process, i.e. per cloud epoch, recorded per row);
+otherwise ``""`` (unsalted bands).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from eval_protocol.pytest.default_mcp_gym_rollout_processor import MCPGymRolloutProcessor
@@ -41,15 +45,15 @@ _PROCESS_SALT: str | None = None
 _SALT_LOCK = threading.Lock()
 
 
-def resolve_salt(explicit: str | None = None) -> str:
-    """The epoch salt for this process (see module docstring)."""
+def resolve_salt(explicit: str | None = None, row_wants_salt: bool = False) -> str:
+    """The epoch salt for this process (see module docstring); ``row_wants_salt``: the row asks for one."""
     global _PROCESS_SALT
     if explicit is not None:
         return str(explicit)
     env_salt = os.environ.get("RFTLAB_EPOCH_SALT")
     if env_salt:
         return env_salt
-    if os.environ.get("SPECTRUM_EPOCH_SALT") == "1":
+    if os.environ.get("SPECTRUM_EPOCH_SALT") == "1" or row_wants_salt:
         with _SALT_LOCK:
             if _PROCESS_SALT is None:
                 _PROCESS_SALT = secrets.token_hex(4)
@@ -64,6 +68,13 @@ def env_step(env: Any, action: Any) -> tuple[Any, float, bool, dict[str, Any]]:
     if isinstance(out, tuple):
         return out  # type: ignore[return-value]
     return out.observation, out.reward, out.done, out.info
+
+
+def row_wants_epoch_salt(row: Any) -> bool:
+    """Whether the row's ``environment_context`` asks for a per-epoch salt (``"epoch_salt": true``)."""
+    info = getattr(row.input_metadata, "dataset_info", None) or {}
+    ctx = info.get("environment_context") if isinstance(info, Mapping) else None
+    return isinstance(ctx, Mapping) and ctx.get("epoch_salt") is True
 
 
 def row_config(row: Any, default_memory: str = "echo", delivery: str = "user") -> SpectrumRFTConfig:
@@ -159,7 +170,7 @@ async def run_turn_episode(
         cfg = replace(cfg, window=window)
     env = SpectrumRFTEnv(cfg)
     row_id = row.input_metadata.row_id
-    used_salt = resolve_salt(salt)
+    used_salt = resolve_salt(salt, row_wants_epoch_salt(row))
     obs = env.reset(row_id, salt=used_salt)
     system = []
     for m in row.messages:
@@ -262,6 +273,17 @@ def _patient_server_manager(startup_timeout: float):
         def _wait_for_server_ready(self, timeout: int = 15) -> bool:
             return super()._wait_for_server_ready(timeout=max(int(timeout), int(startup_timeout)))
 
+        def start(self) -> None:
+            """Upstream runs a bare ``python`` (the first on ``PATH``): without an activated venv that is
+            not this interpreter and cannot import eval-protocol. Put this interpreter's folder first on
+            the ``PATH`` the server inherits (the parent's ``PATH`` is restored afterwards)."""
+            path = os.environ.get("PATH", "")
+            os.environ["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
+            try:
+                super().start()
+            finally:
+                os.environ["PATH"] = path
+
     return PatientMCPServerManager
 
 
@@ -269,7 +291,8 @@ class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
     """eval-protocol's ``MCPGymRolloutProcessor`` with two changes:
 
     - a longer server start-up wait (``startup_timeout`` seconds, default 120; see
-      ``PatientMCPServerManager``);
+      ``PatientMCPServerManager``), and the server started by this interpreter (its folder first on
+      ``PATH``), so no activated venv is needed;
     - ICL-off windowing of the model input (``window``, default on; B.5): each call sends the system
       message and the messages from the current scan's delivery onward (``rftlab.rollout.windowing``); the
       row keeps the full transcript. The window is applied where upstream's litellm policy cleans the

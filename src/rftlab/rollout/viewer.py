@@ -1,0 +1,362 @@
+"""Look at rollouts instead of reading JSON: the project's rollouts in eval-protocol's log viewer.
+
+eval-protocol ships a local log viewer (``ep logs``: a built web app inside the wheel, served by its
+``LogsServer`` on a port of this machine) over its store of ``EvaluationRow`` objects (a SQLite file,
+``~/.eval_protocol/logs.db``). This module is the adapter: it turns what the project writes into
+``EvaluationRow`` objects and writes them into such a store, then serves the viewer over it on 127.0.0.1,
+offline (nothing is fetched: the app's files are in the wheel, and the Fireworks/Elasticsearch log
+backends are not configured).
+
+Sources (``rows_from_path``; a folder is searched recursively):
+
+- a run folder of the run store (``run.json``): ``rollouts/epoch-<k>.jsonl`` (local GRPO epochs of the
+  spectrum and GS1 studies), ``eval.jsonl`` (greedy evaluations), and the raw ``EvaluationRow`` files a
+  Fireworks poll downloaded (``provider/epoch-<k>-*``), which already are eval-protocol rows;
+- an arena frozen evaluation folder (``rows.jsonl`` + ``summary.json``, ``rftlab arena eval``);
+- a JSONL file of rollout records (e.g. poker or bench90 rows a notebook saved).
+
+Every row is tagged with experiment, arm, run id and epoch: ``eval_metadata.name`` is
+``<experiment>/<arm>``, ``execution_metadata`` carries ``experiment_id`` (the experiment), ``run_id`` (the
+run id) and a unique ``rollout_id``, and ``input_metadata.session_data`` holds all four plus the source file.
+A record without a transcript (the local spectrum policy is a simulation that acts without text) is shown
+as one assistant message listing its fields, so it is still listed with its reward.
+
+    rftlab view runs/spectrum_memory/A/<run_id>          # http://127.0.0.1:8765, Ctrl-C to stop
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 8765
+TRANSCRIPT_KEYS = ("messages",)
+ID_KEYS = ("row_id", "prompt_id", "item_id", "case_id")
+REWARD_KEYS = ("reward", "score", "correct", "environment_reward")
+_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.jsonl$")
+_PROVIDER_EPOCH = re.compile(r"^epoch-(\d+)-\d+-.+")
+
+
+class ViewerError(RuntimeError):
+    """Nothing to show, or the viewer cannot start (the message says why)."""
+
+
+# ------------------------------------------------------------------------------------- records → rows
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every JSON-object line; other lines are skipped (counted by callers
+    through the line numbers, never raised: a viewer shows what it can)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield number, obj
+
+
+def _summary_message(record: Mapping[str, Any]) -> str:
+    fields = {k: v for k, v in record.items() if not isinstance(v, list | dict) or len(json.dumps(v)) < 400}
+    return "No transcript recorded for this rollout; its record:\n" + json.dumps(
+        fields, indent=1, default=str
+    )
+
+
+def _messages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record's transcript as chat messages (see the module docstring for records without one)."""
+    raw = record.get("messages")
+    if isinstance(raw, list) and raw and all(isinstance(m, Mapping) and "role" in m for m in raw):
+        return [dict(m) for m in raw]
+    messages: list[dict[str, Any]] = []
+    if isinstance(record.get("prompt"), str):
+        messages.append({"role": "user", "content": record["prompt"]})
+    if isinstance(record.get("response"), str):
+        messages.append({"role": "assistant", "content": record["response"]})
+        return messages
+    conditions = record.get("conditions")
+    if isinstance(conditions, list) and conditions:  # an arena frozen-evaluation case
+        for cond in conditions:
+            if not isinstance(cond, Mapping):
+                continue
+            lines = [f"condition {cond.get('condition')}: reward {cond.get('environment_reward')}, "
+                     f"oracle {cond.get('oracle_reward')}, regret {cond.get('regret')}"]  # fmt: skip
+            for act in cond.get("actions") or []:
+                if isinstance(act, Mapping):
+                    lines.append(f"{act.get('agent_id')}: {act.get('raw_response')}")
+            messages.append({"role": "assistant", "content": "\n".join(lines)})
+        return messages
+    messages.append({"role": "assistant", "content": _summary_message(record)})
+    return messages
+
+
+def _reward(record: Mapping[str, Any]) -> float | None:
+    result = record.get("evaluation_result")
+    if isinstance(result, Mapping) and _finite(result.get("score")) is not None:
+        return _finite(result.get("score"))
+    for key in REWARD_KEYS:
+        if _finite(record.get(key)) is not None:
+            return _finite(record.get(key))
+    conditions = record.get("conditions")
+    if isinstance(conditions, list) and conditions and isinstance(conditions[0], Mapping):
+        return _finite(conditions[0].get("environment_reward"))
+    return None
+
+
+def _viewer_metrics(evaluation):
+    """The viewer's schema accepts metric scores in [0, 1] only (a row with another value is not shown at
+    all): such metrics (rewards in BB, ``memory_gain`` < 0, counts) leave ``metrics`` and are written,
+    unchanged, into the reason; ``(evaluation, {name: value})``."""
+    values: dict[str, float] = {}
+    kept = {}
+    for name, metric in (evaluation.metrics or {}).items():
+        score = _finite(metric.score)
+        values[name] = metric.score
+        if score is not None and 0.0 <= score <= 1.0:
+            kept[name] = metric
+    moved = {k: v for k, v in values.items() if k not in kept}
+    reason = evaluation.reason or ""
+    if moved:
+        reason += "\n" + "; ".join(
+            f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in moved.items()
+        )
+    return evaluation.model_copy(update={"metrics": kept, "reason": reason}), values
+
+
+def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int):
+    """One rollout record as an eval-protocol ``EvaluationRow`` tagged with ``tags`` (experiment, arm,
+    run_id, epoch, source). An ``EvaluationRow`` record (a downloaded Fireworks epoch) keeps its
+    transcript and evaluation; anything else gets one from ``_messages`` and its numeric fields as
+    metrics."""
+    from eval_protocol.models import EvaluateResult, EvaluationRow, MetricResult
+
+    experiment, arm = str(tags.get("experiment") or "?"), str(tags.get("arm") or "?")
+    run_id, epoch = str(tags.get("run_id") or "-"), tags.get("epoch")
+    row_id = next((str(record[k]) for k in ID_KEYS if record.get(k) is not None), None)
+    meta = record.get("input_metadata") if isinstance(record.get("input_metadata"), Mapping) else {}
+    row_id = str(meta.get("row_id") or row_id or (f"case-{record['case_index']}" if "case_index" in record
+                                                   else f"row-{index}"))  # fmt: skip
+    rollout_id = f"{experiment}/{arm}/{run_id}/e{epoch if epoch is not None else '-'}/{index}"
+    session = {**{k: v for k, v in tags.items() if v is not None}, "row_id": row_id}
+    reward = _reward(record)
+    metrics = {}
+    for key, value in record.items():
+        v = _finite(value)
+        if v is not None and key not in ("epoch", "step", "index", "candidate", "sample", "case_index"):
+            metrics[key] = MetricResult(score=v, is_score_valid=True, reason=f"{key} = {value}")
+    result = record.get("evaluation_result")
+    if isinstance(result, Mapping):
+        evaluation = EvaluateResult.model_validate(result)
+    else:
+        evaluation = EvaluateResult(
+            score=reward if reward is not None else 0.0,
+            is_score_valid=reward is not None,
+            reason=f"{experiment}/{arm} run {run_id} epoch {epoch}: reward {reward:.6g}"
+            if reward is not None
+            else f"{experiment}/{arm} run {run_id} epoch {epoch}: no reward recorded",
+            metrics=metrics,
+        )
+    evaluation, values = _viewer_metrics(evaluation)
+    session["values"] = values
+    return EvaluationRow(
+        messages=_messages(record),
+        input_metadata={
+            "row_id": row_id,
+            "session_data": session,
+            "dataset_info": {"experiment": experiment, "arm": arm, "run_id": run_id, "epoch": epoch},
+        },
+        evaluation_result=evaluation,
+        execution_metadata={"rollout_id": rollout_id, "experiment_id": experiment, "run_id": run_id},
+        eval_metadata={
+            "name": f"{experiment}/{arm}",
+            "description": f"rftlab {experiment} arm {arm}, run {run_id}",
+            "version": str(run_id),
+            "status": {"code": 100, "message": "finished"},
+            "num_runs": 1,
+            "aggregation_method": "mean",
+        },
+        rollout_status={"code": 100, "message": "finished"},
+    )
+
+
+def _run_rows(run_dir: Path) -> Iterator[Any]:
+    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    base = {"experiment": record.get("experiment"), "arm": record.get("arm"), "run_id": record.get("run_id")}
+    index = 0
+    provider_epochs: set[int] = set()
+    provider = run_dir / "provider"
+    if provider.is_dir():  # a Fireworks poll keeps each epoch's raw EvaluationRow file here
+        for path in sorted(provider.iterdir()):
+            m = _PROVIDER_EPOCH.match(path.name)
+            if not m or not path.is_file():
+                continue
+            epoch = int(m.group(1))
+            for _line, obj in _read_jsonl(path):
+                provider_epochs.add(epoch)
+                yield record_to_row(obj, {**base, "epoch": epoch, "source": f"provider/{path.name}"}, index)
+                index += 1
+    rollouts = run_dir / "rollouts"
+    if rollouts.is_dir():
+        for path in sorted(rollouts.iterdir(), key=lambda p: (len(p.name), p.name)):
+            m = _EPOCH_FILE.match(path.name)
+            if not m or int(m.group(1)) in provider_epochs:
+                continue
+            epoch = int(m.group(1))
+            for _line, obj in _read_jsonl(path):
+                yield record_to_row(obj, {**base, "epoch": epoch, "source": f"rollouts/{path.name}"}, index)
+                index += 1
+    if (run_dir / "eval.jsonl").is_file():
+        for _line, obj in _read_jsonl(run_dir / "eval.jsonl"):
+            yield record_to_row(obj, {**base, "epoch": "eval", "source": "eval.jsonl"}, index)
+            index += 1
+
+
+def _arena_rows(folder: Path) -> Iterator[Any]:
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    provider = summary.get("provider") if isinstance(summary, Mapping) else None
+    arm = provider if isinstance(provider, str) else folder.name
+    tags = {"experiment": "arena_eval", "arm": arm, "run_id": folder.name}
+    for index, (_line, obj) in enumerate(_read_jsonl(folder / "rows.jsonl")):
+        yield record_to_row(obj, {**tags, "epoch": "frozen", "source": "rows.jsonl"}, index)
+
+
+def rows_from_path(path: str | Path) -> list[Any]:
+    """Every rollout under ``path`` (a run folder, a store or part of one, an arena evaluation folder,
+    or a JSONL file) as tagged ``EvaluationRow`` objects; ``ViewerError`` when there is none."""
+    path = Path(path)
+    if not path.exists():
+        raise ViewerError(f"{path}: no such file or folder")
+    rows: list[Any] = []
+    if path.is_file():
+        tags = {"experiment": "file", "arm": path.stem, "run_id": path.name, "source": path.name}
+        rows = [record_to_row(obj, tags, i) for i, (_n, obj) in enumerate(_read_jsonl(path))]
+    else:
+        folders = (
+            [path] if (path / "run.json").is_file() else sorted(p.parent for p in path.rglob("run.json"))
+        )
+        for folder in folders:
+            rows.extend(_run_rows(folder))
+        arena = (
+            [path] if (path / "rows.jsonl").is_file() else sorted(p.parent for p in path.rglob("rows.jsonl"))
+        )
+        for folder in arena:
+            if (folder / "summary.json").is_file():
+                rows.extend(_arena_rows(folder))
+    if not rows:
+        raise ViewerError(f"{path}: no rollouts found (no rollouts/epoch-*.jsonl, eval.jsonl or rows.jsonl)")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------- the store
+def write_store(rows: Iterable[Any], home: str | Path) -> Path:
+    """Write ``rows`` into an eval-protocol store under ``home`` (``<home>/.eval_protocol/logs.db``, where
+    the viewer of a process with ``HOME=<home>`` reads); returns the database path."""
+    from eval_protocol.dataset_logger.sqlite_evaluation_row_store import SqliteEvaluationRowStore
+
+    db = Path(home) / ".eval_protocol" / "logs.db"
+    store = SqliteEvaluationRowStore(str(db))
+    for row in rows:
+        store.upsert_row(row.model_dump(exclude_none=True, mode="json"))
+    return db
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def viewer_env(home: str | Path) -> dict[str, str]:
+    """The viewer's environment: ``HOME`` at the prepared store; the SQLite log on; no Fireworks or
+    Elasticsearch backend (so no log request leaves the machine); the interpreter's bin dir on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIREWORKS_", "ELASTICSEARCH_"))}
+    env.pop("DISABLE_EP_SQLITE_LOG", None)
+    env.pop("GATEWAY_URL", None)
+    env.pop("FW_TRACING_GATEWAY_BASE_URL", None)
+    env.update(
+        HOME=str(home),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        EP_DISABLE_AUTO_BROWSER="1",
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    return env
+
+
+def start_viewer(home: str | Path, port: int, *, quiet: bool = True) -> subprocess.Popen:
+    """Start eval-protocol's log viewer for the store under ``home`` on 127.0.0.1:``port`` (a child
+    process: ``python -m rftlab.rollout.viewer serve``)."""
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.Popen(
+        [sys.executable, "-m", "rftlab.rollout.viewer", "serve", "--port", str(port)],
+        env=viewer_env(home),
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
+
+
+def wait_until_up(port: int, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
+    """Wait until ``/health`` answers on 127.0.0.1:``port``; ``ViewerError`` if the process exits or
+    the time runs out."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ViewerError(f"the viewer exited with code {proc.returncode} before it answered")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise ViewerError(f"the viewer did not answer on 127.0.0.1:{port} within {timeout:g} s")
+
+
+def prepare(path: str | Path, home: str | Path | None = None) -> tuple[Path, int]:
+    """Build the store for ``path`` in ``home`` (default: a new temporary folder); ``(home, rows)``."""
+    rows = rows_from_path(path)
+    home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="rftlab-view-"))
+    write_store(rows, home)
+    return home, len(rows)
+
+
+def serve(port: int) -> int:
+    """Run eval-protocol's ``LogsServer`` on 127.0.0.1 (the process's ``HOME`` names the store)."""
+    from eval_protocol.utils.logs_server import LogsServer
+
+    LogsServer(host="127.0.0.1", port=port).run()
+    return 0
+
+
+def cleanup(home: str | Path) -> None:
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rftlab.rollout.viewer")
+    parser.add_argument("command", choices=["serve"], help="serve the viewer for the store under $HOME")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
+    )
+    sys.exit(serve(parser.parse_args().port))
