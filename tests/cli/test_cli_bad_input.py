@@ -113,7 +113,7 @@ OUT_CASES = [
     (lambda d: d, "is a folder"),
     (lambda d: d / "afile" / "x.jsonl", "is a file, not a folder"),
     (lambda d: "", "is empty"),
-    (lambda d: "/proc/version", "cannot write in folder /proc"),
+    (lambda d: "/proc/version", "folder /proc does not accept new files"),
     (lambda d: d / "missing" / "x.jsonl", "does not exist"),
     (lambda d: "/dev/null", "not a regular file"),
 ]
