@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.gitinfo import git_state
 from rftlab.runs.paths import PROJECT_ROOT
 
@@ -113,9 +114,7 @@ def render_markdown(
     shutil.rmtree(out_dir / files_dir, ignore_errors=True)
     outputs = resources.get("outputs", {})
     for rel_path, data in outputs.items():
-        target = out_dir / rel_path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        atomic_write_bytes(out_dir / rel_path, data)
     git = git or git_state(PROJECT_ROOT)
     commit = (git["commit"] or "unknown")[:12] + (" (dirty)" if git["dirty"] else "")
     header = (
@@ -125,7 +124,7 @@ def render_markdown(
     body = re.sub(r"^[ \t]+$", "", body, flags=re.MULTILINE)  # nbconvert pads figure blocks with spaces
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
     report = out_dir / f"{name}.md"
-    report.write_text(header + body, encoding="utf-8")
+    atomic_write_text(report, header + body)
     return BuiltReport(notebook=source, report=report, figures=len(outputs), seconds=0.0)
 
 

@@ -68,7 +68,9 @@ def fake(tmp_path, monkeypatch):
         @staticmethod
         def auth() -> list[dict]:
             """Per call: where the fake found the key (``argv`` or ``auth.ini``), the key, file modes."""
-            return [json.loads(line) for line in auth_log.read_text().splitlines()] if auth_log.exists() else []
+            return (
+                [json.loads(line) for line in auth_log.read_text().splitlines()] if auth_log.exists() else []
+            )
 
         @staticmethod
         def job_replies(*bodies):
@@ -159,7 +161,14 @@ def test_job_flags_carry_every_hyperparameter_of_the_spec():
 def test_argv_spellings_and_json_flag():
     fc = Firectl(account_id="acct", api_key="k-123456789", exe="firectl")
     assert fc.argv("rftj", "get", "j1") == [
-        "firectl", "reinforcement-fine-tuning-job", "get", "j1", "-a", "acct", "-o", "json",
+        "firectl",
+        "reinforcement-fine-tuning-job",
+        "get",
+        "j1",
+        "-a",
+        "acct",
+        "-o",
+        "json",
     ]  # fmt: skip  (the key travels in a private auth file, never on argv)
     on_argv = Firectl(account_id="acct", api_key="k-123456789", exe="firectl", key_via="argv")
     assert on_argv.argv("rftj", "get", "j1")[-4:] == ["--api-key", "k-123456789", "-o", "json"]

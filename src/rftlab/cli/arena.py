@@ -133,6 +133,10 @@ def _prompt(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ the Stage-1 SFT pipeline
 
 DEFAULT_DATA_DIR = "data/arena_sft_stage1"
+# build-sft bounds: Stage 1 uses 1024 seeds; 100 times that is hours of generation and gigabytes of rows.
+MAX_SFT_SEEDS = 100_000
+MAX_TARGETED = 100_000
+MAX_START_SEED = 2**31 - 1
 DEFAULT_GATE_SPEC = "data/specs/arena_gates.json"
 
 
@@ -170,6 +174,14 @@ def _build_sft(args: argparse.Namespace) -> int:
         write_dataset,
     )
 
+    for flag, value, top in (
+        ("--start-seed", args.start_seed, MAX_START_SEED),
+        ("--num-seeds", args.num_seeds, MAX_SFT_SEEDS),
+        ("--mechanics-per-kind", args.mechanics_per_kind, MAX_TARGETED),
+        ("--silence-examples", args.silence_examples, MAX_TARGETED),
+    ):
+        if value > top:  # (negative values are refused by SftConfig itself)
+            raise UsageError(f"{flag} must be at most {top}, got {value}")
     try:
         config = SftConfig(
             start_seed=args.start_seed,

@@ -165,11 +165,43 @@ def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str
     return CmdResult(tuple(redact(argv)), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+HOME_PREFIX = "rftlab-firectl-"
+
+
+def clean_stale_homes(folder: str | Path | None = None) -> list[Path]:
+    """Remove the private homes left by processes that were killed (``kill -9`` skips every ``finally``):
+    this user's ``rftlab-firectl-<pid>-*`` folders whose process is gone. Returns what was removed."""
+    removed = []
+    base = Path(folder or tempfile.gettempdir())
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = re.fullmatch(re.escape(HOME_PREFIX) + r"(\d+)-.+", entry.name)
+        if not match or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(match.group(1)), 0)
+            continue  # its process is alive: not stale
+        except ProcessLookupError:
+            pass
+        except (OSError, OverflowError):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
 @contextlib.contextmanager
 def private_home(api_key: str, account_id: str) -> Iterator[Path]:
     """A temporary home only this user can open, with ``.fireworks/auth.ini`` (``0600``) holding the key and
-    the account; removed on exit, whatever happens."""
-    home = Path(tempfile.mkdtemp(prefix="rftlab-firectl-"))  # mode 0700
+    the account; removed on exit, whatever happens — and, should this process be killed, by the next
+    call (``clean_stale_homes``: the folder name carries the pid)."""
+    clean_stale_homes()
+    home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))  # mode 0700
     try:
         (home / AUTH_FILE.parent).mkdir(mode=0o700)
         text = f"api_key = {api_key}\naccount_id = {account_id}\n"

@@ -458,8 +458,6 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
 
 
 def write_audit(report: AuditReport, output: str | Path) -> None:
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from rftlab.runs.atomic import atomic_write_text
+
+    atomic_write_text(Path(output), json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")

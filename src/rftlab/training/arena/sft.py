@@ -302,8 +302,11 @@ def local_long_context_model(directory: str | Path, max_positions: int = LOCAL_L
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed)
         model = Qwen3ForCausalLM(config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    from rftlab.runs.atomic import atomic_directory
+
     tokenizer.model_max_length = max_positions
-    tokenizer.save_pretrained(path)
+    # config.json moves in last: its presence (checked above) means the rest is there
+    with atomic_directory(path, last=("config.json",)) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
     return str(path)

@@ -715,10 +715,10 @@ class LocalServiceClient:
             raise ValueError(f"checkpoint name must be non-empty without '/', got {name!r}")
         path = f"tinker://{model_id}/{kind}/{name}"
         file = self._file_for(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        torch.save(ckpt, tmp)
-        os.replace(tmp, file)
+        from rftlab.runs.atomic import atomic_writer
+
+        with atomic_writer(file) as handle:  # old checkpoint or new one, never a cut one
+            torch.save(ckpt, handle)
         self._memory[path] = ckpt
         return path
 
