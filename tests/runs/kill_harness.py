@@ -88,7 +88,7 @@ def _tiny_notebook():
 def _warm_config():
     from rftlab.training.gs1.warm_start import WarmStartConfig
 
-    return WarmStartConfig(max_steps=1, batch_size=2, eval_every=1, eval_problems=2)
+    return WarmStartConfig(max_steps=1, batch_size=8, eval_every=1, eval_problems=4)
 
 
 WRITERS: dict[str, Writer] = {

@@ -23,7 +23,6 @@ import pytest
 HARNESS = Path(kh.__file__).resolve()
 LIGHT = sorted(name for name, w in kh.WRITERS.items() if not w.heavy)
 HEAVY = sorted(name for name, w in kh.WRITERS.items() if w.heavy)
-MODES = ("mid-write", "before-rename", "after-rename")
 
 
 def _child(name: str, work: Path, mode: str) -> subprocess.CompletedProcess:
@@ -52,11 +51,14 @@ def _kill_and_compare(name: str, mode: str, tmp_path: Path) -> None:
     after = kh.state(target)
     base = target if target.is_dir() or not target.suffix else target.parent
     if name == "firectl private auth file":
-        # the key file never reached its final name, and the next call removes the dead process's home
-        assert not list(target.rglob("auth.ini"))
+        # before the rename the key file never reached its name; after it, it sits in a home only this
+        # user can open; either way the next call removes the dead process's home, key and all
+        homes = list(target.iterdir())
+        assert len(homes) == 1 and oct(homes[0].stat().st_mode & 0o777) == "0o700"
+        assert bool(list(target.rglob("auth.ini"))) == (mode == "after-rename")
         from rftlab.launch.firectl import clean_stale_homes
 
-        assert clean_stale_homes(target) and not list(target.iterdir())
+        assert clean_stale_homes(target) == homes and not list(target.iterdir())
         return
     if mode in ("mid-write", "before-rename"):
         assert after == before["files"], f"{name}: a {mode} kill changed the files"
@@ -69,24 +71,48 @@ def _kill_and_compare(name: str, mode: str, tmp_path: Path) -> None:
         assert kh.complete(path, path.read_bytes()), f"{name}: {rel} is not a complete file"
 
 
+# One writer of each mechanism for the moments around the rename (every writer shares them): a single
+# file, a streamed file, several files in a folder, a folder written by a library, the private key file.
+AROUND_RENAME = (
+    "run-store metrics.jsonl",
+    "spectrum dataset --out",
+    "arena build-sft",
+    "arena tiny model folder",
+    "firectl private auth file",
+)
+
+
 @pytest.mark.parametrize("name", LIGHT)
 def test_a_kill_in_the_middle_of_the_bytes_leaves_the_old_file(name, tmp_path):
     _kill_and_compare(name, "mid-write", tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", sorted(kh.WRITERS))
-def test_every_writer_at_every_moment(name, mode, tmp_path):
-    if mode == "mid-write" and name in LIGHT:
-        pytest.skip("covered by the default test above")
+@pytest.mark.parametrize("name", HEAVY)
+def test_a_kill_in_the_middle_of_a_model_write_leaves_the_old_files(name, tmp_path):
+    _kill_and_compare(name, "mid-write", tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["before-rename", "after-rename"])
+@pytest.mark.parametrize("name", AROUND_RENAME)
+def test_a_kill_around_the_rename_leaves_old_or_new_files(name, mode, tmp_path):
     _kill_and_compare(name, mode, tmp_path)
 
 
-def test_the_table_names_every_writer_kind():
-    # every converted writer family is in the table (a new writer joins the AST scan of test_writers.py
-    # and, with it, this table)
-    assert len(kh.WRITERS) >= 17 and HEAVY
+def test_the_table_covers_each_writing_module():
+    """Each module that the AST scan of test_writers.py shows writing through rftlab.runs.atomic has a row
+    here (by the function its row calls): a new writer module must add one."""
+    import inspect
+
+    source = inspect.getsource(kh)
+    for module in (
+        "rftlab.cli.arena", "rftlab.studies.gs1", "rftlab.reports", "rftlab.training.local_tinker.clients",
+        "rftlab.training.gs1.warm_start", "rftlab.training.arena.sft", "rftlab.launch.firectl",
+        "rftlab.rollout.arena.sft_data", "rftlab.analysis.arena.audit",
+    ):  # fmt: skip
+        assert module in source, module
+    assert {"spectrum corpus --out", "spectrum dataset --out", "poker dataset --out"} <= set(kh.WRITERS)
 
 
 @pytest.mark.slow
@@ -98,14 +124,14 @@ def test_random_sigkills_of_a_streaming_writer_never_leave_a_cut_file(tmp_path):
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     rng = random.Random(7)
     outcomes = {"old": 0, "new": 0}
-    for _ in range(12):
+    for _ in range(6):
         proc = subprocess.Popen(
             [sys.executable, "-m", "rftlab.cli", "spectrum", "dataset", "--n", "1500", "--out", str(out)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(rng.uniform(0.5, 6.0))
+        time.sleep(rng.uniform(0.5, 5.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         data = out.read_bytes()
@@ -115,4 +141,4 @@ def test_random_sigkills_of_a_streaming_writer_never_leave_a_cut_file(tmp_path):
 
     # the killed writers' temporaries stay behind, recognised as stale (``rftlab runs clean`` removes them)
     assert all(t.stale for t in find_temporaries(tmp_path))
-    assert outcomes["old"] + outcomes["new"] == 12
+    assert outcomes["old"] + outcomes["new"] == 6

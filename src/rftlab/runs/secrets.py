@@ -7,8 +7,9 @@ A variable is a credential when its name ends in ``_KEY``, ``_TOKEN`` or ``_SECR
 logger or a transport can give it (:func:`secret_forms`):
 
 - raw UTF-8, Latin-1 and UTF-16;
-- JSON-escaped (ASCII and UTF-8, with and without escaped ``/``) and **double-escaped** (a JSON string
-  holding JSON, as in a job description quoted inside an error body);
+- JSON-escaped (ASCII and UTF-8, with and without escaped ``/``), **double-escaped** (a JSON string
+  holding JSON, as in a job description quoted inside an error body) and triple-escaped (that error text
+  inside a JSON record such as ``provider/firectl_calls.jsonl``);
 - Python ``repr`` of the text and of its bytes; CSV-quoted;
 - URL-encoded (``quote``, ``quote_plus``, ``/`` kept or escaped, upper- or lower-case hex);
 - **base64** (standard and URL-safe alphabets) of the value and of its JSON-escaped form, at all three
@@ -44,6 +45,7 @@ from rftlab.runs.errors import SecretLeakError
 
 MIN_SECRET_LENGTH = 8
 MIN_BASE64_FORM = 8  # shorter base64 runs would mask ordinary words
+JSON_DEPTH = 3  # escaped once, twice (JSON in a JSON string) and three times (that, inside a JSONL record)
 MASK = "***"
 CREDENTIAL_NAME_RE = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
 _B64_CHARS = "A-Za-z0-9+/_-"
@@ -121,13 +123,10 @@ def _text_forms(value: str) -> tuple[frozenset[str], frozenset[str]]:
     raw = _utf8(value)
     if raw is not None:
         texts.add(repr(raw)[2:-1])
-    escaped: set[str] = set()
-    for text in list(texts):
-        escaped |= _json_escaped(text)
-    double: set[str] = set()
-    for text in escaped:
-        double |= _json_escaped(text)  # a JSON string holding JSON
-    texts |= escaped | double
+    layer = set(texts)
+    for _depth in range(JSON_DEPTH):  # JSON inside JSON inside JSON (an error body quoted in a log record)
+        layer = {e for t in layer for e in _json_escaped(t)}
+        texts |= layer
     texts |= {t.replace("/", "\\/") for t in list(texts)}  # pandas and some JSON writers escape '/'
     b64: set[str] = set()
     for source in {value, *_json_escaped(value)}:
