@@ -200,6 +200,16 @@ def private_home(api_key: str, account_id: str) -> Iterator[Path]:
     """A temporary home only this user can open, with ``.fireworks/auth.ini`` (``0600``) holding the key and
     the account; removed on exit, whatever happens — and, should this process be killed, by the next
     call (``clean_stale_homes``: the folder name carries the pid)."""
+    for label, value in (("key", api_key), ("account id", account_id)):
+        if (
+            value != value.strip()
+            or any(ch in value for ch in "\r\n\x00")
+            or (len(value) > 1 and value[0] == value[-1] and value[0] in "'\"")
+        ):
+            raise FirectlError(
+                f"the Fireworks {label} cannot be written to firectl's auth file (one 'name = value' line): it "
+                "holds a line break, surrounding spaces or surrounding quotes; check the variable"
+            )
     clean_stale_homes()
     home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))  # mode 0700
     try:
