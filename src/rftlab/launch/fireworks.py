@@ -761,8 +761,15 @@ def _recorded_epochs(handle) -> list[int]:
 
 
 def _recorded_status(handle) -> RunStatus:
-    state = "completed" if handle.record.status == "finished" else "failed"
-    return RunStatus(state, message=handle.record.error or "")
+    """The status a finished run was left in (a cancelled job's run is ``failed`` with that reason)."""
+    error = handle.record.error or ""
+    if handle.record.status == "finished":
+        state = "completed"
+    elif error.startswith("Fireworks job cancelled"):
+        state = "cancelled"
+    else:
+        state = "failed"
+    return RunStatus(state, message=error)
 
 
 def _config_mismatch(job: Mapping[str, Any], spec: SpectrumArmSpec, account_id: str) -> str:
