@@ -64,6 +64,7 @@ SESSION_HEADER = "x-rftlab-session"  # per-episode key of windowed requests (or 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_N = 16
 MAX_LOGGED = 10_000
+MAX_LOGGED_BYTES = 64 * 1024 * 1024
 ANSWER_ERRORS = (ScanParseError, ChatPolicyError, HiddenNotAvailable, PromptParseError)
 
 
@@ -247,16 +248,25 @@ class SessionTable:
 
 
 class RequestLog(list):
-    """Request bodies received, the most recent ``maxlen`` kept (a list, so tests can slice it)."""
+    """Request bodies received: the most recent ones, at most ``maxlen`` of them and about ``max_bytes`` of
+    request JSON in all (a list, so tests can slice it)."""
 
-    def __init__(self, maxlen: int = MAX_LOGGED):
+    def __init__(self, maxlen: int = MAX_LOGGED, max_bytes: int = MAX_LOGGED_BYTES):
         super().__init__()
-        self.maxlen = maxlen
+        self.maxlen, self.max_bytes = maxlen, max_bytes
+        self._sizes: list[int] = []
 
-    def append(self, item: Any) -> None:
+    def append(self, item: Any, size: int | None = None) -> None:
         super().append(item)
-        if len(self) > self.maxlen:
-            del self[: len(self) - self.maxlen]
+        self._sizes.append(len(json.dumps(item, default=str)) if size is None else size)
+        drop = 0
+        total = sum(self._sizes)
+        while len(self) - drop > 1 and (len(self) - drop > self.maxlen or total > self.max_bytes):
+            total -= self._sizes[drop]
+            drop += 1
+        if drop:
+            del self[:drop]
+            del self._sizes[:drop]
 
 
 # ---------------------------------------------------------------------------------- replies
@@ -440,7 +450,9 @@ def create_app(
         authorise(request)
         raw = await _read_body(request, max_body_bytes)
         body = parse_request(raw, max_n)
-        if request_log is not None:
+        if isinstance(request_log, RequestLog):
+            request_log.append(json.loads(raw), len(raw))
+        elif request_log is not None:
             request_log.append(json.loads(raw))
         reply = answer(request, body)
         choices = choices_of(reply, body.n or 1)
