@@ -192,7 +192,7 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path)
         assert create_cmd[create_cmd.index("--job-id") + 1] == job_id_for(s)
         assert create_cmd[create_cmd.index("--learning-rate") + 1] == repr(s.learning_rate)
         assert create_cmd[-2:] == ["-o", "json"]
-        assert "$FIREWORKS_API_KEY" in create_cmd
+        assert "--api-key" not in create_cmd and plan["key_via"] == "auth-file"  # the key is in no argv
         assert SENTINEL not in json.dumps(plan)
     assert not (tmp_path / "runs").exists()
 
@@ -200,9 +200,26 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path)
 def test_dry_run_text_is_copyable_shell(capsys):
     assert cli_main(["fireworks", "launch", str(SPECS[0]), "--dry-run", "--account-id", "acct"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("# arm") and len(out) == 4
-    assert out[3].split()[1:3] == ["reinforcement-fine-tuning-job", "create"]
-    assert '--api-key "$FIREWORKS_API_KEY"' in out[3]
+    assert (
+        out[0].startswith("# arm")
+        and out[1].startswith("# firectl reads $FIREWORKS_API_KEY")
+        and len(out) == 5
+    )
+    assert out[4].split()[1:3] == ["reinforcement-fine-tuning-job", "create"]
+    assert "--api-key" not in "\n".join(out[2:])
+    argv_cmd = [
+        "fireworks",
+        "launch",
+        str(SPECS[0]),
+        "--dry-run",
+        "--account-id",
+        "acct",
+        "--key-via",
+        "argv",
+    ]
+    assert cli_main(argv_cmd) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and '--api-key "$FIREWORKS_API_KEY"' in out[3]
 
 
 # -------------------------------------------------------------------------------- launch and poll

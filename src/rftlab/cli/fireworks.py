@@ -101,6 +101,11 @@ def launch_or_plan(
             print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
             for note in notes or []:
                 print(f"# {note}")
+            if plan.key_via == "auth-file":
+                print(
+                    "# firectl reads $FIREWORKS_API_KEY from a private auth file (HOME=<a 0700 temporary folder>, "
+                    ".fireworks/auth.ini 0600), never from its command line"
+                )
             for warning in plan.warnings:
                 print(f"# WARNING: {warning}")
             for argv in plan.commands:

@@ -106,6 +106,7 @@ class LaunchPlan:
     evaluator: str
     commands: list[list[str]]
     warnings: list[str] = field(default_factory=list)
+    key_via: str = "auth-file"  # how each firectl command gets the key (rftlab.launch.firectl)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +115,7 @@ class LaunchPlan:
             "evaluator": self.evaluator,
             "commands": self.commands,
             "warnings": self.warnings,
+            "key_via": self.key_via,
         }
 
 
@@ -173,9 +175,10 @@ class FireworksLauncher:
                 f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
             )
         account = self.account_id or os.environ.get(ACCOUNT_ENV) or "<account-id>"
-        # the key is shown as its variable: a plan is printed, and a printed key would be a leak
+        # with --key-via argv the key is shown as its variable (a plan is printed; a printed key would be a
+        # leak); by default firectl reads it from a private auth file and the commands carry no key at all
         fc = self.firectl_factory(
-            account_id=account, api_key="$FIREWORKS_API_KEY", style=self.style, key_via="argv"
+            account_id=account, api_key="$FIREWORKS_API_KEY", style=self.style, key_via=self.key_via
         )
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
@@ -188,7 +191,9 @@ class FireworksLauncher:
         else:
             commands.append(evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account)))
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
-        return LaunchPlan(job_id, fw.dataset_id, evaluator_name(spec, account), commands, warnings)
+        return LaunchPlan(
+            job_id, fw.dataset_id, evaluator_name(spec, account), commands, warnings, key_via=self.key_via
+        )
 
     # ---------------------------------------------------------------------------------- launch
     def launch(
