@@ -83,7 +83,7 @@ EVALUATOR_REQUIREMENTS = (
     "jinja2>=3.1",
 )
 STALL_ADVICE = (
-    "No progress (state, epoch, percent, accelerator seconds, epoch datasets) for {minutes:.0f} min. "
+    "No progress (state, epoch, percent, accelerator seconds, epoch datasets) for {duration}. "
     "This is often Fireworks capacity, not this code: (1) check whether any deployment exists for the job "
     "('firectl deployment list') and whether acceleratorSeconds is non-empty; (2) launch an independent "
     "control job (known-good evaluator, tiny dataset, 1 epoch, same base model); if it stalls too, wait or "
@@ -421,7 +421,7 @@ class FireworksLauncher:
                     if key != last_key:
                         last_key, since = key, clock()
                     elif clock() - since > stall_after:
-                        message = STALL_ADVICE.format(minutes=stall_after / 60)
+                        message = STALL_ADVICE.format(duration=_duration(stall_after))
                         stalled = RunStatus(
                             "running", status.progress, status.total, message, status.provider
                         )
@@ -619,6 +619,15 @@ def _status_of(job: Mapping[str, Any], epochs: Any) -> RunStatus:
     if problems:
         message = "; ".join([message, *problems]) if message else "; ".join(problems)
     return RunStatus(mapped, finished, total, message, provider)
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``30 min`` or ``2.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _with_message(status: RunStatus, note: str) -> RunStatus:
