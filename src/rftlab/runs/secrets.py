@@ -49,7 +49,9 @@ JSON_DEPTH = 3  # escaped once, twice (JSON in a JSON string) and three times (t
 MASK = "***"
 CREDENTIAL_NAME_RE = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
 _B64_CHARS = "A-Za-z0-9+/_-"
-_URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<pw>[^/\s@]+)@")
+_URL_USERINFO_RE = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,30}://)(?P<user>[^/\s:@]{0,256}):(?P<pw>[^/\s@]{1,1024})@"
+)
 _CREDENTIAL_PARAM_RE = re.compile(r"key|token|secret|password|auth|signature", re.IGNORECASE)
 
 __all__ = [
@@ -199,6 +201,8 @@ def assert_file_has_no_secrets(
 # -- terminal text -----------------------------------------------------------------------------------
 def redact_url(url: str) -> str:
     """``url`` with the password of its user-info (``scheme://user:pw@host``) replaced by ``***``."""
+    if "://" not in url or "@" not in url:
+        return url
     return _URL_USERINFO_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", url)
 
 
