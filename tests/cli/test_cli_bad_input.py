@@ -402,3 +402,29 @@ def test_poker_dataset_out_paths_are_checked_first(work, capsys):
                              ("/proc/version", "does not accept new files")):  # fmt: skip
         code, out, err = run(["poker", "dataset", "--n", 2, "--out", target], capsys)
         assert_one_line_error(code, err, "--out", fragment)
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("http://user:sk-0123456789@127.0.0.1:9/v1", "password in its user-info"),
+        ("http://127.0.0.1:9/v1?api_key=abc", "query parameter 'api_key'"),
+        ("http://127.0.0.1:9/v1/{key}", "$ARENA_TEST_KEY"),
+    ],
+)
+def test_arena_eval_refuses_a_base_url_carrying_a_credential(work, capsys, monkeypatch, url, fragment):
+    key = "arena-key-0123456789"
+    monkeypatch.setenv("ARENA_TEST_KEY", key)
+    argv = ["arena", "eval", "--provider", "endpoint", "--model", "m", "--base-url", url.format(key=key),
+            "--output-dir", work / "eval"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert_one_line_error(code, err, "--base-url", fragment)
+    assert key not in err and "sk-0123456789" not in err and not (work / "eval").exists()
+
+
+def test_endpoint_check_refuses_a_base_url_carrying_a_credential(capsys):
+    code, out, err = run(
+        ["endpoint", "check", "--base-url", "http://me:pw-0123456789@127.0.0.1:9/v1", "--model", "m"], capsys
+    )
+    assert_one_line_error(code, err, "--base-url", "password in its user-info")
+    assert "pw-0123456789" not in err

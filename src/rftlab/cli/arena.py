@@ -312,6 +312,12 @@ def _provider(args: argparse.Namespace):
         raise UsageError("--provider endpoint needs --model")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be >= 1")
+    if args.base_url:
+        from rftlab.runs.secrets import url_credential_problem
+
+        problem = url_credential_problem(args.base_url)
+        if problem:  # it would be written to summary.json: refuse before any case runs
+            raise UsageError(f"--base-url {problem}: put the key in --api-key-env, never in the URL")
     return ev.EndpointProvider(
         model=args.model,
         base_url=args.base_url or ev.DEFAULT_BASE_URL,
