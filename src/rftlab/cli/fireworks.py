@@ -152,6 +152,7 @@ def _seconds(value: float, flag: str, minimum: float = 0.0, strictly: bool = Fal
 def _poll(args: argparse.Namespace) -> int:
     from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S, LaunchRefused
     from rftlab.runs import CorruptRunError, load_run
+    from rftlab.runs.secrets import redact_text
     from rftlab.types import RunRef
 
     _seconds(args.every, "--every", MIN_POLL_INTERVAL_S)
@@ -186,7 +187,7 @@ def _poll(args: argparse.Namespace) -> int:
         "state": status.state,
         "epochs_done": status.progress,
         "epochs": status.total,
-        "message": status.message,
+        "message": redact_text(status.message),
         "epochs_recorded": result.epochs_recorded,
         "missing_epochs": result.missing_epochs,
         "stalled": result.stalled,
@@ -197,7 +198,7 @@ def _poll(args: argparse.Namespace) -> int:
     else:
         print(f"{record.arm}: {_outcome(result, code)}, epochs recorded {result.epochs_recorded}")
         if status.message:
-            print(status.message, file=sys.stderr)
+            print(redact_text(status.message), file=sys.stderr)
     return code
 
 
@@ -235,6 +236,8 @@ def _status_line(arm: str, total: int | None):
     """One stderr line per poll: time, state, epoch/total, percent, epochs recorded, any problem."""
     import time
 
+    from rftlab.runs.secrets import redact_text
+
     def show(result) -> None:
         status = result.status
         provider = status.provider or {}
@@ -249,7 +252,7 @@ def _status_line(arm: str, total: int | None):
             f"recorded {result.epochs_recorded}",
         ]
         if status.state == "unknown" or provider.get("problems") or result.missing_epochs:
-            parts.append(" ".join(status.message.split())[:300])
+            parts.append(" ".join(redact_text(status.message).split())[:300])
         print(" | ".join(parts), file=sys.stderr, flush=True)
 
     return show

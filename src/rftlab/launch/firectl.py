@@ -464,7 +464,7 @@ def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -
         number = value
     elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,18}\s*", value):
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,18}\s*", value):
         number = int(value)
     if number is None or not lo <= number <= hi:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."

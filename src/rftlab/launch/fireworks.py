@@ -647,8 +647,8 @@ def _failure_reason(exc: BaseException) -> str:
     """One line for ``run.json``'s ``error`` (keys scrubbed)."""
     if isinstance(exc, KeyboardInterrupt):
         return "launch interrupted before the Fireworks job was recorded"
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return redact_text(f"launch failed before the job existed: {text}")[:2000]
+    text = " ".join(redact_text(str(exc)).split()) or type(exc).__name__  # redact, then fold, then cut
+    return f"launch failed before the job existed: {text}"[:2000]
 
 
 def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[str, Any]] | None:

@@ -329,7 +329,7 @@ def _error(status: int, message: str, kind: str = "invalid_request_error"):
 async def _read_body(request: Any, limit: int) -> bytes:
     """The body, refusing (413) one larger than ``limit`` bytes before reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestRefused(413, f"request body of {int(declared)} bytes exceeds the limit of {limit}")
     chunks, size = [], 0
     async for chunk in request.stream():

@@ -71,7 +71,7 @@ def holder_pid(lock_path: Path) -> int | None:
         text = Path(lock_path).read_text(encoding="ascii", errors="replace").strip()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 @contextlib.contextmanager

@@ -45,7 +45,7 @@ def _int(name: str, default: int, maximum: int | None = None) -> int:
         return default
     top = maximum or MAXIMA.get(name, 1_000_000)
     text = raw.strip()
-    if not (text.isdigit() and len(text) <= 9):
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
         raise ValueError(f"{name} must be an integer from 1 to {top}, got {raw[:40]!r}")
     value = int(text)
     if not 1 <= value <= top:

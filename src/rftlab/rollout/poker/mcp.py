@@ -51,7 +51,7 @@ def poker_hands() -> int:
     raw = (os.environ.get("RFTLAB_POKER_HANDS") or "").strip()
     if not raw:
         return RFT_HANDS
-    if not (raw.isdigit() and len(raw) <= 4 and 1 <= int(raw) <= 200):
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 4 and 1 <= int(raw) <= 200):
         raise ValueError(f"RFTLAB_POKER_HANDS must be an integer from 1 to 200, got {raw[:40]!r}")
     return int(raw)
 

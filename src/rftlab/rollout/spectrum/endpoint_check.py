@@ -76,7 +76,9 @@ class _Clean:
         self.secrets = list(secrets)
 
     def __call__(self, text: Any, limit: int = DETAIL_CHARS) -> str:
-        clean = redact_text(" ".join(str(text).split()), self.secrets)
+        # redact the text exactly as received (a key may hold characters that whitespace-folding would
+        # change), then fold whitespace, then cut
+        clean = " ".join(redact_text(str(text), self.secrets).split())
         return clean if len(clean) <= limit else clean[: limit - 3] + "..."
 
     def error(self, exc: BaseException) -> str:
