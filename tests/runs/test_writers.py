@@ -189,3 +189,56 @@ def test_reads_and_atomic_blocks_are_not_writers(tmp_path, code):
     module = tmp_path / "clean.py"
     module.write_text(code)
     assert writer_sites(tmp_path, [module]) == [], code
+
+
+# -- a property test over the atomic writers themselves ------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+class _Boom(Exception):
+    pass
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    old=st.none() | st.binary(max_size=200),
+    chunks=st.lists(st.binary(max_size=300), min_size=1, max_size=6),
+    fail_at=st.none() | st.integers(0, 6),
+    error=st.sampled_from([_Boom, OSError, KeyboardInterrupt]),
+    folder=st.booleans(),
+)
+def test_any_failure_of_an_atomic_write_leaves_the_old_state(tmp_path, old, chunks, fail_at, error, folder):
+    """Whatever is written, in whatever chunks, and wherever an exception (an error, a full disk, Ctrl-C)
+    interrupts it: the target holds the old bytes (or stays absent) or, without a failure, all the new
+    bytes; no temporary is left behind. ``folder``: the same through ``atomic_directory``."""
+    from rftlab.runs.atomic import atomic_directory, atomic_writer
+
+    work = tmp_path / f"w{abs(hash((old, tuple(chunks), fail_at, folder))) % 10**9}"
+    work.mkdir()
+    target = (work / "out" / "data.bin") if folder else (work / "data.bin")
+    if old is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(old)  # (the old state: test setup)
+    failed = fail_at is not None and fail_at < len(chunks)
+    try:
+        if folder:
+            with atomic_directory(target.parent) as staging:
+                with open(staging / target.name, "wb") as handle:  # a library writing into the staging folder
+                    for i, chunk in enumerate(chunks):
+                        if failed and i == fail_at:
+                            raise error("interrupted")
+                        handle.write(chunk)
+        else:
+            with atomic_writer(target) as handle:
+                for i, chunk in enumerate(chunks):
+                    if failed and i == fail_at:
+                        raise error("interrupted")
+                    handle.write(chunk)
+    except (_Boom, OSError, KeyboardInterrupt):
+        assert failed
+    if failed:
+        assert (target.read_bytes() if target.exists() else None) == old
+    else:
+        assert target.read_bytes() == b"".join(chunks)
+    assert not [p for p in work.rglob("*") if ".rftlab-tmp" in p.name]
