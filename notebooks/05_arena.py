@@ -72,6 +72,7 @@ from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, Sc
 from rftlab.policies.arena.server import ArenaPolicyServer  # noqa: E402
 from rftlab.rollout.arena.evaluation import CONDITION_LABELS, CONDITIONS, run_frozen_eval  # noqa: E402
 from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, SftConfig, write_dataset  # noqa: E402
+from rftlab.runs import atomic_write_text  # noqa: E402
 from rftlab.studies.arena import evaluate_frozen, lineage_rows, read_rows, run_stage1, write_evaluation  # noqa: E402
 from rftlab.training.arena.stage1 import load_stage1_spec  # noqa: E402
 
@@ -94,7 +95,7 @@ def small_spec(path: str, name: str, **changes) -> str:
         section, key = dotted.split("__")
         spec[section][key] = value
     out = work / f"{name}.json"
-    out.write_text(json.dumps(spec))
+    atomic_write_text(out, json.dumps(spec))
     return str(out)
 
 

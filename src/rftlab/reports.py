@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.paths import NOTEBOOKS_DIR, PROJECT_ROOT, REPORTS_DIR
 
 NOTEBOOK_RE = re.compile(r"^\d\d_(?P<name>[A-Za-z0-9_]+)\.py$")
@@ -229,9 +230,7 @@ def render_markdown(
     shutil.rmtree(out_dir / files_dir, ignore_errors=True)
     outputs = resources.get("outputs", {})
     for rel_path, data in outputs.items():
-        target = out_dir / rel_path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        atomic_write_bytes(out_dir / rel_path, data)
     git = git or code_state(PROJECT_ROOT)
     commit = (git["commit"] or "unknown")[:12] + (" (uncommitted changes)" if git["dirty"] else "")
     header = (
@@ -247,7 +246,7 @@ def render_markdown(
             + "\n  ".join(problems[:20])
         )
     report = out_dir / f"{name}.md"
-    report.write_text(header + body, encoding="utf-8")
+    atomic_write_text(report, header + body)
     return BuiltReport(notebook=source, report=report, figures=len(outputs), seconds=0.0, stderr=stderr)
 
 

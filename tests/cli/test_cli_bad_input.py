@@ -113,7 +113,7 @@ OUT_CASES = [
     (lambda d: d, "is a folder"),
     (lambda d: d / "afile" / "x.jsonl", "is a file, not a folder"),
     (lambda d: "", "is empty"),
-    (lambda d: "/proc/version", "cannot write in folder /proc"),
+    (lambda d: "/proc/version", "folder /proc does not accept new files"),
     (lambda d: d / "missing" / "x.jsonl", "does not exist"),
     (lambda d: "/dev/null", "not a regular file"),
 ]
@@ -254,3 +254,181 @@ def test_a_real_process_prints_one_line_and_no_traceback(work):
         )
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.startswith("rftlab: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+# -- issue 24 class 9: GS1 advantages, arena build-sft, eval-entry settings -----------------------------
+def _batch(tmp_path, rows) -> str:
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps(rows))
+    return str(path)
+
+
+ROW = {"prompt_id": "p0", "reward": 1.0, "phi": [0.0, 0.1], "step": 0}
+
+
+@pytest.mark.parametrize(
+    ("rows", "fragment"),
+    [
+        ([{**ROW, "reward": 10**400}], "row 0: reward must be a finite number"),
+        ([{**ROW, "phi": [10**400, 0]}], "row 0: phi must be a list of two finite numbers"),
+        ([{**ROW, "step": 10**400}], "row 0: step must be an integer from 0"),
+        ([{**ROW, "reward": 1e300}], "magnitude"),
+    ],
+)
+def test_gs1_advantages_refuse_numbers_that_overflow(tmp_path, capsys, rows, fragment):
+    code, out, err = run(
+        ["gs1", "advantages", "--input", _batch(tmp_path, rows), "--estimator", "kernel_baseline"], capsys
+    )
+    assert_one_line_error(code, err, fragment)
+
+
+@pytest.mark.parametrize("flag", [["--bandwidth", "inf"], ["--bandwidth", "nan"], ["--bandwidth", "-1"],
+                                  ["--bandwidth", "0"], ["--bandwidth", "1e7"], ["--window", "0"],
+                                  ["--window", "10000000"]])  # fmt: skip
+def test_gs1_advantages_refuse_bad_bandwidth_and_window(tmp_path, capsys, flag):
+    argv = ["gs1", "advantages", "--input", _batch(tmp_path, [ROW]), "--estimator", "kernel_baseline", *flag]
+    code, out, err = run(argv, capsys)
+    assert_one_line_error(code, err, flag[0])
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+NUMBER = st.one_of(
+    st.integers(-(10**450), 10**450),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.text(max_size=3),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {
+                "prompt_id": st.sampled_from(["a", "b", 3]),
+                "reward": NUMBER,
+                "phi": st.lists(NUMBER, min_size=2, max_size=2),
+                "step": st.integers(0, 3),
+            }  # fmt: skip
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    estimator=st.sampled_from(["group_mean", "kernel_baseline"]),
+    bandwidth=st.floats(1e-6, 1e6),
+)
+def test_gs1_advantages_json_is_strict_json_or_one_line(tmp_path, capsys, rows, estimator, bandwidth):
+    argv = ["gs1", "advantages", "--input", _batch(tmp_path, rows), "--estimator", estimator,
+            "--bandwidth", repr(bandwidth), "--json"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    if code == 0:
+
+        def refuse(name):
+            raise AssertionError(f"non-JSON constant {name} in --json output")
+
+        payload = json.loads(out, parse_constant=refuse)
+        assert len(payload["rows"]) == len(rows)
+    else:
+        assert_one_line_error(code, err)
+
+
+def test_arena_build_sft_has_upper_bounds(tmp_path, capsys):
+    for flag in ("--num-seeds", "--mechanics-per-kind", "--silence-examples"):
+        code, out, err = run(["arena", "build-sft", "--out", tmp_path / "x", flag, 10**9], capsys)
+        assert_one_line_error(code, err, flag, "at most")
+    assert not (tmp_path / "x").exists()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    # any text an environment variable can hold (no NUL byte: the OS refuses it before rftlab sees it)
+    raw=st.text(st.characters(blacklist_characters="\x00"), max_size=12)
+    | st.integers(-(10**12), 10**12).map(str)
+)
+def test_spectrum_rows_setting_is_bounded(raw):
+    from rftlab.rollout.eval_entries import settings as ep_settings
+
+    old = os.environ.get("RFTLAB_SPECTRUM_ROWS")
+    os.environ["RFTLAB_SPECTRUM_ROWS"] = raw
+    try:
+        try:
+            n = ep_settings.arm("echo")["n"]
+        except ValueError as exc:
+            assert "RFTLAB_SPECTRUM_ROWS must be an integer from 1 to 100000" in str(exc)
+            return
+        assert (raw == "" and n == 48) or 1 <= n <= 100_000
+    finally:
+        if old is None:
+            os.environ.pop("RFTLAB_SPECTRUM_ROWS", None)
+        else:
+            os.environ["RFTLAB_SPECTRUM_ROWS"] = old
+
+
+# -- issue 24 class 3: writers fail naming the file and keep the old one -------------------------------
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["poker", "dataset", "--n", "400", "--hands", "4", "--out", "{out}"],
+        ["spectrum", "corpus", "--out", "{out}"],
+    ],
+)
+def test_a_write_that_hits_the_file_size_limit_names_the_file_and_keeps_the_old_one(tmp_path, argv):
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"old": true}\n')
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal, as under a quota
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rftlab.cli", *[a.format(out=out) for a in argv]],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"rftlab: error: {out}: File too large") and done.stderr.count("\n") == 1
+    assert out.read_text() == '{"old": true}\n'
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".rftlab-tmp")]
+
+
+def test_poker_dataset_out_paths_are_checked_first(work, capsys):
+    for target, fragment in ((work, "is a folder"), (work / "missing" / "x.jsonl", "does not exist"),
+                             ("/proc/version", "does not accept new files")):  # fmt: skip
+        code, out, err = run(["poker", "dataset", "--n", 2, "--out", target], capsys)
+        assert_one_line_error(code, err, "--out", fragment)
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("http://user:sk-0123456789@127.0.0.1:9/v1", "password in its user-info"),
+        ("http://127.0.0.1:9/v1?api_key=abc", "query parameter 'api_key'"),
+        ("http://127.0.0.1:9/v1/{key}", "$ARENA_TEST_KEY"),
+    ],
+)
+def test_arena_eval_refuses_a_base_url_carrying_a_credential(work, capsys, monkeypatch, url, fragment):
+    key = "arena-key-0123456789"
+    monkeypatch.setenv("ARENA_TEST_KEY", key)
+    argv = ["arena", "eval", "--provider", "endpoint", "--model", "m", "--base-url", url.format(key=key),
+            "--output-dir", work / "eval"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert_one_line_error(code, err, "--base-url", fragment)
+    assert key not in err and "sk-0123456789" not in err and not (work / "eval").exists()
+
+
+def test_endpoint_check_refuses_a_base_url_carrying_a_credential(capsys):
+    code, out, err = run(
+        ["endpoint", "check", "--base-url", "http://me:pw-0123456789@127.0.0.1:9/v1", "--model", "m"], capsys
+    )
+    assert_one_line_error(code, err, "--base-url", "password in its user-info")
+    assert "pw-0123456789" not in err

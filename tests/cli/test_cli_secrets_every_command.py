@@ -188,8 +188,9 @@ def _batch(work: Path) -> Path:
 
 def _fake_bin(work: Path, env: Env) -> Path:
     """``work/bin`` with the tests' fake ``firectl`` (tests/launch/fake_firectl.py) and a fake
-    ``eval-protocol`` that succeeds, first on PATH. The fake firectl logs its argv, which carries the real
-    key (as the real one receives it): that log is not rftlab's output, so it goes to /dev/null."""
+    ``eval-protocol`` that succeeds, first on PATH. The fake firectl logs its argv (which no longer carries
+    the key: it reads the private auth file rftlab writes for each call); that log is not rftlab's output,
+    so it goes to /dev/null."""
     bin_dir = work / "bin"
     bin_dir.mkdir(exist_ok=True)
     scenario = work / "firectl_scenario"
@@ -464,7 +465,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--account-id",
         "acct",
     ],
-    ("fireworks", "poll"): lambda w, env: [str(_fireworks_run(w, env)), "--every", "0", "--json"],
+    ("fireworks", "poll"): lambda w, env: [str(_fireworks_run(w, env)), "--every", "5", "--json"],
     ("poker", "play"): lambda w, env: ["--policy", "call", "--schedule", "quick_test", "--json"],
     ("poker", "dataset"): lambda w, env: [
         "--n",

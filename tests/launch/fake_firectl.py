@@ -11,13 +11,22 @@ It stands in for the Fireworks CLI, which needs an account and the network. Beha
 - ``dataset download ID --output-dir D`` copies ``datasets/ID.jsonl`` to ``D/dataset/ID/eval_results_dataset.jsonl``
   (missing: exit 1); ``dataset list`` lists ``datasets/*.jsonl``;
 - ``create.err`` in the scenario folder makes ``rftj create`` fail with that stderr;
-- both spellings (noun-verb, verb-noun) and the ``rftj`` alias are accepted.
+- both spellings (noun-verb, verb-noun) and the ``rftj`` alias are accepted;
+- credentials as the real CLI takes them (docs/platforms.md §1.2): ``--api-key`` on the command line, else
+  ``api_key`` from ``$HOME/.fireworks/auth.ini`` (plain ``key = value`` lines, as ``firectl set-api-key``
+  writes them); the account from ``-a``, else ``account_id`` from the same file. Without a key it exits 1
+  ("no API key"). When ``$FAKE_FIRECTL_AUTH_LOG`` is set, each call appends where the key came from, the
+  key, and the modes of the auth file and its folder (so tests can check what firectl received);
+- when ``$FAKE_FIRECTL_PAUSE_DIR`` is set, it writes its pid to ``<dir>/pid`` and waits (at most 60 s) for
+  ``<dir>/go`` before doing anything else, so a test can look at the live process (``/proc/<pid>``).
 """
 
 import json
 import os
 import shutil
+import stat
 import sys
+import time
 from pathlib import Path
 
 VERBS = {"create", "get", "list", "cancel", "resume", "delete", "download"}
@@ -29,9 +38,45 @@ ALIASES = {
 }
 
 
+def credentials(argv):
+    """``(source, key, account, details)`` the way firectl resolves them (module docstring)."""
+    auth = Path(os.environ.get("HOME", "/nonexistent")) / ".fireworks" / "auth.ini"
+    values = {}
+    details = {}
+    if auth.is_file():
+        details = {
+            "file_mode": oct(stat.S_IMODE(auth.stat().st_mode)),
+            "dir_mode": oct(stat.S_IMODE(auth.parent.stat().st_mode)),
+            "home_mode": oct(stat.S_IMODE(auth.parent.parent.stat().st_mode)),
+        }
+        for line in auth.read_text(encoding="utf-8").splitlines():
+            name, eq, value = line.partition("=")
+            if eq:
+                values[name.strip()] = value.strip()
+    account = argv[argv.index("-a") + 1] if "-a" in argv else values.get("account_id")
+    if "--api-key" in argv:
+        return "argv", argv[argv.index("--api-key") + 1], account, details
+    if values.get("api_key"):
+        return "auth.ini", values["api_key"], account, details
+    return None, None, account, details
+
+
 def main(argv):
+    pause = os.environ.get("FAKE_FIRECTL_PAUSE_DIR")
+    if pause:
+        Path(pause, "pid").write_text(str(os.getpid()))
+        deadline = time.monotonic() + 60
+        while not Path(pause, "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
     with open(os.environ["FAKE_FIRECTL_LOG"], "a", encoding="utf-8") as log:
         log.write(json.dumps(argv) + "\n")
+    source, key, account, details = credentials(argv)
+    if os.environ.get("FAKE_FIRECTL_AUTH_LOG"):
+        with open(os.environ["FAKE_FIRECTL_AUTH_LOG"], "a", encoding="utf-8") as log:
+            log.write(json.dumps({"source": source, "key": key, "account": account, **details}) + "\n")
+    if key is None:
+        sys.stderr.write("Error: no API key: run 'firectl signin' or 'firectl set-api-key <key>'\n")
+        return 1
     scenario = Path(os.environ["FAKE_FIRECTL_DIR"])
     words = []
     skip = False

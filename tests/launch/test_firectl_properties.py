@@ -61,4 +61,4 @@ def test_any_rollout_file_gives_finite_metrics(lines):
 def test_job_readers_never_raise(job):
     job_state(job)
     progress = job_progress(job)
-    assert set(progress) == {"epoch", "percent"}
+    assert set(progress) == {"epoch", "percent", "problems"}

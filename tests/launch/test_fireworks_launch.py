@@ -48,12 +48,15 @@ def fake(tmp_path, monkeypatch):
     scenario = tmp_path / "scenario"
     (scenario / "datasets").mkdir(parents=True)
     log = tmp_path / "firectl.log"
+    auth_log = tmp_path / "firectl-auth.log"
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     monkeypatch.setenv("FAKE_FIRECTL_DIR", str(scenario))
     monkeypatch.setenv("FAKE_FIRECTL_LOG", str(log))
+    monkeypatch.setenv("FAKE_FIRECTL_AUTH_LOG", str(auth_log))
     monkeypatch.setenv("FIREWORKS_API_KEY", SENTINEL)
     monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", "acct-test")
     monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
+    monkeypatch.setattr("rftlab.cli.fireworks._sleep", lambda seconds: None)  # CLI polls never wait in tests
 
     class Fake:
         dir = scenario
@@ -61,6 +64,13 @@ def fake(tmp_path, monkeypatch):
         @staticmethod
         def calls() -> list[list[str]]:
             return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+        @staticmethod
+        def auth() -> list[dict]:
+            """Per call: where the fake found the key (``argv`` or ``auth.ini``), the key, file modes."""
+            return (
+                [json.loads(line) for line in auth_log.read_text().splitlines()] if auth_log.exists() else []
+            )
 
         @staticmethod
         def job_replies(*bodies):
@@ -151,9 +161,17 @@ def test_job_flags_carry_every_hyperparameter_of_the_spec():
 def test_argv_spellings_and_json_flag():
     fc = Firectl(account_id="acct", api_key="k-123456789", exe="firectl")
     assert fc.argv("rftj", "get", "j1") == [
-        "firectl", "reinforcement-fine-tuning-job", "get", "j1", "-a", "acct", "--api-key", "k-123456789",
-        "-o", "json",
-    ]  # fmt: skip
+        "firectl",
+        "reinforcement-fine-tuning-job",
+        "get",
+        "j1",
+        "-a",
+        "acct",
+        "-o",
+        "json",
+    ]  # fmt: skip  (the key travels in a private auth file, never on argv)
+    on_argv = Firectl(account_id="acct", api_key="k-123456789", exe="firectl", key_via="argv")
+    assert on_argv.argv("rftj", "get", "j1")[-4:] == ["--api-key", "k-123456789", "-o", "json"]
     old = Firectl(account_id="acct", exe="firectl", style="verb-noun")
     assert old.argv("rftj", "list")[:3] == ["firectl", "list", "reinforcement-fine-tuning-jobs"]
     assert "-o" not in old.argv("dataset", "download", "d", json_out=False)
@@ -177,7 +195,7 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path)
         assert create_cmd[create_cmd.index("--job-id") + 1] == job_id_for(s)
         assert create_cmd[create_cmd.index("--learning-rate") + 1] == repr(s.learning_rate)
         assert create_cmd[-2:] == ["-o", "json"]
-        assert "$FIREWORKS_API_KEY" in create_cmd
+        assert "--api-key" not in create_cmd and plan["key_via"] == "auth-file"  # the key is in no argv
         assert SENTINEL not in json.dumps(plan)
     assert not (tmp_path / "runs").exists()
 
@@ -185,9 +203,26 @@ def test_dry_run_prints_every_arm_without_any_key(capsys, monkeypatch, tmp_path)
 def test_dry_run_text_is_copyable_shell(capsys):
     assert cli_main(["fireworks", "launch", str(SPECS[0]), "--dry-run", "--account-id", "acct"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("# arm") and len(out) == 4
-    assert out[3].split()[1:3] == ["reinforcement-fine-tuning-job", "create"]
-    assert '--api-key "$FIREWORKS_API_KEY"' in out[3]
+    assert (
+        out[0].startswith("# arm")
+        and out[1].startswith("# firectl reads $FIREWORKS_API_KEY")
+        and len(out) == 5
+    )
+    assert out[4].split()[1:3] == ["reinforcement-fine-tuning-job", "create"]
+    assert "--api-key" not in "\n".join(out[2:])
+    argv_cmd = [
+        "fireworks",
+        "launch",
+        str(SPECS[0]),
+        "--dry-run",
+        "--account-id",
+        "acct",
+        "--key-via",
+        "argv",
+    ]
+    assert cli_main(argv_cmd) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and '--api-key "$FIREWORKS_API_KEY"' in out[3]
 
 
 # -------------------------------------------------------------------------------- launch and poll
@@ -223,9 +258,12 @@ def test_launch_poll_complete_records_every_epoch(fake, tmp_path):
     snapshots = (ref.path / "provider" / "job_snapshots.jsonl").read_text().splitlines()
     assert len(snapshots) == result.polls == 5
     calls = fake.calls()
-    create = next(c for c in calls if c[:2] == ["reinforcement-fine-tuning-job", "create"])
-    assert create[create.index("--api-key") + 1] == SENTINEL  # the real key reaches firectl ...
-    no_sentinel_under(root)  # ... and nothing written to the run folder contains it
+    assert not any("--api-key" in c or any(SENTINEL in a for a in c) for c in calls)  # never on argv ...
+    auth = fake.auth()
+    assert len(auth) == len(calls) and {a["source"] for a in auth} == {"auth.ini"}
+    assert {a["key"] for a in auth} == {SENTINEL} and {a["account"] for a in auth} == {"acct-test"}
+    assert {(a["file_mode"], a["dir_mode"], a["home_mode"]) for a in auth} == {("0o600", "0o700", "0o700")}
+    no_sentinel_under(root)  # ... the real key reaches firectl, and nothing written to the run folder has it
     assert not any("cancel" in c for c in calls)
 
 
@@ -258,9 +296,9 @@ def test_cli_poll_exit_codes_failed_and_completed(fake, tmp_path, capsys):
     s = spec("A", epochs=1)
     fake.job_replies(job("FAILED", 0, 0, message="dataset rejected"))
     ref = launcher().launch(s, root=tmp_path / "runs")
-    assert cli_main(["fireworks", "poll", str(ref.path), "--every", "0", "--json"]) == 1
+    assert cli_main(["fireworks", "poll", str(ref.path), "--every", "5", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out["state"] == "failed" and "dataset rejected" in out["message"]
+    assert out["state"] == "failed" and "dataset rejected" in out["message"] and out["exit_code"] == 1
 
 
 def test_stall_stops_without_cancelling_and_resume_finishes(fake, tmp_path):
@@ -349,8 +387,12 @@ def test_nonzero_exit_on_create_is_a_clear_error_and_relaunch_retries(fake, tmp_
     code = cli_main(["fireworks", "launch", str(s_path), "--root", str(tmp_path / "runs"), "--json"])
     err = capsys.readouterr().err
     assert code == 2 and "quota exceeded" in err and SENTINEL not in err
+    (failed_dir,) = (tmp_path / "runs" / "spectrum_memory" / "A").iterdir()
+    failed = load_run(failed_dir).record  # the failed launch is recorded as failed, with its reason
+    assert failed.status == "failed" and "quota exceeded" in failed.error and SENTINEL not in failed.error
     (fake.dir / "create.err").unlink()
-    ref = launcher().launch(spec("A", epochs=1), root=tmp_path / "runs")  # resumes the same run
+    ref = launcher().launch(spec("A", epochs=1), root=tmp_path / "runs")  # a new run, the same job id
+    assert ref.path != failed_dir
     assert load_run(ref.path).record.provider["job_id"] == job_id_for(spec("A", epochs=1))
     no_sentinel_under(tmp_path / "runs")
 

@@ -31,7 +31,8 @@ def test_dry_run_prints_the_exact_job_argv(capsys, monkeypatch):
     out = capsys.readouterr().out
     plan = json.loads(out)
     create = plan["commands"][-1]
-    body = create[3:-6]  # between "<noun> create" and "-a acct --api-key K -o json"
+    assert create[-4:] == ["-a", "acct", "-o", "json"]  # the key is never on firectl's argv (issue 24)
+    body = create[3:-4]  # between "<noun> create" and "-a acct -o json"
     flags = dict(zip(body[::2], body[1::2], strict=True))
     assert flags["--job-id"].startswith("rftlab-seed-")
     assert flags["--learning-rate"] == "1e-06" and flags["--temperature"] == "1.0"

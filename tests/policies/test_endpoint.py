@@ -8,7 +8,7 @@ import pytest
 
 from rftlab.cli import main
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
-from rftlab.policies.endpoint import EndpointPolicy, redact
+from rftlab.policies.endpoint import EndpointPolicy
 from rftlab.policies.server import PolicyServer
 from rftlab.policies.spectrum.reference import RFT_POLICIES
 from rftlab.rollout import episode
@@ -133,6 +133,8 @@ def test_check_unreachable_endpoint_and_bad_arguments(capsys):
     assert "--base-url must be an http(s) URL" in capsys.readouterr().err
 
 
-def test_redact():
-    assert redact(f"bad key {SENTINEL}!", [SENTINEL]) == "bad key ***!"
-    assert redact("EMPTY stays", ["EMPTY"]) == "EMPTY stays"
+def test_redact_text_masks_an_explicit_key():
+    from rftlab.runs.secrets import redact_text
+
+    assert redact_text(f"bad key {SENTINEL}!", [SENTINEL], environ={}) == "bad key ***!"
+    assert redact_text("EMPTY stays", [], environ={}) == "EMPTY stays"

@@ -137,7 +137,7 @@ def test_bad_requests_get_openai_shaped_errors(server):
     code, body = _post(
         url, {"model": "oracle", "messages": [{"role": "user", "content": scan}], "tools": tools}
     )
-    assert code == 400 and "hidden ground truth" in body["error"]["message"]
+    assert code == 404 and "hidden ground truth" in body["error"]["message"]
 
 
 def test_api_key_is_enforced_and_never_echoed():

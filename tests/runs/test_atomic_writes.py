@@ -142,7 +142,7 @@ def test_a_refused_secret_writes_nothing(work, monkeypatch):
         (lambda d: str(d / "missing" / "x.jsonl"), "does not exist; create it first"),
         (lambda d: str(d / "file.txt" / "x.jsonl"), "is a file, not a folder"),
         (lambda d: str(d / "file.txt" / "deeper" / "x.jsonl"), "is a file, not a folder"),
-        (lambda d: "/proc/version", "cannot write in folder /proc"),
+        (lambda d: "/proc/version", "folder /proc does not accept new files (a virtual file system"),
         (lambda d: "/dev/null", "not a regular file"),
         (lambda d: str(d / "x.jsonl") + "/", "ends with '/'"),
         (lambda d: str(d / "nul\x00byte"), "cannot use this path"),

@@ -90,7 +90,11 @@ def _os_error_message(exc: OSError) -> str:
 
 
 def _error(message: str) -> int:
-    print(f"rftlab: error: {message}", file=sys.stderr)
+    """One ``rftlab: error:`` line, scrubbed of every encoded form of every credential in the
+    environment (a backstop: firectl, eval-protocol and endpoint text is redacted where it is read)."""
+    from rftlab.runs.secrets import redact_text
+
+    print(f"rftlab: error: {redact_text(message)}", file=sys.stderr)
     return 2
 
 

@@ -135,6 +135,10 @@ def _prompt(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ the Stage-1 SFT pipeline
 
 DEFAULT_DATA_DIR = "data/arena_sft_stage1"
+# build-sft bounds: Stage 1 uses 1024 seeds; 100 times that is hours of generation and gigabytes of rows.
+MAX_SFT_SEEDS = 100_000
+MAX_TARGETED = 100_000
+MAX_START_SEED = 2**31 - 1
 DEFAULT_GATE_SPEC = "data/specs/arena_gates.json"
 
 
@@ -182,6 +186,14 @@ def _build_sft(args: argparse.Namespace) -> int:
         write_dataset,
     )
 
+    for flag, value, top in (
+        ("--start-seed", args.start_seed, MAX_START_SEED),
+        ("--num-seeds", args.num_seeds, MAX_SFT_SEEDS),
+        ("--mechanics-per-kind", args.mechanics_per_kind, MAX_TARGETED),
+        ("--silence-examples", args.silence_examples, MAX_TARGETED),
+    ):
+        if value > top:  # (negative values are refused by SftConfig itself)
+            raise UsageError(f"{flag} must be at most {top}, got {value}")
     try:
         config = SftConfig(
             start_seed=args.start_seed,
@@ -319,6 +331,12 @@ def _provider(args: argparse.Namespace):
         raise UsageError("--provider endpoint needs --model")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be >= 1")
+    if args.base_url:
+        from rftlab.runs.secrets import url_credential_problem
+
+        problem = url_credential_problem(args.base_url)
+        if problem:  # it would be written to summary.json: refuse before any case runs
+            raise UsageError(f"--base-url {problem}: put the key in --api-key-env, never in the URL")
     return ev.EndpointProvider(
         model=args.model,
         base_url=args.base_url or ev.DEFAULT_BASE_URL,

@@ -5,7 +5,8 @@ server).
 
 Exit 0 when the endpoint answers a chat completion with a well-formed ``submit_report`` tool call, 1 when a
 check fails (each failure is one line naming it), 2 for bad arguments. The key comes from ``$VAR``
-(default ``OPENAI_API_KEY``) and is never printed.
+(default ``OPENAI_API_KEY``) and is never printed; a ``--base-url`` that carries a credential (a password,
+a ``?key=`` parameter, a key's value) is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,23 +19,29 @@ from rftlab.cli import UsageError
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from rftlab.policies.endpoint import check_endpoint
+    import math
+
+    from rftlab.rollout.spectrum.endpoint_check import check_endpoint
+    from rftlab.runs.secrets import redact_text, url_credential_problem
 
     url = urlparse(args.base_url)
     if url.scheme not in ("http", "https") or not url.netloc:
         raise UsageError(
-            f"--base-url must be an http(s) URL such as http://127.0.0.1:8011/v1, got {args.base_url!r}"
+            f"--base-url must be an http(s) URL such as http://127.0.0.1:8011/v1, got {redact_text(args.base_url)!r}"
         )
-    if not args.model.strip():
-        raise UsageError("--model must not be empty")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    problem = url_credential_problem(args.base_url)
+    if problem:
+        raise UsageError(f"--base-url {problem}: put the key in --api-key-env, never in the URL")
+    if not args.model.strip() or len(args.model) > 512:
+        raise UsageError("--model must be a non-empty name of at most 512 characters")
+    if not math.isfinite(args.timeout) or not 0 < args.timeout <= 3600:
+        raise UsageError(f"--timeout must be a number of seconds in (0, 3600], got {args.timeout}")
     report = check_endpoint(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         key = f"${args.api_key_env}" + ("" if report.key_from_env else " (unset: sent a placeholder)")
-        print(f"endpoint {args.base_url}  model {args.model}  key {key}")
+        print(f"endpoint {report.base_url}  model {redact_text(args.model)}  key {key}")
         for c in report.checks:
             mark = "ok  " if c["passed"] else ("warn" if not c.get("required", True) else "FAIL")
             print(f"  [{mark}] {c['name']}: {c['detail']}")

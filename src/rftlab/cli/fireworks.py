@@ -5,9 +5,15 @@
     rftlab fireworks launch data/specs/spectrum_probe.json                # preflight, dataset, job, run folder
     rftlab fireworks poll runs/spectrum_memory/probe/<run_id> --every 60  # until done; resumable
 
-The key comes from ``FIREWORKS_API_KEY`` and the account from ``--account-id`` or ``FIREWORKS_ACCOUNT_ID``.
-Exit codes of ``poll``: 0 finished, 1 the job failed or was cancelled, 3 stopped on a suspected stall or
-repeated poll errors (the run stays resumable: run the same command again).
+The key comes from ``FIREWORKS_API_KEY`` and the account from ``--account-id`` or ``FIREWORKS_ACCOUNT_ID``;
+firectl gets it from a private auth file, never on its command line (``--key-via``, see
+``rftlab.launch.firectl``).
+
+``poll`` prints one status line per poll on stderr and, at the end, the outcome (``--json``: an object).
+Its exit code always matches what it printed, ``--once`` included: 0 the run finished (the job completed;
+with ``--once``, also a job still pending or running), 1 the job failed or was cancelled (or the launch
+never created it), 3 stopped on a suspected stall or on poll errors (the run stays resumable: run the same
+command again).
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
         p.add_argument("--style", choices=["noun-verb", "verb-noun"], default="noun-verb",
                        help="firectl command spelling your binary accepts (default: noun-verb)")  # fmt: skip
+        p.add_argument("--key-via", choices=["auth-file", "argv"], default="auth-file",
+                       help="how firectl gets the key: a private 0600 auth file (default) or --api-key on its "
+                       "command line, readable by every local user (only for a firectl that ignores the file)")  # fmt: skip
 
     launch = sub.add_parser("launch", help="preflight, create the dataset and the RFT job, record the run")
     launch.add_argument("spec", help="arm spec JSON (data/specs/spectrum_*.json)")
@@ -46,9 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     poll = sub.add_parser("poll", help="poll a launched run until it ends, recording every epoch")
     poll.add_argument("run_dir", help="the run folder printed by 'launch'")
-    poll.add_argument("--every", type=float, default=60.0, help="seconds between polls (default: 60)")
+    poll.add_argument("--every", type=float, default=60.0,
+                      help="seconds between polls (default: 60; at least 5)")  # fmt: skip
     poll.add_argument("--stall-after", type=float, default=1800.0,
                       help="stop after this many seconds without progress (default: 1800)")  # fmt: skip
+    poll.add_argument("--dataset-grace", type=float, default=600.0,
+                      help="after the job completes, seconds to wait for its epoch datasets before finishing "
+                      "the run without the missing ones (default: 600)")  # fmt: skip
     poll.add_argument("--once", action="store_true", help="poll once, record what is ready, and exit")
     poll.add_argument("--json", action="store_true", help="print the final state as JSON")
     common(poll)
@@ -85,7 +98,7 @@ def _arm_spec(path: str):
 def _launcher(args: argparse.Namespace):
     from rftlab.launch.fireworks import FireworksLauncher
 
-    return FireworksLauncher(account_id=args.account_id, style=args.style)
+    return FireworksLauncher(account_id=args.account_id, style=args.style, key_via=args.key_via)
 
 
 def launch_or_plan(
@@ -106,6 +119,11 @@ def launch_or_plan(
             print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
             for note in notes or []:
                 print(f"# {note}")
+            if plan.key_via == "auth-file":
+                print(
+                    "# firectl reads $FIREWORKS_API_KEY from a private auth file (HOME=<a 0700 temporary folder>, "
+                    ".fireworks/auth.ini 0600), never from its command line"
+                )
             for warning in plan.warnings:
                 print(f"# WARNING: {warning}")
             for argv in plan.commands:
@@ -144,13 +162,24 @@ def _upload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(value: float, flag: str, minimum: float = 0.0, strictly: bool = False) -> float:
+    import math
+
+    if not math.isfinite(value) or value < minimum or (strictly and value <= minimum):
+        bound = f"> {minimum:g}" if strictly else f">= {minimum:g}"
+        raise UsageError(f"{flag} must be a finite number of seconds {bound}, got {value!r}")
+    return value
+
+
 def _poll(args: argparse.Namespace) -> int:
-    from rftlab.launch.fireworks import LaunchRefused
+    from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S, LaunchRefused
     from rftlab.runs import CorruptRunError, load_run
+    from rftlab.runs.secrets import redact_text
     from rftlab.types import RunRef
 
-    if args.every < 0 or args.stall_after <= 0:
-        raise UsageError("--every must be >= 0 and --stall-after > 0 (seconds)")
+    _seconds(args.every, "--every", MIN_POLL_INTERVAL_S)
+    _seconds(args.stall_after, "--stall-after", 0.0, strictly=True)
+    _seconds(args.dataset_grace, "--dataset-grace")
     path = Path(args.run_dir)
     try:
         handle = load_run(path)
@@ -163,55 +192,96 @@ def _poll(args: argparse.Namespace) -> int:
     launcher = _launcher(args)
     launcher.account_id = launcher.account_id or record.provider.get("account_id")
     try:
-        if args.once:
-            status = launcher.poll(ref)
-            result = None
-        else:
-            result = _watch(launcher, ref, args)
-            status = result.status
+        result = launcher.watch(
+            ref,
+            every=args.every,
+            stall_after=args.stall_after,
+            dataset_grace=args.dataset_grace,
+            sleep=_sleep,
+            on_status=_status_line(record.arm, load_total(path)),
+            max_polls=1 if args.once else None,
+        )
     except LaunchRefused as exc:
         raise UsageError(str(exc)) from None
+    status = result.status
+    code = poll_exit_code(result, once=args.once)
     payload = {
         "state": status.state,
         "epochs_done": status.progress,
         "epochs": status.total,
-        "message": status.message,
-        "epochs_recorded": None if result is None else result.epochs_recorded,
-        "stalled": bool(result and result.stalled),
+        "message": redact_text(status.message),
+        "epochs_recorded": result.epochs_recorded,
+        "missing_epochs": result.missing_epochs,
+        "stalled": result.stalled,
+        "exit_code": code,
     }
     if args.json:
         print(json.dumps(payload, indent=2))
     else:
-        print(f"{record.arm}: {status.state}, epochs recorded {payload['epochs_recorded']}")
+        print(f"{record.arm}: {_outcome(result, code)}, epochs recorded {result.epochs_recorded}")
         if status.message:
-            print(status.message, file=sys.stderr)
-    if result is None:
-        return 0
-    if result.stalled or status.state == "unknown":
+            print(redact_text(status.message), file=sys.stderr)
+    return code
+
+
+def poll_exit_code(result, once: bool = False) -> int:
+    """0 finished (or, with ``once``, still in progress), 1 failed or cancelled, 3 stall or poll errors."""
+    state = result.status.state
+    if result.stalled or state == "unknown":
         return 3
-    return 0 if status.state == "completed" else 1
+    if state in ("failed", "cancelled"):
+        return 1
+    if state == "completed" and result.done:
+        return 0
+    return 0 if once else 3  # a watch that stopped on a job still in progress: resume it
 
 
-def _watch(launcher, ref, args):
-    from tqdm.auto import tqdm
+def _outcome(result, code: int) -> str:
+    state = result.status.state
+    if result.stalled:
+        return "stalled (the job was not cancelled; run the same command to resume)"
+    if code == 3:
+        return f"{state} (stopped after repeated poll errors; run the same command to resume)"
+    if state == "completed" and not result.done:
+        return "completed, waiting for epoch datasets"
+    return state
 
-    total = load_total(ref.path)
-    bar = tqdm(total=total, desc=f"{ref.arm} epochs", unit="epoch", disable=not sys.stderr.isatty())
 
-    def on_status(status) -> None:
-        if status.progress is not None:
-            bar.n = min(int(status.progress), total or int(status.progress))
-        bar.set_postfix_str(f"{status.provider.get('state', status.state)} {status.provider.get('percent')}%")
-        bar.refresh()
+def _sleep(seconds: float) -> None:
+    """The pause between polls (a seam for tests)."""
+    import time
 
-    try:
-        return launcher.watch(ref, every=args.every, stall_after=args.stall_after, on_status=on_status)
-    finally:
-        bar.close()
+    time.sleep(seconds)
+
+
+def _status_line(arm: str, total: int | None):
+    """One stderr line per poll: time, state, epoch/total, percent, epochs recorded, any problem."""
+    import time
+
+    from rftlab.runs.secrets import redact_text
+
+    def show(result) -> None:
+        status = result.status
+        provider = status.provider or {}
+        epoch = provider.get("epoch")
+        percent = provider.get("percent")
+        parts = [
+            time.strftime("%H:%M:%S"),
+            f"{arm}: poll {result.polls}",
+            str(provider.get("state") or status.state).lower() or status.state,
+            f"epoch {'?' if epoch is None else epoch}/{total if total is not None else '?'}",
+            f"{'?' if percent is None else percent}%",
+            f"recorded {result.epochs_recorded}",
+        ]
+        if status.state == "unknown" or provider.get("problems") or result.missing_epochs:
+            parts.append(" ".join(redact_text(status.message).split())[:300])
+        print(" | ".join(parts), file=sys.stderr, flush=True)
+
+    return show
 
 
 def load_total(path: Path) -> int | None:
     from rftlab.runs import load_run
 
     epochs = load_run(path).record.spec.get("epochs")
-    return int(epochs) if isinstance(epochs, int) else None
+    return int(epochs) if isinstance(epochs, int) and not isinstance(epochs, bool) else None

@@ -147,6 +147,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------------------- commands
 
 
+MAX_BANDWIDTH = 1e6  # far beyond any feature distance: the kernel is flat long before
+MAX_WINDOW = 1_000_000
+
+
 def advantages_command(args: argparse.Namespace) -> int:
     from rftlab.training.gs1.advantages import advantages_for_rows, parse_batch_rows
 
@@ -159,21 +163,26 @@ def advantages_command(args: argparse.Namespace) -> int:
         raise UsageError(f"batch {args.input}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except ValueError as exc:
         raise UsageError(f"batch {args.input}: {exc}") from None
-    if not args.bandwidth > 0 or args.window < 1:
-        raise UsageError("--bandwidth must be > 0 and --window >= 1")
+    if not (math.isfinite(args.bandwidth) and 0 < args.bandwidth <= MAX_BANDWIDTH):
+        raise UsageError(
+            f"--bandwidth must be a finite number in (0, {MAX_BANDWIDTH:g}], got {args.bandwidth}"
+        )
+    if not 1 <= args.window <= MAX_WINDOW:
+        raise UsageError(f"--window must be an integer from 1 to {MAX_WINDOW}, got {args.window}")
     out = advantages_for_rows(rows, args.estimator, bandwidth=args.bandwidth, window=args.window)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "estimator": args.estimator,
-                    "bandwidth": args.bandwidth,
-                    "window": args.window,
-                    "rows": out,
-                },
-                indent=2,
-            )
-        )
+        payload = {
+            "estimator": args.estimator,
+            "bandwidth": args.bandwidth,
+            "window": args.window,
+            "rows": out,
+        }
+        try:  # strict JSON: a NaN or an infinity is a defect to report, never text that is not JSON
+            print(json.dumps(payload, indent=2, allow_nan=False))
+        except ValueError:
+            raise UsageError(
+                "the advantages are not finite for this batch; check its rewards and features"
+            ) from None
         return 0
     print(f"{'step':>4} {'prompt_id':<16} {'reward':>7} {'baseline':>9} {'advantage':>10} {'eff_nb':>7}")
     for r in out:

@@ -85,12 +85,15 @@ def _dataset(args: argparse.Namespace) -> int:
         raise UsageError("--n must be between 1 and 100000")
     if not 1 <= args.hands <= 200:
         raise UsageError("--hands must be between 1 and 200")
-    text = "".join(json.dumps(row) + "\n" for row in dataset_rows(args.n, hands=args.hands))
+    from rftlab.runs import OutputPathError, atomic_write_text, check_output_path
+
     try:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        raise UsageError(f"--out {args.out}: cannot write ({exc.strerror})") from None
+        out = check_output_path(args.out, "--out")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+    text = "".join(json.dumps(row) + "\n" for row in dataset_rows(args.n, hands=args.hands))
+    # atomic (a kill or a full disk leaves the old file, never cut JSONL) and checked for credentials
+    atomic_write_text(out, text, make_parents=False, where=f"--out {args.out}")
     print(f"wrote {args.n} rows -> {args.out}", file=sys.stderr)
     return 0
 

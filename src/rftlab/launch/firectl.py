@@ -1,10 +1,20 @@
 """``firectl`` through a subprocess: argv builders, one runner seam, JSON parsing, key redaction.
 
 Design (``docs/platforms.md`` §1.2, §1.8): argv builders are pure (``list[str]``), the one process call
-is an injectable ``runner`` (``subprocess.run`` without a shell, with a timeout), and the executable is
-resolved at call time from ``$RFTLAB_FIRECTL`` or ``PATH``, so a fake earlier on ``PATH`` wins in tests.
-``--api-key`` is passed explicitly (firectl was seen to ignore ``FIREWORKS_API_KEY``) and masked in every
-recorded argv, error message and captured output.
+is an injectable ``runner`` (``subprocess.run`` without a shell, with a timeout and an environment), and
+the executable is resolved at call time from ``$RFTLAB_FIRECTL`` or ``PATH``, so a fake earlier on
+``PATH`` wins in tests.
+
+The key never goes on the command line, where every local user reads it (``ps``, ``/proc/<pid>/cmdline``).
+firectl reads its default key and account from ``~/.fireworks/auth.ini`` (``firectl set-api-key`` writes
+it; docs/platforms.md §1.2), plain ``key = value`` lines. So each call gets a private temporary home: a
+folder only this user can open (``0700``) holding ``.fireworks/auth.ini`` (``0600``) with ``api_key`` and
+``account_id``, passed to firectl as ``HOME`` and removed when the call ends (``key_via="auth-file"``, the
+default). ``key_via="argv"`` is the fallback for a firectl that ignores the file: it passes
+``--api-key`` and says so once, loudly, before the first call. The W&B key has no such route
+(``--wandb-api-key`` is the only way firectl takes it), which is also said once, loudly, before the job
+is created. Every recorded argv has both flags masked (``redact``), and every captured output and error
+message is scrubbed of every encoded form of every key (``rftlab.runs.secrets.redact_text``).
 
     fc = Firectl(account_id="acct", api_key=os.environ["FIREWORKS_API_KEY"])
     fc.dataset_create("rftlab-spectrum-scaf48", "rows.jsonl")
@@ -15,18 +25,24 @@ recorded argv, error message and captured output.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
+from rftlab.runs.atomic import atomic_write_text
+from rftlab.runs.secrets import redact_text
 
 SECRET_FLAGS = frozenset({"--api-key", "--wandb-api-key"})
 # Our rule (docs/platforms.md §1.4): PAUSED can be resumed, so it is not terminal.
@@ -35,7 +51,28 @@ SUCCESS_JOB_STATES = frozenset({"COMPLETED"})
 NOUNS = {"rftj": "reinforcement-fine-tuning-job", "dataset": "dataset", "deployment": "deployment"}
 PLURAL_LIST = {"reinforcement-fine-tuning-job": "reinforcement-fine-tuning-jobs", "dataset": "datasets"}
 STYLES = ("noun-verb", "verb-noun")
+KEY_VIA = ("auth-file", "argv")
+AUTH_FILE = Path(".fireworks") / "auth.ini"
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+KEY_ON_ARGV_WARNING = (
+    "WARNING: the Fireworks key is passed to firectl as --api-key (--key-via argv): while each firectl call "
+    "runs, every local user can read the key in the process list (ps, /proc/<pid>/cmdline). Use the default "
+    "--key-via auth-file on a shared machine."
+)
+WANDB_ON_ARGV_WARNING = (
+    "WARNING: firectl takes the W&B key only as --wandb-api-key, so while the job-create call runs every local "
+    "user can read WANDB_API_KEY in the process list (ps, /proc/<pid>/cmdline). Unset WANDB_API_KEY to create "
+    "the job without it (configure W&B on the Fireworks side instead), or launch from a machine you do not share."
+)
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str, warn: Callable[[str], None] | None = None) -> None:
+    """Print ``message`` to stderr (or ``warn``) the first time it is given in this process."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    (warn or (lambda m: print(m, file=sys.stderr, flush=True)))(message)
 
 
 class FirectlError(RuntimeError):
@@ -54,7 +91,7 @@ class CmdResult:
     seconds: float = 0.0
 
 
-Runner = Callable[[Sequence[str], float], CmdResult]
+Runner = Callable[[Sequence[str], float, Mapping[str, str] | None], CmdResult]
 
 
 def redact(argv: Sequence[str]) -> list[str]:
@@ -76,11 +113,21 @@ def redact(argv: Sequence[str]) -> list[str]:
 
 
 def scrub(text: str, secrets: Sequence[str | None]) -> str:
-    """``text`` with every occurrence of each non-empty secret replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    """``text`` with every encoded form of each secret (and of every credential variable) masked."""
+    return redact_text(text, [s for s in secrets if s])
+
+
+def _argv_secrets(argv: Sequence[str]) -> list[str]:
+    """The values given to ``--api-key`` / ``--wandb-api-key`` in ``argv``."""
+    found = []
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in SECRET_FLAGS:
+            if eq:
+                found.append(value)
+            elif i + 1 < len(argv):
+                found.append(argv[i + 1])
+    return found
 
 
 def resolve_executable(name: str = "firectl") -> str:
@@ -96,11 +143,19 @@ def resolve_executable(name: str = "firectl") -> str:
     return found
 
 
-def subprocess_runner(argv: Sequence[str], timeout: float) -> CmdResult:
+def subprocess_runner(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CmdResult:
     """Run ``argv`` (no shell), capture its output, never raise for a non-zero exit."""
     start = time.monotonic()
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+            env=None if env is None else dict(env),
+        )
     except FileNotFoundError:
         raise FirectlError(f"cannot run {argv[0]!r}: no such executable") from None
     except PermissionError:
@@ -110,21 +165,85 @@ def subprocess_runner(argv: Sequence[str], timeout: float) -> CmdResult:
     return CmdResult(tuple(redact(argv)), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+HOME_PREFIX = "rftlab-firectl-"
+
+
+def clean_stale_homes(folder: str | Path | None = None) -> list[Path]:
+    """Remove the private homes left by processes that were killed (``kill -9`` skips every ``finally``):
+    this user's ``rftlab-firectl-<pid>-*`` folders whose process is gone. Returns what was removed."""
+    removed = []
+    base = Path(folder or tempfile.gettempdir())
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = re.fullmatch(re.escape(HOME_PREFIX) + r"(\d+)-.+", entry.name)
+        if not match or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(match.group(1)), 0)
+            continue  # its process is alive: not stale
+        except ProcessLookupError:
+            pass
+        except (OSError, OverflowError):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def private_home(api_key: str, account_id: str) -> Iterator[Path]:
+    """A temporary home only this user can open, with ``.fireworks/auth.ini`` (``0600``) holding the key and
+    the account; removed on exit, whatever happens — and, should this process be killed, by the next
+    call (``clean_stale_homes``: the folder name carries the pid)."""
+    for label, value in (("key", api_key), ("account id", account_id)):
+        if (
+            value != value.strip()
+            or any(ch in value for ch in "\r\n\x00")
+            or (len(value) > 1 and value[0] == value[-1] and value[0] in "'\"")
+        ):
+            raise FirectlError(
+                f"the Fireworks {label} cannot be written to firectl's auth file (one 'name = value' line): it "
+                "holds a line break, surrounding spaces or surrounding quotes; check the variable"
+            )
+    clean_stale_homes()
+    home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))  # mode 0700
+    try:
+        (home / AUTH_FILE.parent).mkdir(mode=0o700)
+        text = f"api_key = {api_key}\naccount_id = {account_id}\n"
+        # the one file that must hold the key: it never leaves this private folder
+        atomic_write_text(home / AUTH_FILE, text, check_secrets=False, make_parents=False, mode=0o600)
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def parse_json_output(stdout: str, what: str) -> Any:
     """The JSON document in ``stdout`` (from its first ``{`` or ``[``: a banner line may precede it)."""
     starts = [i for i in (stdout.find("{"), stdout.find("[")) if i >= 0]
     if not starts:
         raise FirectlError(f"{what}: no JSON in firectl output ({stdout.strip()[:200]!r})")
     try:
-        return json.loads(stdout[min(starts) :])
-    except json.JSONDecodeError as exc:
-        raise FirectlError(f"{what}: firectl printed malformed JSON ({exc.msg} at char {exc.pos})") from None
+        return json.loads(stdout[min(starts) :], parse_constant=_no_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        why = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)[:200]
+        raise FirectlError(f"{what}: firectl printed malformed JSON ({why or type(exc).__name__})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
 
 
 @dataclass
 class Firectl:
     """A configured firectl. ``log`` receives one record per call (redacted argv, exit code, seconds,
-    scrubbed stderr tail) — the launcher appends them to ``provider/firectl_calls.jsonl``."""
+    scrubbed stderr tail) — the launcher appends them to ``provider/firectl_calls.jsonl``. ``key_via``:
+    ``"auth-file"`` (default, module docstring) or ``"argv"``; ``warn`` receives the loud warnings
+    (default: stderr)."""
 
     account_id: str
     api_key: str | None = None
@@ -133,13 +252,18 @@ class Firectl:
     runner: Runner = subprocess_runner
     timeout: float = 120.0
     log: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    key_via: str = "auth-file"
+    warn: Callable[[str], None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {self.style!r}")
-        if not self.account_id or any(c.isspace() for c in self.account_id):
+        if self.key_via not in KEY_VIA:
+            raise ValueError(f"key_via must be one of {KEY_VIA}, got {self.key_via!r}")
+        if not self.account_id or not re.fullmatch(r"[A-Za-z0-9<][A-Za-z0-9._<>-]*", self.account_id):
             raise ValueError(
-                "a Fireworks account id is needed (set FIREWORKS_ACCOUNT_ID or pass --account-id)"
+                "a Fireworks account id is needed (set FIREWORKS_ACCOUNT_ID or pass --account-id): letters, "
+                f"digits, '.', '_' and '-', not starting with '-' (got {self.account_id!r})"
             )
 
     def __repr__(self) -> str:  # never show the key
@@ -151,18 +275,32 @@ class Firectl:
         if self.style == "verb-noun" and verb == "list":
             noun = PLURAL_LIST.get(noun, noun)
         head = [noun, verb] if self.style == "noun-verb" else [verb, noun]
-        tail = ["-a", self.account_id] + (["--api-key", self.api_key] if self.api_key else [])
+        key_flag = ["--api-key", self.api_key] if self.api_key and self.key_via == "argv" else []
+        tail = ["-a", self.account_id, *key_flag]
         exe = self.exe or resolve_executable()
         return [exe, *head, *args, *tail, *(["-o", "json"] if json_out else [])]
 
     # -------------------------------------------------------------------------------------- run
+    @contextlib.contextmanager
+    def _environment(self) -> Iterator[dict[str, str] | None]:
+        if not self.api_key:
+            yield None
+        elif self.key_via == "argv":
+            warn_once(KEY_ON_ARGV_WARNING, self.warn)
+            yield None
+        else:
+            with private_home(self.api_key, self.account_id) as home:
+                yield {**os.environ, "HOME": str(home)}
+
     def run(self, argv: Sequence[str]) -> CmdResult:
-        secrets = [self.api_key]
+        secrets = [self.api_key, *_argv_secrets(argv)]
         try:
-            res = self.runner(argv, self.timeout)
+            with self._environment() as env:
+                res = self.runner(argv, self.timeout, env)
         except FirectlError as exc:
-            self._record(redact(argv), None, 0.0, str(exc))
-            raise FirectlError(scrub(str(exc), secrets)) from None
+            message = scrub(str(exc), secrets)
+            self._record(redact(argv), None, 0.0, message)
+            raise FirectlError(message) from None
         stderr = scrub(res.stderr, secrets)
         res = CmdResult(
             tuple(redact(res.argv)), res.returncode, scrub(res.stdout, secrets), stderr, res.seconds
@@ -183,10 +321,10 @@ class Firectl:
 
     # --------------------------------------------------------------------------------- datasets
     def dataset_create(self, dataset_id: str, path: str | Path) -> Any:
-        return self._json("dataset", "create", dataset_id, str(path))
+        return self._json("dataset", "create", _safe_id(dataset_id), str(path))
 
     def dataset_get(self, dataset_id: str) -> Any:
-        return self._json("dataset", "get", dataset_id)
+        return self._json("dataset", "get", _safe_id(dataset_id))
 
     def dataset_list(self) -> Any:
         return self._json("dataset", "list")
@@ -195,22 +333,42 @@ class Firectl:
         """Download into ``out_dir`` (``-o json`` is not passed to download); the JSONL files it wrote."""
         out = Path(out_dir)
         self.run(
-            self.argv("dataset", "download", dataset_id, "--output-dir", str(out), "--quiet", json_out=False)
+            self.argv(
+                "dataset",
+                "download",
+                _safe_id(dataset_id),
+                "--output-dir",
+                str(out),
+                "--quiet",
+                json_out=False,
+            )
         )
         return sorted(out.rglob("*.jsonl"))
 
     # ------------------------------------------------------------------------------------- jobs
     def job_create(self, job_id: str, flags: Sequence[str]) -> Any:
-        return self._json("rftj", "create", "--job-id", job_id, *flags)
+        if "--wandb-api-key" in flags or any(f.startswith("--wandb-api-key=") for f in flags):
+            warn_once(WANDB_ON_ARGV_WARNING, self.warn)
+        return self._json("rftj", "create", "--job-id", _safe_id(job_id), *flags)
 
     def job_get(self, job_id: str) -> Any:
-        return self._json("rftj", "get", job_id)
+        return self._json("rftj", "get", _safe_id(job_id))
 
     def job_list(self) -> Any:
         return self._json("rftj", "list")
 
     def job_cancel(self, job_id: str) -> CmdResult:
-        return self.run(self.argv("rftj", "cancel", job_id, json_out=False))
+        return self.run(self.argv("rftj", "cancel", _safe_id(job_id), json_out=False))
+
+
+def _safe_id(value: str) -> str:
+    """A resource id or name passed as a positional argument: never something firectl reads as a flag."""
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", value):
+        raise FirectlError(
+            f"refusing to pass {value!r} to firectl: an id must start with a letter or digit and hold only "
+            "letters, digits, '.', '_', '-' and '/'"
+        )
+    return value
 
 
 # ------------------------------------------------------------------------------- job arguments
@@ -287,34 +445,68 @@ def _get(obj: Mapping[str, Any], camel: str) -> Any:
 
 
 def job_state(job: Mapping[str, Any]) -> str:
-    """``state`` without the ``JOB_STATE_`` prefix, upper case (``""`` when absent)."""
-    return str(job.get("state") or "").upper().removeprefix("JOB_STATE_")
+    """``state`` without the ``JOB_STATE_`` prefix, upper case (``""`` when absent or not a state name)."""
+    state = job.get("state")
+    if not isinstance(state, str) or not re.fullmatch(r"[A-Za-z_]{1,64}", state):
+        return ""
+    return state.upper().removeprefix("JOB_STATE_")
 
 
-def job_progress(job: Mapping[str, Any]) -> dict[str, Any]:
-    """``jobProgress`` fields the poller uses; missing or ill-typed values become ``None``."""
+MAX_EPOCHS = 1000  # the arm specs' upper bound (launch/spectrum/spec.py, launch/poker/spec.py)
+MAX_ACCELERATOR_SECONDS = 1e12  # ~30,000 GPU-years: anything larger is not a measurement
+
+
+def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -> int | None:
+    """``value`` as an integer in ``lo..hi`` (ints, integral floats, digit strings), else ``None`` with the
+    reason appended to ``problems`` (a missing value is not a problem)."""
+    if value is None:
+        return None
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,18}\s*", value):
+        number = int(value)
+    if number is None or not lo <= number <= hi:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        problems.append(f"{name} {shown} is not an integer in {lo}..{hi}; ignored")
+        return None
+    return number
+
+
+def job_progress(job: Mapping[str, Any], epochs: int | None = None) -> dict[str, Any]:
+    """``jobProgress`` fields the poller uses, validated: ``epoch`` an integer in ``0..epochs`` (the spec's
+    epochs; ``MAX_EPOCHS`` when unknown), ``percent`` in ``0..100``. A missing, ill-typed or out-of-range
+    value becomes ``None`` and is named in ``problems`` (never trusted, never used to size anything)."""
     progress = _get(job, "jobProgress")
     progress = progress if isinstance(progress, Mapping) else {}
-
-    def as_int(value: Any) -> int | None:
-        try:
-            return int(value) if value is not None and not isinstance(value, bool) else None
-        except (TypeError, ValueError):
-            return None
-
-    return {"epoch": as_int(progress.get("epoch")), "percent": as_int(progress.get("percent"))}
+    problems: list[str] = []
+    top = epochs if isinstance(epochs, int) and not isinstance(epochs, bool) and epochs >= 0 else MAX_EPOCHS
+    epoch = _bounded_int(progress.get("epoch"), 0, top, "jobProgress.epoch", problems)
+    percent = _bounded_int(progress.get("percent"), 0, 100, "jobProgress.percent", problems)
+    return {"epoch": epoch, "percent": percent, "problems": problems}
 
 
-def accelerator_seconds(job: Mapping[str, Any]) -> dict[str, float]:
-    """``acceleratorSeconds`` as floats (the API sends strings); unparseable values are dropped."""
+def accelerator_seconds(job: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, float]:
+    """``acceleratorSeconds`` as floats (the API sends strings); a value that is not a finite number in
+    ``0..MAX_ACCELERATOR_SECONDS`` is dropped (and named in ``problems`` when given)."""
     raw = _get(job, "acceleratorSeconds")
     out: dict[str, float] = {}
     if isinstance(raw, Mapping):
-        for name, value in raw.items():
+        for name, value in list(raw.items())[:64]:
             try:
-                out[str(name)] = float(value)
-            except (TypeError, ValueError):
-                continue
+                number = float(value) if not isinstance(value, bool) and len(str(value)) <= 40 else math.nan
+            except (TypeError, ValueError, OverflowError):
+                number = math.nan
+            if math.isfinite(number) and 0.0 <= number <= MAX_ACCELERATOR_SECONDS:
+                out[str(name)[:64]] = number
+            elif problems is not None:
+                problems.append(
+                    f"acceleratorSeconds[{str(name)[:64]!r}] {str(value)[:40]!r} is not a number of seconds; ignored"
+                )
     return out
 
 
@@ -323,16 +515,17 @@ def output_metrics(job: Mapping[str, Any]) -> Any:
     raw = _get(job, "outputMetrics")
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
+            return json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # not JSON, a NaN, a 5000-digit number, nested too deeply
             return raw
     return raw
 
 
 def status_message(job: Mapping[str, Any]) -> str:
+    """``status.message`` (or its code), at most 2000 characters."""
     status = job.get("status")
     if isinstance(status, Mapping):
-        return str(status.get("message") or status.get("code") or "")
+        return str(status.get("message") or status.get("code") or "")[:2000]
     return ""
 
 

@@ -15,6 +15,20 @@ one ``metrics.jsonl`` row per epoch computed from those rollouts — the same me
 writes. Every write is atomic, so an interrupted ``watch`` loses nothing and a re-run continues from the
 first epoch not yet in ``metrics.jsonl``. A stall is reported with the diagnosis steps of
 ``docs/platforms.md`` §1.7 and never cancels the job.
+
+Failures and bad answers (docs/platforms.md §1.8):
+
+- a launch that fails before the job exists (no firectl, a refused dataset or job) marks its run
+  ``failed`` with the reason, so nothing stays ``running`` for good; re-launching starts a new run (a job
+  that did get created under the planned id is found by ``get`` and reused);
+- two launches or polls of one run at once: the second gets ``RunBusyError`` naming the run
+  (``rftlab.runs.locks``);
+- every number read from the service is validated (``firectl.job_progress``): an epoch outside
+  ``0..<spec epochs>``, a percent outside ``0..100`` or a non-finite accelerator time is ignored and named
+  in the poll's message, never used;
+- polls are at least ``MIN_POLL_INTERVAL_S`` apart; after the job reports COMPLETED the epoch datasets
+  get ``dataset_grace`` seconds to appear, then the run finishes as completed with the missing epochs
+  named in ``run.json`` (``provider.missing_epochs``).
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from rftlab.launch.firectl import (
+    MAX_EPOCHS,
     TERMINAL_JOB_STATES,
     Firectl,
     FirectlError,
@@ -50,9 +65,12 @@ from rftlab.launch.firectl import (
 )
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.runs import RunStore, load_run
+from rftlab.runs.secrets import redact_text
 from rftlab.types import RunRef, RunStatus
 
 BACKEND = "fireworks"
+MIN_POLL_INTERVAL_S = 5.0  # each poll is one or more firectl calls to the Fireworks API
+DATASET_GRACE_S = 600.0  # after COMPLETED, how long the per-epoch datasets may take to appear
 KEY_ENV = "FIREWORKS_API_KEY"
 ACCOUNT_ENV = "FIREWORKS_ACCOUNT_ID"
 # The @evaluation_test entry of each (experiment, rollout interface), relative to the staged evaluator folder.
@@ -68,7 +86,7 @@ EVALUATOR_REQUIREMENTS = (
     "jinja2>=3.1",
 )
 STALL_ADVICE = (
-    "No progress (state, epoch, percent, accelerator seconds, epoch datasets) for {minutes:.0f} min. "
+    "No progress (state, epoch, percent, accelerator seconds, epoch datasets) for {duration}. "
     "This is often Fireworks capacity, not this code: (1) check whether any deployment exists for the job "
     "('firectl deployment list') and whether acceleratorSeconds is non-empty; (2) launch an independent "
     "control job (known-good evaluator, tiny dataset, 1 epoch, same base model); if it stalls too, wait or "
@@ -91,6 +109,7 @@ class LaunchPlan:
     evaluator: str
     commands: list[list[str]]
     warnings: list[str] = field(default_factory=list)
+    key_via: str = "auth-file"  # how each firectl command gets the key (rftlab.launch.firectl)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,17 +118,21 @@ class LaunchPlan:
             "evaluator": self.evaluator,
             "commands": self.commands,
             "warnings": self.warnings,
+            "key_via": self.key_via,
         }
 
 
 @dataclass
 class WatchResult:
-    """How ``watch`` ended: ``status`` is the last poll; ``stalled`` when it stopped on a stall."""
+    """How ``watch`` (or one ``step``) ended: ``status`` is the last poll; ``stalled`` when it stopped on a
+    stall; ``missing_epochs`` the epochs whose datasets never appeared (the run finished without them)."""
 
     status: RunStatus
     epochs_recorded: list[int]
     stalled: bool = False
     polls: int = 0
+    missing_epochs: list[int] = field(default_factory=list)
+    done: bool = False  # the run is finished (or failed): nothing more to poll
 
 
 def _default_preflight(spec: SpectrumArmSpec):
@@ -124,6 +147,7 @@ class FireworksLauncher:
 
     account_id: str | None = None
     style: str = "noun-verb"
+    key_via: str = "auth-file"  # how firectl gets the key (rftlab.launch.firectl module docstring)
     firectl_factory: Callable[..., Firectl] = Firectl
     preflight: Callable[[SpectrumArmSpec], Any] | None = None  # None: rftlab.launch.spectrum.preflight
     dataset_rows: Callable[[SpectrumArmSpec], Iterable[Mapping[str, Any]]] | None = None
@@ -141,7 +165,9 @@ class FireworksLauncher:
         key = os.environ.get(KEY_ENV) or None
         if need_key and not key:
             raise LaunchRefused(f"{KEY_ENV} is not set: export it in your shell (never write it to a file)")
-        return self.firectl_factory(account_id=self._account(), api_key=key, style=self.style, log=log)
+        return self.firectl_factory(
+            account_id=self._account(), api_key=key, style=self.style, log=log, key_via=self.key_via
+        )
 
     # ------------------------------------------------------------------------------------ plan
     def plan(self, spec: SpectrumArmSpec, dataset_path: str | Path = "<dataset.jsonl>") -> LaunchPlan:
@@ -152,8 +178,11 @@ class FireworksLauncher:
                 f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
             )
         account = self.account_id or os.environ.get(ACCOUNT_ENV) or "<account-id>"
-        # the key is shown as its variable: a plan is printed, and a printed key would be a leak
-        fc = self.firectl_factory(account_id=account, api_key="$FIREWORKS_API_KEY", style=self.style)
+        # with --key-via argv the key is shown as its variable (a plan is printed; a printed key would be a
+        # leak); by default firectl reads it from a private auth file and the commands carry no key at all
+        fc = self.firectl_factory(
+            account_id=account, api_key="$FIREWORKS_API_KEY", style=self.style, key_via=self.key_via
+        )
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
         dataset_id = arm_dataset_id(fw.dataset_id, self._rows(spec))
@@ -169,7 +198,9 @@ class FireworksLauncher:
                 evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account), entry=entry)
             )
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
-        return LaunchPlan(job_id, dataset_id, evaluator_name(spec, account), commands, warnings)
+        return LaunchPlan(
+            job_id, dataset_id, evaluator_name(spec, account), commands, warnings, key_via=self.key_via
+        )
 
     def _rows(self, spec) -> list[Mapping[str, Any]]:
         return list(self.dataset_rows(spec) if self.dataset_rows else default_dataset_rows(spec))
@@ -196,7 +227,23 @@ class FireworksLauncher:
         )
         ref = RunRef(spec.experiment, spec.arm, run.run_id, run.path, BACKEND)
         if origin == "reused" or run.record.provider.get("job_id"):
+            run.release()
             return ref
+        try:
+            self._create_job(spec, run)
+        except BaseException as exc:
+            # Nothing may stay "running" for good: the job does not exist (or was never recorded), so the
+            # run is over. A re-launch starts a new run and finds a job created under the planned id.
+            if not run.finished:
+                run.finish("failed", error=_failure_reason(exc))
+            raise
+        finally:
+            run.release()
+        return ref
+
+    def _create_job(self, spec: SpectrumArmSpec, run) -> None:
+        """Preflight, dataset and job of a claimed run (``launch``): raises on any failure."""
+        assert spec.fireworks is not None
         report = (self.preflight or _default_preflight)(spec)
         report_dict = report.to_dict() if hasattr(report, "to_dict") else dict(report)
         run.save_provider_snapshot("preflight.json", report_dict)
@@ -236,6 +283,8 @@ class FireworksLauncher:
         except FirectlError:
             job = None
         if job is not None:
+            if not isinstance(job, Mapping):
+                raise LaunchRefused(f"firectl get of job {job_id!r} returned JSON that is not an object")
             mismatch = _config_mismatch(job, spec, fc.account_id, dataset_id)
             if mismatch:
                 raise LaunchRefused(
@@ -244,20 +293,25 @@ class FireworksLauncher:
                 )
         else:
             job = fc.job_create(job_id, flags)
+            if not isinstance(job, Mapping):
+                raise LaunchRefused(
+                    f"firectl create of job {job_id!r} returned JSON that is not an object; check "
+                    f"'firectl rftj get {job_id}' before launching again"
+                )
         run.save_provider_snapshot("job_create.json", job)
         run.set_provider(
             job_id=job_id,
-            job_name=str(job.get("name") or job_id),
+            job_name=str(job.get("name") or job_id)[:512],
             dataset_id=dataset_id,
             evaluator=evaluator_name(spec, fc.account_id),
             account_id=fc.account_id,
         )
-        return ref
 
     # ------------------------------------------------------------------------------------ poll
     def poll(self, run: RunRef) -> RunStatus:
         """One look at the job: snapshot it into the run folder and return its status. A firectl failure
-        or malformed answer comes back as state ``"unknown"`` with the reason (never raised)."""
+        or malformed answer comes back as state ``"unknown"`` with the reason (never raised); numbers
+        outside the spec's range are ignored and named in the message."""
         handle = load_run(run.path)
         job_id = handle.record.provider.get("job_id")
         if not job_id:
@@ -273,6 +327,59 @@ class FireworksLauncher:
         return _status_of(job, handle.record.spec.get("epochs"))
 
     # ----------------------------------------------------------------------------------- watch
+    def step(
+        self,
+        run: RunRef,
+        *,
+        dataset_grace: float = DATASET_GRACE_S,
+        clock: Callable[[], float] = time.time,
+    ) -> WatchResult:
+        """One poll and everything it allows: record every finished epoch not yet recorded; finish the run
+        when the job ended (a completed job whose epoch datasets are missing after ``dataset_grace``
+        seconds finishes without them, naming them). ``done`` when nothing is left to poll."""
+        handle = load_run(run.path)
+        if handle.finished:
+            return WatchResult(_recorded_status(handle), _recorded_epochs(handle), done=True)
+        status = self.poll(run)
+        handle = load_run(run.path)
+        if status.state == "unknown":
+            return WatchResult(status, _recorded_epochs(handle), polls=1)
+        if status.state == "failed" and not handle.record.provider.get("job_id"):
+            handle.finish("failed", error=status.message)
+            return WatchResult(status, [], polls=1, done=True)
+        done_epochs = _finished_epochs(status)
+        recorded = self._record_epochs(handle, done_epochs)
+        missing = [k for k in done_epochs if k not in recorded]
+        handle = load_run(run.path)
+        if not status.terminal:
+            return WatchResult(status, recorded, polls=1)
+        if status.state != "completed":
+            handle.finish("failed", error=f"Fireworks job {status.state}: {status.message}".strip())
+            return WatchResult(status, recorded, polls=1, done=True)
+        if missing:
+            seen = handle.record.provider.get("completed_seen_at")
+            if not isinstance(seen, int | float) or isinstance(seen, bool):
+                handle.set_provider(completed_seen_at=clock())
+                seen = clock()
+            waited = clock() - float(seen)
+            if waited < dataset_grace:
+                note = (
+                    f"completed; waiting for the datasets of epoch(s) {missing} "
+                    f"({waited:.0f} of {dataset_grace:.0f} s grace)"
+                )
+                return WatchResult(_with_message(status, note), recorded, polls=1, missing_epochs=missing)
+            note = (
+                f"completed, but the datasets of epoch(s) {missing} did not appear within {dataset_grace:.0f} s "
+                "of completion; the run is finished without them (provider.missing_epochs in run.json)"
+            )
+            handle.set_provider(missing_epochs=missing)
+            handle.finish("finished")
+            return WatchResult(
+                _with_message(status, note), recorded, polls=1, missing_epochs=missing, done=True
+            )
+        handle.finish("finished")
+        return WatchResult(status, recorded, polls=1, done=True)
+
     def watch(
         self,
         run: RunRef,
@@ -280,50 +387,62 @@ class FireworksLauncher:
         every: float = 60.0,
         stall_after: float = 1800.0,
         max_errors: int = 5,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        on_status: Callable[[RunStatus], None] | None = None,
+        dataset_grace: float = DATASET_GRACE_S,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] | None = None,
+        on_status: Callable[[WatchResult], None] | None = None,
+        max_polls: int | None = None,
     ) -> WatchResult:
-        """Poll until a terminal state, recording every finished epoch's rollouts and metrics. Stops
-        (without cancelling) after ``stall_after`` seconds with no change in the progress key, or after
-        ``max_errors`` consecutive failed polls; both leave the run resumable."""
+        """Poll until a terminal state, recording every finished epoch's rollouts and metrics (``step``).
+        Polls are ``max(every, MIN_POLL_INTERVAL_S)`` apart. Stops (without cancelling) after
+        ``stall_after`` seconds with no change in the progress key, or after ``max_errors`` consecutive
+        failed polls; both leave the run resumable. ``on_status`` sees every step; ``max_polls`` stops after
+        that many (``poll --once`` is ``max_polls=1``). While it runs the run is claimed: a second watch of
+        it refuses (``RunBusyError``)."""
+        for name, value in (("every", every), ("stall_after", stall_after), ("dataset_grace", dataset_grace)):
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+        if stall_after <= 0:
+            raise ValueError("stall_after must be > 0 seconds")
+        interval = max(float(every), MIN_POLL_INTERVAL_S)
+        sleep = sleep or time.sleep
         handle = load_run(run.path)
         if handle.finished:
-            return WatchResult(_recorded_status(handle), _recorded_epochs(handle))
-        last_key, since, errors, polls = None, clock(), 0, 0
-        while True:
-            status = self.poll(run)
-            polls += 1
-            if on_status is not None:
-                on_status(status)
-            if status.state == "unknown":
-                errors += 1
-                if errors >= max_errors:
-                    return WatchResult(status, _recorded_epochs(load_run(run.path)), polls=polls)
-                sleep(every)
-                continue
-            errors = 0
-            handle = load_run(run.path)
-            done_epochs = _finished_epochs(status)
-            recorded = self._record_epochs(handle, done_epochs)
-            missing = [k for k in done_epochs if k not in recorded]
-            if status.terminal and not (status.state == "completed" and missing):
-                handle = load_run(run.path)
-                if status.state == "completed":
-                    handle.finish("finished")
-                else:
-                    handle.finish("failed", error=f"Fireworks job {status.state}: {status.message}".strip())
-                return WatchResult(status, _recorded_epochs(load_run(run.path)), polls=polls)
-            # (a completed job whose epoch datasets are not all downloadable yet keeps being polled; if they
-            # never appear, the stall rule below stops the watch with the run still resumable)
-            key = (status.provider.get("progress_key"), tuple(recorded))
-            if key != last_key:
-                last_key, since = key, clock()
-            elif clock() - since > stall_after:
-                message = STALL_ADVICE.format(minutes=stall_after / 60)
-                stalled = RunStatus("running", status.progress, status.total, message, status.provider)
-                return WatchResult(stalled, recorded, stalled=True, polls=polls)
-            sleep(every)
+            return WatchResult(_recorded_status(handle), _recorded_epochs(handle), done=True)
+        handle.claim("polled")
+        try:
+            last_key, since, errors, polls = None, clock(), 0, 0
+            while True:
+                result = self.step(run, dataset_grace=dataset_grace, clock=clock)
+                polls += 1
+                result.polls = polls
+                if on_status is not None:
+                    on_status(result)
+                if result.done or (max_polls is not None and polls >= max_polls):
+                    return result
+                status = result.status
+                if status.state == "unknown":
+                    errors += 1
+                    if errors >= max_errors:
+                        return result
+                    sleep(interval)
+                    continue
+                errors = 0
+                if (
+                    status.state != "completed"
+                ):  # after completion the grace period decides, not the stall rule
+                    key = (status.provider.get("progress_key"), tuple(result.epochs_recorded))
+                    if key != last_key:
+                        last_key, since = key, clock()
+                    elif clock() - since > stall_after:
+                        message = STALL_ADVICE.format(duration=_duration(stall_after))
+                        stalled = RunStatus(
+                            "running", status.progress, status.total, message, status.provider
+                        )
+                        return WatchResult(stalled, result.epochs_recorded, stalled=True, polls=polls)
+                sleep(interval)
+        finally:
+            handle.release()
 
     def _record_epochs(self, handle, epochs: Sequence[int]) -> list[int]:
         """Download and record every epoch in ``epochs`` not yet in ``metrics.jsonl``; returns the
@@ -590,12 +709,21 @@ _STATE_MAP = {
 }
 
 
+def _spec_epochs(epochs: Any) -> int | None:
+    """The spec's epoch count when it is a plausible one (1..MAX_EPOCHS), else ``None``."""
+    if isinstance(epochs, int) and not isinstance(epochs, bool) and 1 <= epochs <= MAX_EPOCHS:
+        return epochs
+    return None
+
+
 def _status_of(job: Mapping[str, Any], epochs: Any) -> RunStatus:
+    """The job's status; every number is validated against the spec (``firectl.job_progress``)."""
     state = job_state(job)
-    progress = job_progress(job)
-    accel = accelerator_seconds(job)
+    total = _spec_epochs(epochs)
+    progress = job_progress(job, total)
+    problems = list(progress["problems"])
+    accel = accelerator_seconds(job, problems)
     mapped = _STATE_MAP.get(state, "pending" if state not in TERMINAL_JOB_STATES else "failed")
-    total = int(epochs) if isinstance(epochs, int) else None
     finished = total if state == "COMPLETED" else progress["epoch"]
     provider = {
         "state": state,
@@ -604,16 +732,42 @@ def _status_of(job: Mapping[str, Any], epochs: Any) -> RunStatus:
         "accelerator_seconds": accel,
         "output_metrics": output_metrics(job),
         "progress_key": [state, progress["epoch"], progress["percent"], sorted(accel.items())],
+        "problems": problems,
     }
-    return RunStatus(mapped, finished, total, status_message(job), provider)
+    message = status_message(job)
+    if problems:
+        message = "; ".join([message, *problems]) if message else "; ".join(problems)
+    return RunStatus(mapped, finished, total, message, provider)
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``30 min`` or ``2.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _with_message(status: RunStatus, note: str) -> RunStatus:
+    message = f"{note}; {status.message}" if status.message else note
+    return RunStatus(status.state, status.progress, status.total, message, status.provider)
 
 
 def _finished_epochs(status: RunStatus) -> list[int]:
     """Epochs whose rollout datasets should exist: all of them once completed, else those before the
-    current ``jobProgress.epoch``."""
+    current ``jobProgress.epoch`` (validated: never more than the spec's epochs)."""
     if status.progress is None:
         return []
-    return list(range(int(status.progress)))
+    return list(range(min(int(status.progress), status.total or MAX_EPOCHS)))
+
+
+def _failure_reason(exc: BaseException) -> str:
+    """One line for ``run.json``'s ``error`` (keys scrubbed)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "launch interrupted before the Fireworks job was recorded"
+    text = " ".join(redact_text(str(exc)).split()) or type(exc).__name__  # redact, then fold, then cut
+    return f"launch failed before the job existed: {text}"[:2000]
 
 
 def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[str, Any]] | None:
@@ -642,7 +796,8 @@ def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[s
         rows: list[dict[str, Any]] = []
         for i, f in enumerate(files):
             text = f.read_text(encoding="utf-8", errors="replace")
-            handle.save_provider_snapshot(f"epoch-{epoch}-{i}-{f.name}", text)
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", f.name)[:100]
+            handle.save_provider_snapshot(f"epoch-{epoch}-{i}-{safe}", text)
             rows += _parse_rows(text)
         return rows
 
@@ -739,8 +894,15 @@ def _recorded_epochs(handle) -> list[int]:
 
 
 def _recorded_status(handle) -> RunStatus:
-    state = "completed" if handle.record.status == "finished" else "failed"
-    return RunStatus(state, message=handle.record.error or "")
+    """The status a finished run was left in (a cancelled job's run is ``failed`` with that reason)."""
+    error = handle.record.error or ""
+    if handle.record.status == "finished":
+        state = "completed"
+    elif error.startswith("Fireworks job cancelled"):
+        state = "cancelled"
+    else:
+        state = "failed"
+    return RunStatus(state, message=error)
 
 
 def _config_mismatch(

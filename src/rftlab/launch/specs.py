@@ -11,41 +11,81 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+
+from rftlab.runs.store import NAME_PATTERN
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
+# Validation shared by every family's spec (the fields are validated where they are declared):
+# - ``SPEC_CONFIG``: frozen, unknown fields refused, no NaN or infinity anywhere;
+# - integers are strict (``true`` is not 1 row, ``48.0`` is not 48); numbers refuse booleans and strings;
+# - names (experiment, arm) follow the run store's rule (``rftlab.runs.store.NAME_PATTERN``): one path
+#   component that is never hidden and never read as a flag;
+# - every string that reaches firectl's argv matches a pattern that cannot start with ``-`` and holds no
+#   space or shell character.
+SPEC_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+SpecBool = StrictBool
+SpecInt = StrictInt
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+    return value
+
+
+SpecFloat = Annotated[float, BeforeValidator(_number)]
+NAME = NAME_PATTERN  # experiment and arm names
+FIREWORKS_ID = r"^[a-z0-9][a-z0-9-]{0,62}$"  # dataset, output model (firectl resource ids)
+MODEL_RESOURCE = r"^accounts/[A-Za-z0-9][A-Za-z0-9._-]{0,62}/models/[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+EVALUATOR_RESOURCE = (
+    r"^accounts/(<acct>|[A-Za-z0-9][A-Za-z0-9._-]{0,62})/evaluators/[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+)
+PLAIN_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # W&B project and entity
+
 
 class FireworksJobSettings(BaseModel):
-    """Settings of ``firectl create reinforcement-fine-tuning-job`` that have no local meaning."""
+    """Settings of ``firectl create reinforcement-fine-tuning-job`` that have no local meaning. Every
+    string here reaches firectl's argv, so each matches a safe pattern."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
-    base_model: str = "accounts/fireworks/models/qwen3-1p7b"
-    dataset_id: str = Field(description="Fireworks dataset id the rows are uploaded to")
-    evaluator: str = Field(description="evaluator resource, accounts/<acct>/evaluators/<id>")
-    output_model: str = Field(description="name of the fine-tuned model the job creates")
+    base_model: str = Field("accounts/fireworks/models/qwen3-1p7b", pattern=MODEL_RESOURCE)
+    dataset_id: str = Field(description="Fireworks dataset id the rows are uploaded to", pattern=FIREWORKS_ID)
+    evaluator: str = Field(
+        description="evaluator resource, accounts/<acct>/evaluators/<id>", pattern=EVALUATOR_RESOURCE
+    )
+    output_model: str = Field(
+        description="name of the fine-tuned model the job creates", pattern=FIREWORKS_ID
+    )
     interface: Literal["turn", "mcp"] = "turn"  # custom turn processor (user messages) or McpGym
-    max_output_tokens: int = Field(4096, ge=1)
-    max_concurrent_rollouts: int = Field(96, ge=1)
-    lora_rank: int | None = Field(None, ge=1)
-    wandb_project: str | None = None
-    wandb_entity: str | None = None
+    max_output_tokens: SpecInt = Field(4096, ge=1, le=131_072)
+    max_concurrent_rollouts: SpecInt = Field(96, ge=1, le=10_000)
+    lora_rank: SpecInt | None = Field(None, ge=1, le=1024)
+    wandb_project: str | None = Field(None, pattern=PLAIN_NAME)
+    wandb_entity: str | None = Field(None, pattern=PLAIN_NAME)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def load_spec_file(path: str | Path, model: type[SpecT]) -> SpecT:
     """Read and validate a spec file as ``model``; raises ``ValueError`` naming the file and the bad field."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except FileNotFoundError:
         raise ValueError(f"{p}: no such spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{p}: cannot read spec file ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # NaN/Infinity, a 5000-digit number, absurd nesting
+        raise ValueError(f"{p}: not a valid spec file ({str(exc)[:200] or type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p}: a spec file holds one JSON object")
     try:
@@ -53,4 +93,7 @@ def load_spec_file(path: str | Path, model: type[SpecT]) -> SpecT:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise ValueError(f"{p}: field {where}: {first['msg']}") from None
+        shown = repr(first.get("input"))
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        got = f" (got {shown})" if "input" in first and not isinstance(first.get("input"), dict) else ""
+        raise ValueError(f"{p}: field {where}: {first['msg']}{got}") from None

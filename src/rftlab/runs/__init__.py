@@ -1,6 +1,7 @@
 """Run store: ``runs/<experiment>/<arm>/<run_id>/`` folders with atomic writes and spec hashing."""
 
 from rftlab.runs.atomic import (
+    atomic_directory,
     atomic_write_bytes,
     atomic_write_text,
     atomic_writer,
@@ -16,7 +17,8 @@ from rftlab.runs.errors import (
     SecretLeakError,
 )
 from rftlab.runs.hashing import canonical_json, file_sha256, spec_sha256
-from rftlab.runs.secrets import assert_no_secrets
+from rftlab.runs.locks import RunBusyError
+from rftlab.runs.secrets import assert_no_secrets, redact_text
 from rftlab.runs.store import Run, RunRecord, RunStore, collect_metrics, load_metrics, load_run
 
 __all__ = [
@@ -24,11 +26,13 @@ __all__ = [
     "FinishedRunError",
     "OutputPathError",
     "Run",
+    "RunBusyError",
     "RunRecord",
     "RunStore",
     "RunStoreError",
     "SecretLeakError",
     "assert_no_secrets",
+    "atomic_directory",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_writer",
@@ -40,5 +44,6 @@ __all__ = [
     "find_temporaries",
     "load_metrics",
     "load_run",
+    "redact_text",
     "spec_sha256",
 ]

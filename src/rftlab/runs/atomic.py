@@ -18,9 +18,11 @@ flushes it to disk and renames it over the target. A reader sees the old file or
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ LEGACY_STALE_AFTER_S = 3600.0
 __all__ = [
     "TMP_SUFFIX",
     "Temporary",
+    "atomic_directory",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_writer",
@@ -74,6 +77,19 @@ def _tmp_path(path: Path) -> Path:
 
 def _describe(exc: OSError) -> str:
     return exc.strerror or exc.__class__.__name__
+
+
+def _folder_refusal(folder: Path, exc: OSError) -> str:
+    """Why no new file can be created in the existing ``folder``, in words that fit the cause."""
+    if exc.errno == errno.ENOENT:
+        # The folder exists, yet creating a file in it says "no such file": a virtual file system
+        # (/proc, /sys) whose entries are made by the kernel, not by programs.
+        return f"folder {folder} does not accept new files (a virtual file system such as /proc or /sys)"
+    if exc.errno == errno.EROFS:
+        return f"folder {folder} is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"no permission to create files in folder {folder}"
+    return f"cannot create a file in folder {folder} ({_describe(exc)})"
 
 
 def check_output_path(path: str | os.PathLike[str], flag: str = "--out", make_parents: bool = False) -> Path:
@@ -125,7 +141,7 @@ def _check_output_path(path: str | os.PathLike[str], flag: str, make_parents: bo
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         raise OutputPathError(
-            f"{flag} {text}: cannot write in folder {parent} ({_describe(exc)}); choose a writable location"
+            f"{flag} {text}: {_folder_refusal(parent, exc)}; choose a writable location"
         ) from None
     os.close(fd)
     os.unlink(probe)
@@ -144,6 +160,13 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
+def _naming(exc: OSError, path: Path, tmp: Path) -> OSError:
+    """``exc`` re-raised naming the target ``path`` (never the temporary, never "a file")."""
+    if exc.filename in (None, str(tmp), os.fspath(tmp)) and exc.errno is not None:
+        return OSError(exc.errno, exc.strerror, str(path))
+    return exc
+
+
 @contextlib.contextmanager
 def atomic_writer(
     path: str | os.PathLike[str],
@@ -151,22 +174,31 @@ def atomic_writer(
     make_parents: bool = True,
     check_secrets: bool = True,
     where: str | None = None,
+    mode: int | None = None,
 ) -> Iterator[IO[bytes]]:
     """``with atomic_writer(path) as handle: handle.write(b"...")`` — the file appears at ``path`` only when
-    the block ends without an exception (and the bytes hold no credential)."""
+    the block ends without an exception (and the bytes hold no credential). ``mode`` overrides the
+    permissions (default: an existing file's, else ``0o666 & ~umask``). A failure names ``path``."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))  # write through a symlink; keep the link itself
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
     if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777 if path.is_file() else new_file_mode()
-    except OSError:
-        mode = new_file_mode()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _naming(exc, path, path.parent) from None
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777 if path.is_file() else new_file_mode()
+        except OSError:
+            mode = new_file_mode()
     tmp = _tmp_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise _naming(exc, path, tmp) from None
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
@@ -182,9 +214,11 @@ def atomic_writer(
             os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
-            # e.g. ENOSPC from write(): say which file could not be written
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        if isinstance(exc, OSError):
+            # e.g. ENOSPC or EFBIG from write(): say which file could not be written
+            named = _naming(exc, path, tmp)
+            if named is not exc:
+                raise named from exc
         raise
     _fsync_dir(path.parent)
 
@@ -196,18 +230,56 @@ def atomic_write_bytes(
     make_parents: bool = True,
     check_secrets: bool = True,
     where: str | None = None,
+    mode: int | None = None,
 ) -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring)."""
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
         assert_no_secrets(data, where or os.fspath(path))  # before a temporary exists
-    with atomic_writer(path, make_parents=make_parents, check_secrets=False) as handle:
+    with atomic_writer(path, make_parents=make_parents, check_secrets=False, mode=mode) as handle:
         handle.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, **kwargs) -> None:
     """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
     atomic_write_bytes(path, text.encode("utf-8"), **kwargs)
+
+
+@contextlib.contextmanager
+def atomic_directory(
+    path: str | os.PathLike[str], *, check_secrets: bool = True, last: tuple[str, ...] = ()
+) -> Iterator[Path]:
+    """``with atomic_directory(out) as tmp: model.save_pretrained(tmp)`` — for writers that fill a folder
+    themselves (Hugging Face ``save_pretrained``, tokenizers). They write into a fresh temporary folder
+    beside ``out`` (``.<name>.<pid>-<hex>.rftlab-tmp/``); when the block ends without an exception, every
+    file is checked for credentials, flushed, and renamed into ``out`` one by one, so each file of ``out``
+    is the old one or the new one, never a cut one. Files named in ``last`` move last (a marker such as
+    ``config.json`` whose presence means the rest is there). On any failure ``out`` is unchanged."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(out)
+    tmp.mkdir(mode=0o700)
+    try:
+        yield tmp
+        files = sorted(
+            (p for p in tmp.rglob("*") if p.is_file() and not p.is_symlink()),
+            key=lambda p: (p.name in last, str(p)),
+        )
+        for file in files:
+            target = out / file.relative_to(tmp)
+            if check_secrets:
+                assert_file_has_no_secrets(file, str(target))
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        mode = new_file_mode()
+        for file in files:
+            target = out / file.relative_to(tmp)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(file, mode)
+            os.replace(file, target)
+            _fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -252,6 +324,17 @@ def find_temporaries(root: str | os.PathLike[str], max_depth: int = 5) -> list[T
         if depth >= max_depth:
             dirnames[:] = []
         in_run = depth >= 3 and (root.joinpath(*here.relative_to(root).parts[:3]) / "run.json").is_file()
+        for name in [d for d in dirnames if _TMP_RE.match(d)]:  # atomic_directory's staging folders
+            dirnames.remove(name)
+            path = here / name
+            try:
+                info = path.lstat()
+                size = sum(p.lstat().st_size for p in path.rglob("*"))
+            except OSError:
+                continue
+            pid = int(_TMP_RE.match(name)["pid"])  # type: ignore[index]
+            age = max(0.0, now - info.st_mtime)
+            found.append(Temporary(path=path, pid=pid, size=size, age_s=age, stale=not _pid_alive(pid)))
         for name in filenames:
             match = _TMP_RE.match(name)
             legacy = match is None and in_run and _LEGACY_TMP_RE.match(name) is not None
@@ -281,7 +364,10 @@ def clean_temporaries(root: str | os.PathLike[str], dry_run: bool = False) -> li
             continue
         if not dry_run:
             try:
-                temp.path.unlink()
+                if temp.path.is_dir() and not temp.path.is_symlink():
+                    shutil.rmtree(temp.path)
+                else:
+                    temp.path.unlink()
             except FileNotFoundError:
                 continue
         removed.append(temp)

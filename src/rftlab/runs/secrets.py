@@ -1,43 +1,71 @@
-"""Keep credentials off the disk: every byte the run store writes is checked against the environment.
+"""Keep credentials off the disk and off the terminal: every byte the project writes, and every error text
+it prints, is checked against the environment.
 
 A variable is a credential when its name ends in ``_KEY``, ``_TOKEN`` or ``_SECRET``, or contains
 ``PASSWORD`` (case-insensitive; ``FIREWORKS_API_KEY``, ``TINKER_API_KEY``, ``HF_TOKEN``, ``OPENAI_API_KEY``,
-``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD_FILE``...). Its value is looked for in the *serialised bytes* of a
-file, in every form a serialiser can give it: raw UTF-8, JSON-escaped (ASCII and UTF-8, with and without
-escaped ``/``), CSV-quoted, Python ``repr``, URL-encoded, Latin-1 and UTF-16. So a key holding ``"``, ``\\`` or non-ASCII characters is
-found whether it was written verbatim, by ``json.dumps`` or by pandas.
+``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD_FILE``...). Its value is looked for in every form a serialiser, a
+logger or a transport can give it (:func:`secret_forms`):
+
+- raw UTF-8, Latin-1 and UTF-16;
+- JSON-escaped (ASCII and UTF-8, with and without escaped ``/``), **double-escaped** (a JSON string
+  holding JSON, as in a job description quoted inside an error body) and triple-escaped (that error text
+  inside a JSON record such as ``provider/firectl_calls.jsonl``);
+- Python ``repr`` of the text and of its bytes; CSV-quoted;
+- URL-encoded (``quote``, ``quote_plus``, ``/`` kept or escaped, upper- or lower-case hex);
+- **base64** (standard and URL-safe alphabets) of the value and of its JSON-escaped form, at all three
+  alignments: inside a longer base64 text the value starts at byte offset 0, 1 or 2 modulo 3, and each
+  alignment gives different characters. The form kept is the run of whole 4-character groups that
+  depends only on the value's bytes, so it is found whatever surrounds it.
+
+:func:`assert_no_secrets` (and :func:`assert_file_has_no_secrets`) refuse a write holding any form;
+:func:`redact_text` replaces every form in a text by ``***`` before it is printed (firectl, eval-protocol
+and endpoint error text, every ``rftlab: error:`` line). A password in a URL's user-info
+(``https://user:pw@host``) is masked by :func:`redact_text` and :func:`redact_url` too, and
+:func:`url_credential_problem` says why a URL must not be recorded at all.
 
 Minimum length: values shorter than :data:`MIN_SECRET_LENGTH` (8) characters are not checked. Every
 provider this project talks to issues keys of 20+ characters, while short values in such variables are
 placeholders (``OPENAI_API_KEY=dummy`` is required offline by eval-protocol; ``x``, ``1``, ``none``,
 ``test``) that occur in ordinary data, so matching them would refuse legitimate writes ("dummy" in a model
 name) without protecting anything. A real credential of fewer than 8 characters does not exist here.
-
-Launchers call :func:`assert_no_secrets` on every payload before it touches the disk.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rftlab.runs.errors import SecretLeakError
 
 MIN_SECRET_LENGTH = 8
+MIN_BASE64_FORM = 8  # shorter base64 runs would mask ordinary words
+JSON_DEPTH = 3  # escaped once, twice (JSON in a JSON string) and three times (that, inside a JSONL record)
+MASK = "***"
 CREDENTIAL_NAME_RE = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
+_B64_CHARS = "A-Za-z0-9+/_-"
+_URL_USERINFO_RE = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,30}://)(?P<user>[^/\s:@]{0,256}):(?P<pw>[^/\s@]{1,1024})@"
+)
+_CREDENTIAL_PARAM_RE = re.compile(r"key|token|secret|password|auth|signature", re.IGNORECASE)
 
 __all__ = [
     "CREDENTIAL_NAME_RE",
+    "MASK",
     "MIN_SECRET_LENGTH",
     "SecretLeakError",
     "assert_file_has_no_secrets",
     "assert_no_secrets",
     "credential_values",
+    "redact_text",
+    "redact_url",
     "secret_forms",
+    "url_credential_problem",
 ]
 
 
@@ -51,30 +79,70 @@ def credential_values(environ: Mapping[str, str] | None = None) -> dict[str, str
     }
 
 
-def _url_forms(value: str) -> list[str]:
-    forms = []
+# -- the forms ---------------------------------------------------------------------------------------
+def _url_forms(value: str) -> set[str]:
+    forms = set()
     for quote in (urllib.parse.quote, urllib.parse.quote_plus):
-        for errors in ("surrogateescape", "surrogatepass"):
-            try:
-                forms.append(quote(value, safe="", errors=errors))
+        for safe in ("", "/"):
+            for errors in ("surrogateescape", "surrogatepass"):
+                try:
+                    text = quote(value, safe=safe, errors=errors)
+                except UnicodeEncodeError:
+                    continue
+                forms |= {text, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)}
                 break
-            except UnicodeEncodeError:
-                continue
     return forms
 
 
-def secret_forms(value: str) -> set[bytes]:
-    """The byte strings under which ``value`` can appear in a serialised file."""
-    texts = {
-        value,
-        json.dumps(value)[1:-1],
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        repr(value)[1:-1],
-        *_url_forms(value),
-        value.replace('"', '""'),  # CSV quoting
-    }
+def _json_escaped(text: str) -> set[str]:
+    return {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8", "surrogatepass")
+    except UnicodeEncodeError:
+        return None
+
+
+def _base64_runs(data: bytes) -> set[str]:
+    """The base64 text of ``data`` at each of the three alignments (only whole 4-character groups that
+    depend on ``data`` alone), in the standard and URL-safe alphabets."""
+    runs = set()
+    for skip in (0, 1, 2):
+        chunk = data[skip:]
+        chunk = chunk[: len(chunk) // 3 * 3]
+        text = base64.b64encode(chunk).decode("ascii")
+        if len(text) >= MIN_BASE64_FORM:
+            runs |= {text, text.replace("+", "-").replace("/", "_")}
+    return runs
+
+
+@functools.lru_cache(maxsize=256)
+def _text_forms(value: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``(textual forms, base64 forms)`` of ``value``."""
+    texts = {value, repr(value)[1:-1], value.replace('"', '""'), *_url_forms(value)}
+    raw = _utf8(value)
+    if raw is not None:
+        texts.add(repr(raw)[2:-1])
+    layer = set(texts)
+    for _depth in range(JSON_DEPTH):  # JSON inside JSON inside JSON (an error body quoted in a log record)
+        layer = {e for t in layer for e in _json_escaped(t)}
+        texts |= layer
     texts |= {t.replace("/", "\\/") for t in list(texts)}  # pandas and some JSON writers escape '/'
-    forms = {t.encode("utf-8", "surrogatepass") for t in texts if t}
+    b64: set[str] = set()
+    for source in {value, *_json_escaped(value)}:
+        data = _utf8(source)
+        if data is not None:
+            b64 |= _base64_runs(data)
+    return frozenset(t for t in texts if t), frozenset(b64)
+
+
+def secret_forms(value: str) -> set[bytes]:
+    """The byte strings under which ``value`` can appear in a serialised file (module docstring)."""
+    texts, b64 = _text_forms(value)
+    forms = {data for t in texts if (data := _utf8(t))}
+    forms |= {t.encode("ascii") for t in b64}
     try:
         forms.add(value.encode("utf-8", "surrogateescape"))  # an undecodable byte in the environment
     except UnicodeEncodeError:
@@ -87,6 +155,7 @@ def secret_forms(value: str) -> set[bytes]:
     return forms
 
 
+# -- the write-time check ----------------------------------------------------------------------------
 def _needles(environ: Mapping[str, str] | None) -> list[tuple[str, bytes]]:
     return [
         (name, form) for name, value in credential_values(environ).items() for form in secret_forms(value)
@@ -127,3 +196,53 @@ def assert_file_has_no_secrets(
                 if needle in window:
                     raise _refuse(name, where)
             tail = window[-overlap:] if overlap else b""
+
+
+# -- terminal text -----------------------------------------------------------------------------------
+def redact_url(url: str) -> str:
+    """``url`` with the password of its user-info (``scheme://user:pw@host``) replaced by ``***``."""
+    if "://" not in url or "@" not in url:
+        return url
+    return _URL_USERINFO_RE.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", url)
+
+
+def _redact_value(text: str, value: str) -> str:
+    texts, b64 = _text_forms(value)
+    for form in sorted(texts, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, MASK)
+    for form in b64:
+        if form in text:
+            # widen to the neighbouring base64 characters: no partial group of the key survives
+            text = re.sub(f"[{_B64_CHARS}]{{0,3}}{re.escape(form)}[{_B64_CHARS}]{{0,3}}=*", MASK, text)
+    return text
+
+
+def redact_text(
+    text: str, secrets: Iterable[str | None] = (), environ: Mapping[str, str] | None = None
+) -> str:
+    """``text`` with every form (module docstring) of every credential variable's value and of each
+    explicit ``secrets`` value (4+ characters) replaced by ``***``, and URL passwords masked."""
+    values = set(credential_values(environ).values())
+    values |= {s for s in secrets if s and len(s) >= 4}
+    for value in sorted(values, key=len, reverse=True):
+        text = _redact_value(text, value)
+    return redact_url(text)
+
+
+def url_credential_problem(url: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why ``url`` carries a credential (a user-info password, a query parameter named like a key, or the
+    value of a credential variable), or ``None``. Callers refuse such a URL before it can be recorded."""
+    if _URL_USERINFO_RE.search(url):
+        return "it holds a password in its user-info (scheme://user:password@host)"
+    try:
+        query = urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        query = []
+    for name, _value in query:
+        if _CREDENTIAL_PARAM_RE.search(name):
+            return f"its query parameter {name!r} looks like a credential"
+    for name, value in credential_values(environ).items():
+        if _redact_value(url, value) != url:
+            return f"it contains the value of the credential variable ${name}"
+    return None

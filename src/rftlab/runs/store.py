@@ -38,10 +38,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from rftlab.runs import locks
 from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.errors import CorruptRunError, FinishedRunError, RunStoreError, SecretLeakError
 from rftlab.runs.gitinfo import git_state
 from rftlab.runs.hashing import file_sha256, spec_sha256, to_jsonable
+from rftlab.runs.locks import RunBusyError
 from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.runs.secrets import assert_no_secrets
 
@@ -49,6 +51,8 @@ __all__ = [
     "CorruptRunError",
     "FinishedRunError",
     "Run",
+    "NAME_PATTERN",
+    "RunBusyError",
     "RunRecord",
     "RunStore",
     "RunStoreError",
@@ -62,7 +66,9 @@ __all__ = [
 
 RunStatus = Literal["running", "finished", "failed"]
 RunOrigin = Literal["new", "reused", "resumed"]
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Experiment, arm, backend and run-id names: one path component, never hidden, never a flag.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+_NAME_RE = re.compile(NAME_PATTERN)
 DAMAGED_METRICS = "metrics.damaged"
 IDENTITY_COLUMNS = ("experiment", "arm", "run_id", "backend", "status")
 
@@ -421,7 +427,7 @@ class Run:
         self._save_record(record)
 
     def finish(self, status: RunStatus = "finished", error: str | None = None) -> None:
-        """Mark the run finished (or failed); afterwards it is read-only."""
+        """Mark the run finished (or failed); afterwards it is read-only (and no longer claimed)."""
         self._check_writable()
         if status not in ("finished", "failed"):
             raise ValueError(f"finish() needs status 'finished' or 'failed', got {status!r}")
@@ -430,6 +436,18 @@ class Run:
         record.error = error
         record.finished_at = _utc_now()
         self._save_record(record)
+        self.release()
+
+    # -- who works on it ---------------------------------------------------------------------------
+    def claim(self, activity: str = "trained") -> None:
+        """Claim the run for this process (``rftlab.runs.locks``): ``RunBusyError`` naming the run and the
+        holder's pid when another process has it."""
+        root = self.path.parent.parent.parent
+        locks.claim(root, self.record.experiment, self.record.arm, self.path, activity)
+
+    def release(self) -> None:
+        """Release this process's claim on the run (a no-op without one)."""
+        locks.release(self.path)
 
     # -- reading ---------------------------------------------------------------------------------
     def metrics(self) -> list[dict[str, Any]]:
@@ -655,18 +673,30 @@ class RunStore:
         - ``"resumed"``: with ``resume=True``, the newest unfinished run with the same hash, to continue
           after its last metrics step (``run.metrics()``);
         - ``"new"``: a fresh run (nothing matched, or ``force=True``).
+
+        A resumed or new run is claimed by this process until it finishes (``Run.claim``); when another
+        process holds it, ``RunBusyError`` names the run folder and that process.
         """
-        if not force:
-            finished = self.find_run(experiment, arm, spec, "finished", backend)
-            if finished is not None:
-                _check_metrics_readable(finished, "reuse")
-                return finished, "reused"
-            if resume:
-                running = self.find_run(experiment, arm, spec, "running", backend)
-                if running is not None:
-                    _check_metrics_readable(running, "resume")
-                    return running, "resumed"
-        return self.create_run(experiment, arm, spec, backend=backend, **kwargs), "new"
+        for label, value in (("experiment", experiment), ("arm", arm)):
+            if not isinstance(value, str) or not _NAME_RE.match(value):
+                raise ValueError(f"{label} {value!r} must be letters, digits, '.', '_' or '-'")
+        # One process at a time decides (finds or creates) for an arm, and the run it returns to be
+        # trained is claimed: a second launch of the same arm refuses with the run's path.
+        with locks.arm_lock(self.root, experiment, arm):
+            if not force:
+                finished = self.find_run(experiment, arm, spec, "finished", backend)
+                if finished is not None:
+                    _check_metrics_readable(finished, "reuse")
+                    return finished, "reused"
+                if resume:
+                    running = self.find_run(experiment, arm, spec, "running", backend)
+                    if running is not None:
+                        _check_metrics_readable(running, "resume")
+                        running.claim()
+                        return running, "resumed"
+            run = self.create_run(experiment, arm, spec, backend=backend, **kwargs)
+            run.claim()
+            return run, "new"
 
 
 def collect_metrics(root: str | Path = "runs", experiment: str | None = None, arm: str | None = None):

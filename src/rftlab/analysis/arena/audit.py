@@ -481,7 +481,10 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
     report.num_examples = len(items)
     report.num_unique_seeds = len(seed_splits)
     report.phases = dict(sorted(Counter(str(r["metadata"].get("phase")) for r in rows).items()))
-    report.structural_sha256 = structural_digests(rows) if rows else {}
+    try:
+        report.structural_sha256 = structural_digests(rows) if rows else {}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a row the per-row checks flagged
+        failures.append(f"dataset: structural_digest_failed:{type(exc).__name__}")
     report.action_kinds = dict(sorted(stats["kinds"].items()))
     report.action_kinds_by_split = {
         split: dict(sorted(stats["kinds_by_split"][split].items())) for split in SPLITS
@@ -494,8 +497,6 @@ def audit_dataset(path: str | Path, require_split_action_coverage: bool = False)
 
 
 def write_audit(report: AuditReport, output: str | Path) -> None:
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from rftlab.runs.atomic import atomic_write_text
+
+    atomic_write_text(Path(output), json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")

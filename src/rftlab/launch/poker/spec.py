@@ -19,10 +19,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from rftlab.envs.poker.env import RFT_HANDS
-from rftlab.launch.specs import FireworksJobSettings, load_spec_file
+from rftlab.launch.specs import (
+    NAME,
+    SPEC_CONFIG,
+    FireworksJobSettings,
+    SpecBool,
+    SpecFloat,
+    SpecInt,
+    load_spec_file,
+)
 from rftlab.runs.hashing import spec_sha256
 
 # One evaluator per reward: its @evaluation_test entry (relative to the staged evaluator folder) fixes the
@@ -35,22 +43,24 @@ EVALUATOR_IDS = {"mean_instance": "rftlab-poker-mcp", "gain": "rftlab-poker-mcp-
 
 
 class PokerArmSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """One poker RFT arm; every field validated here (``rftlab.launch.specs``)."""
 
-    experiment: str = "poker"
-    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
-    rows: int = Field(64, ge=1, le=100_000)
-    hands: int = Field(16, ge=1, le=200)
+    model_config = SPEC_CONFIG
+
+    experiment: Literal["poker"] = "poker"
+    arm: str = Field(pattern=NAME)
+    description: str = Field("", max_length=4000)
+    rows: SpecInt = Field(64, ge=1, le=100_000)
+    hands: SpecInt = Field(16, ge=1, le=200)
     assignment: Literal["row_shared", "per_rollout"] = "row_shared"  # B.1: how opponent and cards are drawn
     reward: Literal["mean_instance", "gain"] = "mean_instance"
-    illegal_retry_limit: int = Field(3, ge=1)
-    thinking: bool = False  # False: the system prompt ends with /no_think (Prime's enable_thinking=false)
-    epochs: int = Field(2, ge=1, le=1000)
-    response_candidates: int = Field(8, ge=2, le=256)
-    learning_rate: float = Field(1e-6, gt=0.0, lt=1.0)
-    temperature: float = Field(1.0, gt=0.0, le=10.0)
-    seed: int = Field(0, ge=0)
+    illegal_retry_limit: SpecInt = Field(3, ge=1, le=100)
+    thinking: SpecBool = False  # False: the system prompt ends with /no_think (Prime's enable_thinking=false)
+    epochs: SpecInt = Field(2, ge=1, le=1000)
+    response_candidates: SpecInt = Field(8, ge=2, le=256)
+    learning_rate: SpecFloat = Field(1e-6, gt=0.0, lt=1.0)
+    temperature: SpecFloat = Field(1.0, gt=0.0, le=10.0)
+    seed: SpecInt = Field(0, ge=0, le=2**31 - 1)
     fireworks: FireworksJobSettings | None = None
 
     @field_validator("assignment")

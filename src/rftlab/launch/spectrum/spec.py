@@ -15,35 +15,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from rftlab.launch.specs import FireworksJobSettings, load_spec_file
+from rftlab.launch.specs import (
+    NAME,
+    SPEC_CONFIG,
+    FireworksJobSettings,
+    SpecBool,
+    SpecFloat,
+    SpecInt,
+    load_spec_file,
+)
 from rftlab.runs.hashing import spec_sha256
 
 
 class SpectrumArmSpec(BaseModel):
-    """One arm of the spectrum-memory study (docs/spectrum.md §B.10 arms, plus D: agent-managed notepad)."""
+    """One arm of the spectrum-memory study (docs/spectrum.md §B.10 arms, plus D: agent-managed notepad).
+    Every field is validated here (``rftlab.launch.specs``: strict integers, finite numbers, names by the
+    run store's rule, argv-safe strings)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SPEC_CONFIG
 
-    experiment: str = "spectrum_memory"
-    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
+    experiment: Literal["spectrum_memory"] = "spectrum_memory"
+    arm: str = Field(pattern=NAME)
+    description: str = Field("", max_length=4000)
     # --- the task
     prompt: Literal["explicit", "weak"]
     memory: Literal["none", "echo", "scrambled", "notepad"]
-    rows: int = Field(48, ge=1, le=100_000)
-    row_prefix: str | None = None  # None: the dataset's default prefix for (prompt, memory)
-    num_scans: int = Field(12, ge=2, le=200)
-    epoch_salt: bool = True  # fresh bands every epoch
-    notepad_write_cost: float = Field(0.0, ge=0.0)  # arm D: reward cost per notepad write
+    rows: SpecInt = Field(48, ge=1, le=100_000)
+    row_prefix: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # None: the default
+    num_scans: SpecInt = Field(12, ge=2, le=200)
+    epoch_salt: SpecBool = True  # fresh bands every epoch
+    notepad_write_cost: SpecFloat = Field(0.0, ge=0.0, le=10.0)  # arm D: reward cost per notepad write
     # --- GRPO
-    epochs: int = Field(12, ge=1, le=1000)
-    response_candidates: int = Field(12, ge=2, le=256)
-    learning_rate: float = Field(1e-4, ge=0.0, lt=1.0)
-    temperature: float = Field(1.2, gt=0.0, le=10.0)
+    epochs: SpecInt = Field(12, ge=1, le=1000)
+    response_candidates: SpecInt = Field(12, ge=2, le=256)
+    learning_rate: SpecFloat = Field(1e-4, ge=0.0, lt=1.0)
+    temperature: SpecFloat = Field(1.2, gt=0.0, le=10.0)
     advantage: Literal["grpo", "mean_only"] = "grpo"  # group-normalised, or cookbook-style r - mean
-    seed: int = Field(0, ge=0)
+    seed: SpecInt = Field(0, ge=0, le=2**31 - 1)
     # --- Fireworks-only settings (None: the arm is local-only)
     fireworks: FireworksJobSettings | None = None
 

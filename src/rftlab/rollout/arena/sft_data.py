@@ -515,10 +515,12 @@ def write_dataset(out_dir: str | Path, config: SftConfig = STAGE1_CONFIG) -> dic
     built = build_rows(config)
     files = dataset_files(built)
     manifest = build_manifest(built, files)
+    from rftlab.runs.atomic import atomic_write_bytes
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # each file atomically (unique temporary, credential check); the manifest last, so a manifest on
+    # disk always describes files that are complete
     for name, data in {**files, "manifest.json": manifest_bytes(manifest)}.items():
-        tmp = out / f".{name}.tmp"
-        tmp.write_bytes(data)
-        tmp.replace(out / name)
+        atomic_write_bytes(out / name, data)
     return manifest

@@ -19,6 +19,7 @@ Keys never go into completion parameters (docs/platforms.md G12): litellm reads 
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -28,27 +29,41 @@ from rftlab.rollout.spectrum.dataset import dataset_rows
 DEFAULT_MODEL = "accounts/fireworks/models/qwen3-1p7b"
 
 
-def _int(name: str, default: int) -> int:
+# Upper bounds of the integer settings: beyond them a value is a typo, not a plan (100,000 rows is the
+# arm specs' own limit; rows are built in memory at import).
+MAXIMA = {
+    "RFTLAB_SPECTRUM_ROWS": 100_000,
+    "RFTLAB_POKER_ROWS": 100_000,
+    "RFTLAB_EP_MAX_TOKENS": 131_072,
+    "RFTLAB_EP_CONCURRENCY": 1024,
+}
+
+
+def _int(name: str, default: int, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    top = maximum or MAXIMA.get(name, 1_000_000)
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        raise ValueError(f"{name} must be an integer from 1 to {top}, got {raw[:40]!r}")
+    value = int(text)
+    if not 1 <= value <= top:
+        raise ValueError(f"{name} must be an integer from 1 to {top}, got {value}")
     return value
 
 
-def _float(name: str, default: float) -> float:
+def _float(name: str, default: float, low: float = 0.0, high: float = 10.0) -> float:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+        raise ValueError(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{name} must be a finite number from {low:g} to {high:g}, got {raw[:40]!r}")
+    return value
 
 
 def completion_params() -> dict[str, Any]:

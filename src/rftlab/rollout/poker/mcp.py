@@ -48,11 +48,12 @@ TOOL_DESCRIPTION = (
 
 
 def poker_hands() -> int:
-    raw = os.environ.get("RFTLAB_POKER_HANDS") or ""
-    hands = int(raw) if raw.strip() else RFT_HANDS
-    if hands < 1:
-        raise ValueError(f"RFTLAB_POKER_HANDS must be >= 1, got {hands}")
-    return hands
+    raw = (os.environ.get("RFTLAB_POKER_HANDS") or "").strip()
+    if not raw:
+        return RFT_HANDS
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 4 and 1 <= int(raw) <= 200):
+        raise ValueError(f"RFTLAB_POKER_HANDS must be an integer from 1 to 200, got {raw[:40]!r}")
+    return int(raw)
 
 
 def mcp_config(hands: int | None = None) -> PokerEnvConfig:

@@ -439,9 +439,12 @@ def local_arena_model(directory: str | Path) -> str:
     with quiet_transformers(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed)
         model = Qwen3ForCausalLM(config)
-        path.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
+        from rftlab.runs.atomic import atomic_directory
+
+        # config.json moves in last: its presence (checked above) means the rest is there
+        with atomic_directory(path, last=("config.json",)) as staging:
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
     return str(path)
 
 

@@ -287,14 +287,28 @@ def parse_batch_rows(obj: Any) -> list[dict[str, Any]]:
             raise ValueError(f"row {n}: prompt_id must be a string or an integer")
         reward, phi, step = row["reward"], row["phi"], row["step"]
         if not _finite_number(reward):
-            raise ValueError(f"row {n}: reward must be a finite number")
+            raise ValueError(
+                f"row {n}: reward must be a finite number of magnitude <= {MAX_INPUT_MAGNITUDE:g}"
+            )
         if not isinstance(phi, list) or len(phi) != 2 or not all(_finite_number(v) for v in phi):
-            raise ValueError(f"row {n}: phi must be a list of two finite numbers")
-        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            raise ValueError(f"row {n}: step must be a non-negative integer")
+            raise ValueError(
+                f"row {n}: phi must be a list of two finite numbers of magnitude <= {MAX_INPUT_MAGNITUDE:g}"
+            )
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+            raise ValueError(f"row {n}: step must be an integer from 0 to {MAX_STEP}")
         rows.append(dict(row))
     return rows
 
 
+MAX_INPUT_MAGNITUDE = 1e12  # rewards and features beyond this overflow the kernel's squares and means
+MAX_STEP = 10**9
+
+
 def _finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A number the estimators can use: not a bool, finite, at most ``MAX_INPUT_MAGNITUDE`` in size (an
+    integer of 400 digits is neither, and is refused instead of overflowing ``float``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= MAX_INPUT_MAGNITUDE
+    return math.isfinite(value) and abs(value) <= MAX_INPUT_MAGNITUDE

@@ -222,10 +222,12 @@ def prepare_base_model(
         )
     service = LocalServiceClient(num_threads=num_threads)
     tc, result = warm_start(service, config, log)
-    out.mkdir(parents=True, exist_ok=True)
-    with torch_threads(num_threads):
-        tc.model.save_pretrained(out)
-    tc.get_tokenizer().save_pretrained(out)
+    from rftlab.runs.atomic import atomic_directory, atomic_write_text
+
+    # every file atomically (rftlab.runs.atomic); the manifest last: without it the folder is rebuilt
+    with atomic_directory(out) as staging, torch_threads(num_threads):
+        tc.model.save_pretrained(staging)
+        tc.get_tokenizer().save_pretrained(staging)
     result.path = str(out.resolve())
-    (out / MANIFEST).write_text(json.dumps(asdict(result), indent=2) + "\n")
+    atomic_write_text(out / MANIFEST, json.dumps(asdict(result), indent=2) + "\n")
     return result

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from rftlab.runs.atomic import atomic_write_text, atomic_writer
+
 PREFIX = "tinker://"
 KINDS = ("weights", "sampler_weights")
 MIN_TTL_SECONDS = 3600
@@ -60,17 +62,6 @@ def check_ttl(ttl_seconds: int | None) -> int | None:
             f"or None (never expires); got {ttl_seconds}"
         )
     return ttl_seconds
-
-
-def _atomic_write(target: Path, write: Callable[[Path], None]) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 class CheckpointStore:
@@ -124,8 +115,9 @@ class CheckpointStore:
             "expires_at": None if ttl is None else now + ttl,
             "user_metadata": metadata,
         }
-        _atomic_write(file, lambda tmp: torch.save(ckpt, tmp))
-        _atomic_write(self._meta_file(path), lambda tmp: tmp.write_text(json.dumps(meta, indent=2) + "\n"))
+        with atomic_writer(file) as handle:  # the old checkpoint or the new one, never a cut one
+            torch.save(ckpt, handle)
+        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n")
         self._remember(path, ckpt)
         return path
 

@@ -10,7 +10,6 @@ directory is loaded with ``transformers`` (model and tokenizer from that directo
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -158,13 +157,11 @@ def tokenizer_dir(base_model: str, root: str | os.PathLike[str]) -> str:
         return str(Path(base_model).resolve()) if os.path.isdir(base_model) else base_model
     target = Path(root) / "tokenizers" / base_model.replace("/", "--")
     if not (target / "tokenizer_config.json").is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-        TOKENIZERS[BUILTIN_MODELS[base_model].tokenizer]().save_pretrained(str(tmp))
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process saved it first
-            shutil.rmtree(tmp, ignore_errors=True)
+        from rftlab.runs.atomic import atomic_directory
+
+        # tokenizer_config.json moves in last: its presence (checked above) means the rest is there
+        with atomic_directory(target, last=("tokenizer_config.json",)) as staging:
+            TOKENIZERS[BUILTIN_MODELS[base_model].tokenizer]().save_pretrained(str(staging))
     return str(target.resolve())
 
 

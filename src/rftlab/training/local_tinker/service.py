@@ -477,11 +477,11 @@ class TinkerService:
             "user_metadata": {str(k): str(v) for k, v in entry.user_metadata.items()},
             "created_at": entry.created_at.isoformat(),
         }
+        from rftlab.runs.atomic import atomic_write_text
+
         path = self.backend.storage_dir / entry.model_id / "run.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".run.json.{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(record, indent=2) + "\n")
 
     def training_run(self, model_id: str) -> types.TrainingRun:
         """What ``RestClient.get_training_run`` reads (the cookbook reads its ``user_metadata``)."""

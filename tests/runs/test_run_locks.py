@@ -1,0 +1,158 @@
+"""Class 10 of issue 24: two launches of the same arm at once — the second refuses with the run's path (a
+lock in the run store), no traceback, and the first's run is untouched; and the McpGym modules' import race
+(litellm's background cost-map retry thread, started when ``LITELLM_LOCAL_MODEL_COST_MAP`` is unset) is
+gone because importing ``rftlab`` sets the variable first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rftlab.cli import main
+from rftlab.runs import RunBusyError, RunStore, load_run
+from rftlab.runs.locks import LOCK_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src"
+
+HOLDER = """
+import json, sys, time
+from rftlab.launch.spectrum.spec import load_arm_spec
+from rftlab.runs import RunStore
+spec = load_arm_spec(sys.argv[2]).model_copy(update=json.loads(sys.argv[3]))
+run, origin = RunStore(sys.argv[1]).start_or_reuse(spec.experiment, spec.arm, spec.to_dict(), backend="local", resume=True)
+print(run.path, flush=True)
+time.sleep(120)
+"""
+
+
+def _holder(root: Path, spec: Path, update: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root), str(spec), json.dumps(update)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+
+
+def test_a_second_arm_launch_refuses_with_the_run_path(tmp_path, capsys):
+    small = {"rows": 3, "epochs": 2, "response_candidates": 3}
+    spec_file = tmp_path / "spec.json"
+    base = json.loads((REPO / "data" / "specs" / "spectrum_A.json").read_text())
+    spec_file.write_text(json.dumps({**base, **small}))
+    root = tmp_path / "runs"
+    holder = _holder(root, spec_file, {})
+    try:
+        run_path = holder.stdout.readline().strip()
+        assert run_path, "the holder did not start"
+        code = main(["arm", "launch", str(spec_file), "--backend", "local", "--root", str(root)])
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("rftlab: error:")]
+        assert code == 2 and len(errors) == 1 and "Traceback" not in err  # besides it: the progress line
+        assert f"run {run_path} is being trained by another process (pid {holder.pid})" in err
+        assert load_run(run_path).metrics() == []  # the refused launch touched nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder is gone (its lock died with it): the same command resumes the run and finishes it
+    assert main(["arm", "launch", str(spec_file), "--backend", "local", "--root", str(root)]) == 0
+    assert load_run(run_path).record.status == "finished"
+    assert not [p for p in root.iterdir() if p.name != LOCK_DIR and p.name.startswith(".")]
+
+
+def test_claims_are_reentrant_in_one_process_and_released_by_finish(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run, origin = store.start_or_reuse("e", "a", {"x": 1}, resume=True)
+    again, origin2 = store.start_or_reuse("e", "a", {"x": 1}, resume=True)  # a notebook cell run twice
+    assert origin == "new" and origin2 == "resumed" and again.path == run.path
+    run.finish()
+    code = (
+        "import sys; from rftlab.runs import load_run; r = load_run(sys.argv[1]); r.claim(); print('claimed')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(run.path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert out.stdout.strip() == "claimed", out.stderr  # finish() released it
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.text(max_size=30))
+def test_any_arm_name_is_refused_or_locked_inside_the_store(name, tmp_path_factory):
+    root = tmp_path_factory.mktemp("store") / "runs"
+    try:
+        run, _origin = RunStore(root).start_or_reuse("exp", name, {"x": 1})
+    except ValueError as exc:
+        assert "must be letters, digits" in str(exc)
+        assert not root.exists() or not any(p for p in root.rglob("*") if p.is_file())
+        return
+    # a valid name: every file the lock machinery made lies in the store's hidden lock folder
+    made = [p for p in root.rglob("*") if p.is_file() and LOCK_DIR in p.parts]
+    assert made and all(p.parent == root / LOCK_DIR for p in made)
+    assert run.path.parent.name == name
+    run.release()
+
+
+def test_busy_error_is_a_run_store_error_printed_in_one_line(tmp_path):
+    from rftlab.runs import RunStoreError
+
+    assert issubclass(RunBusyError, RunStoreError)
+
+
+# ---------------------------------------------------------------------------- the import race
+
+PROBE = """
+import os, threading
+# the project's venv also sets the variable at interpreter start-up (a .pth file written by make setup);
+# drop it here so the probe sees what importing the modules alone does
+os.environ.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)
+{first}
+print(sorted(t.name for t in threading.enumerate()))
+import rftlab.rollout.spectrum.mcp, rftlab.rollout.poker.mcp
+import rftlab.rollout.eval_entries.spectrum_mcp_server, rftlab.rollout.eval_entries.poker_mcp_server
+print(os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
+print(sorted(t.name for t in threading.enumerate()))
+"""
+
+
+def _probe(first: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    env["PYTHONPATH"] = str(SRC)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE.format(first=first)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_the_mcp_modules_import_without_litellms_retry_thread():
+    """The cause of the ~1-in-10 failure: without LITELLM_LOCAL_MODEL_COST_MAP, importing litellm fetches
+    the cost map and, offline, starts a retry thread whose first log record races the importing thread
+    into litellm's lazily imported logging filter (a deadlock on ``litellm.rust_bridge.catalog``). The
+    project's modules now set the variable before litellm loads, so the thread never starts."""
+    done = _probe("")
+    assert done.returncode == 0, done.stderr[-2000:]
+    value, threads = done.stdout.strip().splitlines()[-2:]
+    assert value == "True" and "litellm-model-cost-map-retry" not in threads
+
+
+@pytest.mark.slow
+def test_the_probe_sees_the_retry_thread_when_litellm_loads_first():
+    """The check above can fail: importing litellm before rftlab, with the variable unset, starts the
+    thread (and sometimes dies of the race itself)."""
+    done = _probe("import litellm")
+    if done.returncode != 0:
+        assert "rust_bridge.catalog" in done.stderr or "deadlock" in done.stderr, done.stderr[-2000:]
+        return
+    assert "litellm-model-cost-map-retry" in done.stdout.strip().splitlines()[0]
