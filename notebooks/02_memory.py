@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import fixed_digits_markdown, interval
+from rftlab.analysis.display import fixed_digits_markdown, interval, number
 from rftlab.analysis.spectrum.plan import METRIC_LABELS
 from rftlab.analysis.spectrum.power import (
     SEED_SIZES,
@@ -78,15 +78,6 @@ from rftlab.training.spectrum.grpo import final_theta
 METRICS = ("memory_gain", "mean_occ", "carry")
 
 
-def ci_text(ci, digits=4):
-    return interval(round(ci[0], digits) + 0.0, round(ci[1], digits) + 0.0, signed=True, digits=digits)
-
-
-def signed(x, digits=4):
-    """``x`` with its sign and ``digits`` decimals, without a negative zero."""
-    return f"{round(x, digits) + 0.0:+.{digits}f}"
-
-
 # %%
 study = run_memory_study(PLAN, SPEC_DIR, BACKEND, ROOT, SIZE_OVERRIDES)
 plan = study.plan.plan
@@ -105,8 +96,8 @@ def c_line(cid):
     c = contrasts[cid]
     runs_text = f"{len(c.fits)} seed-matched pairs, {c.agreement()}" if c.pooled else "1 run"
     return (
-        f"{signed(c.estimate)} per epoch, {plan.interval_level:.0%} CI {ci_text(c.ci)} "
-        f"({signed(c.estimate * (plan.epochs - 1), 3)} over the run; rows = bands, {runs_text}; {sim})"
+        f"{number(c.estimate, 4, signed=True)} per epoch, {plan.interval_level:.0%} CI {interval(*c.ci, signed=True, digits=4)} "
+        f"({number(c.estimate * (plan.epochs - 1), 3, signed=True)} over the run; rows = bands, {runs_text}; {sim})"
     )
 
 
@@ -142,7 +133,7 @@ display(
                 f"{'supported' if mg.claim else 'not supported'}.** {mg.verdict()}: the slope of the row-paired "
                 f"difference is {c_line(mg.id)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
                 f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}). Its size over the run, "
-                f"{signed(mg.estimate * (plan.epochs - 1), 3)} (CI {ci_text([x * (plan.epochs - 1) for x in mg.ci], 3)}), "
+                f"{number(mg.estimate * (plan.epochs - 1), 3, signed=True)} (CI {interval(*[x * (plan.epochs - 1) for x in mg.ci], signed=True, digits=3)}), "
                 f"is to be read against the plan's design effect ({plan.design_effect.over_run:g}) and its "
                 f"negligible margin (±{plan.equivalence_margins['memory_gain'].over_run:g}).",
                 "",
@@ -337,7 +328,7 @@ display(
 # %%
 table = pd.DataFrame([c.row() for c in study.contrasts])
 ci_col = f"{plan.interval_level:.0%} CI"
-table[ci_col] = [ci_text(ci) for ci in table[ci_col]]
+table[ci_col] = [interval(*ci, signed=True, digits=4) for ci in table[ci_col]]
 display(fixed_digits_markdown(table, digits=4))
 
 # %% [markdown]
@@ -421,12 +412,12 @@ for metric in METRICS:
                 "per-run slopes": ", ".join(f"{f.slope:+.4f}" for _, f in fs),
                 "k of n": p.agreement() if p else "1 run",
                 "pooled slope": p.estimate if p else fs[0][1].slope,
-                "95% CI (HK)": ci_text(p.ci) if p else ci_text(fs[0][1].slope_ci),
+                "95% CI (HK)": interval(*p.ci, signed=True, digits=4) if p else interval(*fs[0][1].slope_ci, signed=True, digits=4),
                 "τ²": p.tau2 if p else None,
                 "I²": p.i2 if p else None,
                 "Q": p.q if p else None,
                 "fixed-effect slope": p.fixed_estimate if p else None,
-                "fixed-effect 95% CI": ci_text((p.fixed_estimate - 1.96 * p.fixed_se, p.fixed_estimate + 1.96 * p.fixed_se))
+                "fixed-effect 95% CI": interval(*(p.fixed_estimate - 1.96 * p.fixed_se, p.fixed_estimate + 1.96 * p.fixed_se), signed=True, digits=4)
                 if p
                 else None,
             }
@@ -445,7 +436,7 @@ display(fixed_digits_markdown(pd.DataFrame(rep_rows), digits=4))
 
 # %%
 trend_table = pd.DataFrame(trend_rows).drop(columns="fit")
-trend_table["ci"] = [ci_text(ci) for ci in trend_table["ci"]]
+trend_table["ci"] = [interval(*ci, signed=True, digits=4) for ci in trend_table["ci"]]
 trend_table = trend_table.rename(columns={"ci": f"{plan.interval_level:.0%} CI", "within ±ε": "ε verdict (plan)"})
 display(fixed_digits_markdown(trend_table, digits=4))
 
@@ -510,7 +501,7 @@ display(fixed_digits_markdown(pd.DataFrame(param_rows)))
 seed_table = pd.DataFrame(seed_rows)
 for col in ("ours: first → last", "ours: early → late"):
     seed_table[col] = [f"{a:.3f} → {b:.3f}" for a, b in seed_table[col]]
-seed_table["ci"] = [ci_text(ci) for ci in seed_table["ci"]]
+seed_table["ci"] = [interval(*ci, signed=True, digits=4) for ci in seed_table["ci"]]
 seed_table = seed_table.rename(columns={"ci": "95% CI"})
 display(fixed_digits_markdown(seed_table, digits=4))
 display(
@@ -770,25 +761,25 @@ c_probe = contrasts["C-probe.mean_occ"]
 d_cost_mg = contrasts["D_cost-D.memory_gain"]
 c_rep_fits, c_rep_pool = replicate_pool(plan, rollouts, "C", "memory_gain")
 c_rep_text = (
-    f"{c_rep_pool.agreement()} with a CI above 0 (pooled {c_rep_pool.estimate:+.4f} {ci_text(c_rep_pool.ci)}, "
+    f"{c_rep_pool.agreement()} with a CI above 0 (pooled {c_rep_pool.estimate:+.4f} {interval(*c_rep_pool.ci, signed=True, digits=4)}, "
     f"τ² = {c_rep_pool.tau2:.2g}, I² = {c_rep_pool.i2:.0%})"
     if c_rep_pool
-    else f"one run, {c_rep_fits[0][1].slope:+.4f} {ci_text(c_rep_fits[0][1].slope_ci)}"
+    else f"one run, {c_rep_fits[0][1].slope:+.4f} {interval(*c_rep_fits[0][1].slope_ci, signed=True, digits=4)}"
 )
 d_mg = [r for r in seed_rows if r["arm"] == "D" and r["metric"] == "memory_gain"]
 lines = [
     f"- **Primary (confirmatory): C − B′ memory_gain** {c_line(primary.id)}; Holm p = {primary.p_adjusted:.3g}: "
     f"{primary.verdict()}. Pairs: "
-    + ", ".join(f"seed {s} {f.slope:+.4f} {ci_text(f.slope_ci)}" for s, _, _, f in primary.fits)
+    + ", ".join(f"seed {s} {f.slope:+.4f} {interval(*f.slope_ci, signed=True, digits=4)}" for s, _, _, f in primary.fits)
     + (f"; τ² = {primary.pooled.tau2:.2g}, I² = {primary.pooled.i2:.0%}." if primary.pooled else "."),
     f"- **C − B′ carry (confirmatory)** {c_line(carry_c.id)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
     f"{carry_reading} **A − B carry (confirmatory)**: {c_line(a_b.id)}; Holm p = "
     f"{a_b.p_adjusted:.3g}: {a_b.verdict()}.",
     f"- **C − B′ occ (confirmatory)** {c_line(occ_c.id)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
-    f"Against the probe (exploratory, other bands) C's occ slope is {c_probe.estimate:+.4f} {ci_text(c_probe.ci)}.",
+    f"Against the probe (exploratory, other bands) C's occ slope is {c_probe.estimate:+.4f} {interval(*c_probe.ci, signed=True, digits=4)}.",
     f"- **B − probe occ (confirmatory, equivalence)** {c_line(b_probe.id)}; Holm p = {b_probe.p_adjusted:.3g}: "
     f"{b_probe.verdict()}. B's own occ trend is "
-    + next(f"{r['slope / epoch']:+.4f} {ci_text(r['ci'])}" for r in trend_rows if r["arm"] == "B" and r["metric"] == "occ")
+    + next(f"{r['slope / epoch']:+.4f} {interval(*r['ci'], signed=True, digits=4)}" for r in trend_rows if r["arm"] == "B" and r["metric"] == "occ")
     + "; the contrast with the probe on the same bands is what says whether that is band drift.",
     f"- **Replicates**: C's own memory_gain slope, {c_rep_text}; the replicate count came from the plan's rule "
     f"({design.runs} pairs, power {dict(design.powers)[design.runs]:.2f} at the design effect).",
@@ -804,7 +795,7 @@ lines = [
         f"({d_mg[0]['ours: first → last'][0]:.3f} → {d_mg[0]['ours: first → last'][1]:.3f}), where the seed saw the "
         "notepad erode (+0.055 → −0.008 over 20 epochs). The simulator charges nothing for reading or writing "
         f"the notepad; with a cost of {specs['D_cost'].notepad_write_cost:g} per write (D_cost) the memory_gain "
-        f"contrast with D is {d_cost_mg.estimate:+.4f} {ci_text(d_cost_mg.ci)} per epoch (exploratory): "
+        f"contrast with D is {d_cost_mg.estimate:+.4f} {interval(*d_cost_mg.ci, signed=True, digits=4)} per epoch (exploratory): "
         f"{d_cost_mg.verdict()}."
         if d_mg
         else ""

@@ -41,7 +41,6 @@ SIMULATED_SPEC = spec_path("arena_sft_simulated.json")  # the simulated learner
 
 # %%
 # (imports follow the parameters cell, which must come first)
-import json
 import shutil
 import sys
 import time
@@ -72,8 +71,14 @@ from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, Sc
 from rftlab.policies.arena.server import ArenaPolicyServer  # noqa: E402
 from rftlab.rollout.arena.evaluation import CONDITION_LABELS, CONDITIONS, run_frozen_eval  # noqa: E402
 from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, SftConfig, write_dataset  # noqa: E402
-from rftlab.runs import atomic_write_text  # noqa: E402
-from rftlab.studies.arena import evaluate_frozen, lineage_rows, read_rows, run_stage1, write_evaluation  # noqa: E402
+from rftlab.studies.arena import (  # noqa: E402
+    evaluate_frozen,
+    lineage_rows,
+    read_rows,
+    run_stage1,
+    write_evaluation,
+    write_spec_variant,  # noqa: E402
+)
 from rftlab.training.arena.stage1 import load_stage1_spec  # noqa: E402
 
 work = Path(WORK_DIR)
@@ -88,24 +93,21 @@ config = SftConfig(
 is_stage1 = config == STAGE1_CONFIG
 
 
-def small_spec(path: str, name: str, **changes) -> str:
-    """Quick mode: a copy of a Stage-1 spec at smoke size (``section__field=value``)."""
-    spec = json.loads(Path(path).read_text())
-    for dotted, value in changes.items():
-        section, key = dotted.split("__")
-        spec[section][key] = value
-    out = work / f"{name}.json"
-    atomic_write_text(out, json.dumps(spec))
-    return str(out)
-
-
-if QUICK:
-    LOCAL_SPEC = small_spec(LOCAL_SPEC, "local", overfit__steps=2, evaluation__frozen_case_stride=30, evaluation__max_tokens=8)
-    SIMULATED_SPEC = small_spec(
-        SIMULATED_SPEC, "simulated", overfit__rows=16, overfit__steps=60, overfit__batch_size=4, train__max_steps=40,
-        train__batch_size=4, train__validation_every_steps=20, train__min_validation_measurements=3,
-        evaluation__frozen_case_stride=12, evaluation__test_rows=20,
-    )  # fmt: skip
+if QUICK:  # smoke-size copies of the two lineage specs
+    LOCAL_SPEC = write_spec_variant(
+        LOCAL_SPEC,
+        work / "local.json",
+        {"overfit": {"steps": 2}, "evaluation": {"frozen_case_stride": 30, "max_tokens": 8}},
+    )
+    SIMULATED_SPEC = write_spec_variant(
+        SIMULATED_SPEC,
+        work / "simulated.json",
+        {
+            "overfit": {"rows": 16, "steps": 60, "batch_size": 4},
+            "train": {"max_steps": 40, "batch_size": 4, "validation_every_steps": 20, "min_validation_measurements": 3},
+            "evaluation": {"frozen_case_stride": 12, "test_rows": 20},
+        },
+    )
 timings: dict[str, float] = {}
 
 

@@ -685,3 +685,21 @@ def _outcome(arm: str, result: Stage1Result) -> str:
         v = result.gates["verdicts"]
         return f"promotion {'PASS' if v['promotion'] else 'FAIL'}, communication claim {'supported' if v['communication_claim'] else 'not supported'}"
     return ""
+
+
+def write_spec_variant(
+    spec_path: str | Path, out_path: str | Path, changes: Mapping[str, Mapping[str, Any]]
+) -> str:
+    """A copy of a Stage-1 spec file with ``changes`` (``{section: {field: value}}``) applied, written
+    atomically to ``out_path`` (a smoke-size lineage in quick mode); returns its path. A section or field
+    the spec does not have is a ``ValueError``: a variant only resizes what the spec already declares."""
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    for section, fields in changes.items():
+        if not isinstance(spec.get(section), dict):
+            raise ValueError(f"{spec_path}: no section {section!r} to change")
+        unknown = sorted(set(fields) - set(spec[section]))
+        if unknown:
+            raise ValueError(f"{spec_path}: section {section!r} has no field(s) {', '.join(unknown)}")
+        spec[section].update(fields)
+    atomic_write_text(Path(out_path), json.dumps(spec, indent=2) + "\n")
+    return str(out_path)

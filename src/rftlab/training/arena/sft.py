@@ -397,29 +397,9 @@ def arena_bpe_tokenizer() -> Any:
     """A deterministic byte-level BPE (≤ 1,024 symbols, digits single) with the Qwen chat special tokens,
     trained on ``_arena_corpus``: arena prompts are about 4x shorter than with plain bytes. Any text still
     round-trips (all 256 byte symbols are in the vocabulary)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from rftlab.training.local_tinker.model import train_chat_bpe
 
-    from rftlab.training.local_tinker.model import SPECIAL_TOKENS
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=ARENA_BPE_VOCAB,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_arena_corpus(), trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=END_OF_TURN, pad_token="<|endoftext|>", model_max_length=LOCAL_CONTEXT
-    )
+    return train_chat_bpe(_arena_corpus(), ARENA_BPE_VOCAB, LOCAL_CONTEXT)
 
 
 def local_arena_model(directory: str | Path) -> str:

@@ -106,17 +106,14 @@ def bpe_tokenizer() -> Any:
     return _cached_bpe_tokenizer()
 
 
-@cache
-def _cached_bpe_tokenizer() -> Any:
+def train_chat_bpe(corpus: list[str], vocab_size: int, model_max_length: int) -> Any:
+    """A deterministic byte-level BPE trained on ``corpus``: at most ``vocab_size`` symbols, digits always
+    single tokens, the Qwen chat special tokens, ``<|im_end|>`` as end of sequence. Any text still
+    round-trips (all 256 byte symbols are in the vocabulary). The local math task's tokenizer and the arena's
+    are this with their own corpus."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from rftlab.envs.gs1 import QUESTION_SUFFIX, train_problems
-
-    corpus: list[str] = []
-    for p in train_problems(BPE_CORPUS_SIZE, seed=BPE_CORPUS_SEED):
-        corpus += [p.question + QUESTION_SUFFIX, p.solution]
-    corpus += ["user\n", "assistant\n", "system\n", "\n\n"] * 50
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -126,15 +123,29 @@ def _cached_bpe_tokenizer() -> Any:
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB,
+        vocab_size=vocab_size,
         special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=1024
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=model_max_length,
     )
+
+
+@cache
+def _cached_bpe_tokenizer() -> Any:
+    from rftlab.envs.gs1 import QUESTION_SUFFIX, train_problems
+
+    corpus: list[str] = []
+    for p in train_problems(BPE_CORPUS_SIZE, seed=BPE_CORPUS_SEED):
+        corpus += [p.question + QUESTION_SUFFIX, p.solution]
+    corpus += ["user\n", "assistant\n", "system\n", "\n\n"] * 50
+    return train_chat_bpe(corpus, BPE_VOCAB, 1024)
 
 
 TOKENIZERS = {"bpe": bpe_tokenizer, "bytes": byte_tokenizer}
