@@ -368,6 +368,90 @@ def _install_error_handlers(app: Any) -> None:
         )
 
 
+def _served_and_refused(
+    policies: Mapping[str, Callable[[], Any]] | None, chat
+) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """The policies the server answers with, and the refused ones with the reason (with the spectrum
+    adapter, a policy that reads hidden ground truth cannot answer over chat)."""
+    served = dict(policies) if policies is not None else default_policies()
+    refused: dict[str, str] = {}
+    if chat is None:
+        refused = {name: why for name, f in served.items() if (why := chat_refusal(f)) is not None}
+        if policies is None:
+            refused.update(unservable_policies())
+        served = {name: f for name, f in served.items() if name not in refused}
+    return served, refused
+
+
+class _ChatResponder:
+    """Turns a validated chat request into the served policy's reply (a tool call, or text with
+    ``tool_choice="none"``); every refusal is a ``RequestRefused`` with an OpenAI-style status."""
+
+    def __init__(self, served, refused, adapter, max_sessions: int):
+        self.served, self.refused = served, refused
+        self.tool = getattr(adapter, "tool", "submit_report")
+        self.sessions = SessionTable(adapter, max_sessions)
+
+    def policy_for(self, model: str) -> tuple[str, Callable[[], Any]]:
+        name = model.split("/")[-1]
+        if name in self.refused:
+            raise RequestRefused(404, f"model {name!r} is not served: {self.refused[name]}", "not_found")
+        if name not in self.served:
+            raise RequestRefused(
+                404, f"model {model!r} is not served here (served: {', '.join(self.served)})", "not_found"
+            )
+        return name, self.served[name]
+
+    def answer(self, request, body: ChatRequest) -> dict[str, Any]:
+        name, factory = self.policy_for(body.model)
+        tool = self.tool
+        offered = {t.function.name for t in body.tools or []}
+        if tool not in offered:
+            raise RequestRefused(400, f"the request offers no {tool} tool, so the policy cannot answer")
+        if isinstance(body.tool_choice, _NamedChoice) and body.tool_choice.function.name != tool:
+            raise RequestRefused(
+                400,
+                f"tool_choice names {body.tool_choice.function.name!r}, but this policy can only call {tool}",
+            )
+        key = (name, request.headers.get(SESSION_HEADER) or (body.user or ""))
+        try:
+            reply = self.sessions.respond(key, factory, body.plain_messages())
+        except ANSWER_ERRORS as exc:
+            raise RequestRefused(
+                400, f"policy {name!r} cannot answer: {' '.join(str(exc).split())[:300]}"
+            ) from None
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+            # a message shape the adapter did not expect: the request's fault, said in one line
+            raise RequestRefused(
+                400, f"policy {name!r} cannot read these messages ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
+        return as_text(reply) if body.tool_choice == "none" else reply
+
+
+def _completion(body: ChatRequest, reply: dict[str, Any]):
+    """The chat completion of ``reply`` with ``n`` choices: a JSON body, or server-sent events when the
+    request streams (with a final usage chunk when it asks for one)."""
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    choices = choices_of(reply, body.n or 1)
+    cid, created = "chatcmpl-" + uuid.uuid4().hex[:16], int(time.time())
+    usage = _usage(body.plain_messages(), reply)
+    if body.stream:
+        wants_usage = bool(body.stream_options and body.stream_options.include_usage)
+        events = _sse(cid, created, body.model, choices, usage if wants_usage else None)
+        return StreamingResponse(events, media_type="text/event-stream")
+    return JSONResponse(
+        {
+            "id": cid,
+            "object": "chat.completion",
+            "created": created,
+            "model": body.model,
+            "choices": choices,
+            "usage": usage,
+        }
+    )
+
+
 def create_app(
     policies: Mapping[str, Callable[[], Any]] | None = None,
     *,
@@ -386,58 +470,15 @@ def create_app(
     and ``submit_report``; ``rftlab.policies.poker.chat.PokerChat`` serves poker policies with
     ``poker_act``). Limits: module docstring."""
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, StreamingResponse
 
-    adapter = chat or ChatSession
-    tool = getattr(adapter, "tool", "submit_report")
-    served = dict(policies) if policies is not None else default_policies()
-    refused: dict[str, str] = {}
-    if chat is None:  # the spectrum adapter: a policy that reads hidden ground truth cannot answer
-        refused = {name: why for name, f in served.items() if (why := chat_refusal(f)) is not None}
-        if policies is None:
-            refused.update(unservable_policies())
-        served = {name: f for name, f in served.items() if name not in refused}
-    sessions = SessionTable(adapter, max_sessions)
+    served, refused = _served_and_refused(policies, chat)
+    responder = _ChatResponder(served, refused, chat or ChatSession, max_sessions)
     app = FastAPI(title="rftlab policy server", docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
 
     def authorise(request: Request) -> None:
         if api_key is not None and request.headers.get("authorization", "") != f"Bearer {api_key}":
             raise RequestRefused(401, "invalid API key", "authentication_error")
-
-    def policy_for(model: str) -> tuple[str, Callable[[], Any]]:
-        name = model.split("/")[-1]
-        if name in refused:
-            raise RequestRefused(404, f"model {name!r} is not served: {refused[name]}", "not_found")
-        if name not in served:
-            raise RequestRefused(
-                404, f"model {model!r} is not served here (served: {', '.join(served)})", "not_found"
-            )
-        return name, served[name]
-
-    def answer(request: Request, body: ChatRequest) -> dict[str, Any]:
-        name, factory = policy_for(body.model)
-        offered = {t.function.name for t in body.tools or []}
-        if tool not in offered:
-            raise RequestRefused(400, f"the request offers no {tool} tool, so the policy cannot answer")
-        if isinstance(body.tool_choice, _NamedChoice) and body.tool_choice.function.name != tool:
-            raise RequestRefused(
-                400,
-                f"tool_choice names {body.tool_choice.function.name!r}, but this policy can only call {tool}",
-            )
-        key = (name, request.headers.get(SESSION_HEADER) or (body.user or ""))
-        try:
-            reply = sessions.respond(key, factory, body.plain_messages())
-        except ANSWER_ERRORS as exc:
-            raise RequestRefused(
-                400, f"policy {name!r} cannot answer: {' '.join(str(exc).split())[:300]}"
-            ) from None
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
-            # a message shape the adapter did not expect: the request's fault, said in one line
-            raise RequestRefused(
-                400, f"policy {name!r} cannot read these messages ({type(exc).__name__}: {str(exc)[:200]})"
-            ) from None
-        return as_text(reply) if body.tool_choice == "none" else reply
 
     @app.get("/v1/models")
     async def models(request: Request):
@@ -454,24 +495,7 @@ def create_app(
             request_log.append(json.loads(raw), len(raw))
         elif request_log is not None:
             request_log.append(json.loads(raw))
-        reply = answer(request, body)
-        choices = choices_of(reply, body.n or 1)
-        cid, created = "chatcmpl-" + uuid.uuid4().hex[:16], int(time.time())
-        usage = _usage(body.plain_messages(), reply)
-        if body.stream:
-            wants_usage = bool(body.stream_options and body.stream_options.include_usage)
-            events = _sse(cid, created, body.model, choices, usage if wants_usage else None)
-            return StreamingResponse(events, media_type="text/event-stream")
-        return JSONResponse(
-            {
-                "id": cid,
-                "object": "chat.completion",
-                "created": created,
-                "model": body.model,
-                "choices": choices,
-                "usage": usage,
-            }
-        )
+        return _completion(body, responder.answer(request, body))
 
     return app
 

@@ -89,22 +89,8 @@ def _reference_rewards(policy_name: str, memory: str, row_ids, salt: str, seeds)
     return np.asarray(out, dtype=np.float64)
 
 
-def spectrum_preflight(
-    spec: SpectrumArmSpec,
-    *,
-    band_assignment: BandAssignment = band_per_row,
-    rows: int = 4,
-    bands: int = 24,
-) -> PreflightReport:
-    """Run the checks of the module docstring on ``spec`` (a few seconds)."""
-    config = trainer_config(spec)
-    report = PreflightReport(spec.arm, spec.sha256())
-    row_ids = config.row_ids()
-    k = config.candidates
-    salt0 = config.salt(0)
-    check_rows = row_ids[: max(1, min(rows, len(row_ids)))]
-
-    # 1. candidates of a row share a band
+def _check_shared_band(report, band_assignment, check_rows, salt0, k) -> None:
+    """1. The candidates of a row share a band."""
     bad = []
     for row in check_rows:
         seeds = {int(band_assignment(row, salt0, c)) for c in range(k)}
@@ -117,8 +103,9 @@ def spectrum_preflight(
         detail = f"{len(check_rows)} rows checked: all {k} candidates of each row share one band seed"
     report.add("candidates_share_band", not bad, detail)
 
-    # 2. a deterministic policy has zero within-group variance
-    memory = spec.memory if spec.memory != "notepad" else "echo"
+
+def _check_deterministic_spread(report, band_assignment, check_rows, salt0, k, memory) -> None:
+    """2. A deterministic policy has zero within-group variance (any spread is band luck)."""
     spreads = []
     for row in check_rows[:2]:
         seeds = [int(band_assignment(row, salt0, c)) for c in range(k)]
@@ -133,7 +120,9 @@ def spectrum_preflight(
     )
     report.add("deterministic_policy_zero_group_variance", ok, detail, max_within_group_range=worst)
 
-    # 3. the reward separates memory use from memoryless play (one band per row, the spec's epoch-0 bands)
+
+def _check_reward_separates_memory(report, spec, config, row_ids, salt0, bands, memory) -> None:
+    """3. The reward separates memory use from memoryless play (one band per row, the epoch-0 bands)."""
     band_rows = (
         row_ids[: min(bands, len(row_ids))]
         if len(row_ids) >= 8
@@ -157,7 +146,9 @@ def spectrum_preflight(
         detail += " — the reward does not pay for memory; training cannot select for it"
     report.add("reward_separates_memory", ok, detail, **numbers)
 
-    # 4. the stochastic policy's groups have reward variance
+
+def _check_group_variance(report, config, band_assignment, check_rows, salt0, k) -> None:
+    """4. The stochastic policy's groups have reward variance (else no advantage, no gradient)."""
     sampler = GroupSampler(
         config.memory,
         k,
@@ -182,20 +173,44 @@ def spectrum_preflight(
         detail += " — zero-variance groups give zero advantages and no gradient"
     report.add("stochastic_policy_group_variance", ok, detail, mean_within_group_sd=float(np.mean(sds)))
 
-    # 5. the epoch salt changes the bands
+
+def _check_epoch_salt(report, spec, config, band_assignment, check_rows) -> None:
+    """5. The epoch salt changes the bands (else the policy can memorise band content)."""
     if config.epochs < 2:
         report.add("epoch_salt_changes_bands", True, "a single epoch: no band can repeat")
-    else:
-        row = check_rows[0]
-        s0, s1 = int(band_assignment(row, config.salt(0), 0)), int(band_assignment(row, config.salt(1), 0))
-        ok = s0 != s1
-        detail = (
-            f"row {row}: band seed {s0} at epoch 0, {s1} at epoch 1 (salts {config.salt(0)!r}, {config.salt(1)!r})"
-            if ok
-            else f"row {row}: the same band every epoch (epoch_salt is {spec.epoch_salt}); the policy can memorise band "
-            "content, so a rising curve would not show memory use"
-        )
-        report.add("epoch_salt_changes_bands", ok, detail)
+        return
+    row = check_rows[0]
+    s0, s1 = int(band_assignment(row, config.salt(0), 0)), int(band_assignment(row, config.salt(1), 0))
+    ok = s0 != s1
+    detail = (
+        f"row {row}: band seed {s0} at epoch 0, {s1} at epoch 1 (salts {config.salt(0)!r}, {config.salt(1)!r})"
+        if ok
+        else f"row {row}: the same band every epoch (epoch_salt is {spec.epoch_salt}); the policy can memorise band "
+        "content, so a rising curve would not show memory use"
+    )
+    report.add("epoch_salt_changes_bands", ok, detail)
+
+
+def spectrum_preflight(
+    spec: SpectrumArmSpec,
+    *,
+    band_assignment: BandAssignment = band_per_row,
+    rows: int = 4,
+    bands: int = 24,
+) -> PreflightReport:
+    """Run the checks of the module docstring on ``spec`` (a few seconds)."""
+    config = trainer_config(spec)
+    report = PreflightReport(spec.arm, spec.sha256())
+    row_ids = config.row_ids()
+    k = config.candidates
+    salt0 = config.salt(0)
+    check_rows = row_ids[: max(1, min(rows, len(row_ids)))]
+    memory = spec.memory if spec.memory != "notepad" else "echo"
+    _check_shared_band(report, band_assignment, check_rows, salt0, k)
+    _check_deterministic_spread(report, band_assignment, check_rows, salt0, k, memory)
+    _check_reward_separates_memory(report, spec, config, row_ids, salt0, bands, memory)
+    _check_group_variance(report, config, band_assignment, check_rows, salt0, k)
+    _check_epoch_salt(report, spec, config, band_assignment, check_rows)
     return report
 
 

@@ -213,6 +213,88 @@ class ScanDecisions:
     offered: np.ndarray  # (K,) memory items offered
 
 
+def _carry_decisions(theta, T, batch: ScanBatch, u_carry, merge_tol, logp, grad, trace) -> np.ndarray:
+    """Step 2: keep or drop each remembered item (features [1, corroborated by a current peak]); adds the
+    log-probabilities and score gradients to ``logp`` and ``grad`` in place. Returns ``keep`` (K, M)."""
+    k, m = batch.mem.shape
+    p = batch.peak_freq.shape[1]
+    if not m:
+        return np.zeros((k, 0), dtype=bool)
+    if p:
+        dist = np.abs(batch.mem[:, :, None] - batch.peak_freq[:, None, :])
+        corr = np.any((dist <= merge_tol) & batch.peak_valid[:, None, :], axis=2).astype(np.float64)
+    else:
+        corr = np.zeros((k, m))
+    theta_c = theta[CARRY_SLICE]
+    z = (theta_c[0] + theta_c[1] * corr) / T
+    prob = sigmoid(z)
+    keep = (u_carry[:, :m] < prob) & batch.mem_valid
+    valid = batch.mem_valid.astype(np.float64)
+    a = keep.astype(np.float64)
+    logp += np.sum(valid * (a * log_sigmoid(z) + (1.0 - a) * log_sigmoid(-z)), axis=1)
+    resid = valid * (a - prob)
+    grad[:, CARRY_SLICE.start] += resid.sum(axis=1) / T
+    grad[:, CARRY_SLICE.start + 1] += (resid * corr).sum(axis=1) / T
+    if trace is not None:
+        for i in range(k):
+            sel = batch.mem_valid[i]
+            phi = np.zeros((int(sel.sum()), N_PARAMS))
+            phi[:, CARRY_SLICE.start] = 1.0
+            phi[:, CARRY_SLICE.start + 1] = corr[i, sel]
+            trace[i].add(phi, keep[i, sel])
+    return keep
+
+
+def _report_decisions(theta, T, batch: ScanBatch, u_report, keep, merge_tol, logp, grad, trace) -> np.ndarray:
+    """Step 3: report or skip each current peak that is not a near-duplicate of a kept memory item; adds to
+    ``logp`` and ``grad`` in place. Returns ``add`` (K, P)."""
+    k, m = batch.mem.shape
+    p = batch.peak_freq.shape[1]
+    if not p:
+        return np.zeros((k, 0), dtype=bool)
+    if m:
+        near_kept = np.any(
+            (np.abs(batch.peak_freq[:, :, None] - batch.mem[:, None, :]) <= merge_tol) & keep[:, None, :],
+            axis=2,
+        )
+    else:
+        near_kept = np.zeros((k, p), dtype=bool)
+    decide = batch.peak_valid & ~near_kept
+    theta_r = theta[REPORT_SLICE]
+    z = (batch.peak_feat @ theta_r) / T
+    prob = sigmoid(z)
+    add = (u_report[:, :p] < prob) & decide
+    d = decide.astype(np.float64)
+    a = add.astype(np.float64)
+    logp += np.sum(d * (a * log_sigmoid(z) + (1.0 - a) * log_sigmoid(-z)), axis=1)
+    resid = d * (a - prob)
+    grad[:, REPORT_SLICE] += np.einsum("kp,kpf->kf", resid, batch.peak_feat) / T
+    if trace is not None:
+        for i in range(k):
+            sel = decide[i]
+            phi = np.zeros((int(sel.sum()), N_PARAMS))
+            phi[:, REPORT_SLICE] = batch.peak_feat[i, sel]
+            trace[i].add(phi, add[i, sel])
+    return add
+
+
+def _assemble_reports(batch: ScanBatch, keep, add, merge_tol: float, max_report: int) -> list[list[float]]:
+    """Step 4: kept memory (displayed order), then added peaks (scan order) not within ``merge_tol`` of
+    what is already in the report, cut at ``max_report``."""
+    reports: list[list[float]] = []
+    mem_l = batch.mem.tolist()
+    freq_l = batch.peak_freq.tolist()
+    keep_l = keep.tolist()
+    add_l = add.tolist()
+    for i in range(len(mem_l)):
+        out = [x for x, kept in zip(mem_l[i], keep_l[i], strict=True) if kept]
+        for f, added in zip(freq_l[i], add_l[i], strict=True):
+            if added and all(abs(f - c) > merge_tol for c in out):
+                out.append(f)
+        reports.append(out[:max_report])
+    return reports
+
+
 def decide_scan(
     theta: np.ndarray,
     temperature: float,
@@ -235,71 +317,9 @@ def decide_scan(
         raise ValueError(f"need uniforms for {m} memory items and {p} peaks per candidate")
     logp = np.zeros(k)
     grad = np.zeros((k, N_PARAMS))
-    # ---- carry: features [1, corroborated]
-    if m:
-        if p:
-            dist = np.abs(batch.mem[:, :, None] - batch.peak_freq[:, None, :])
-            corr = np.any((dist <= merge_tol) & batch.peak_valid[:, None, :], axis=2).astype(np.float64)
-        else:
-            corr = np.zeros((k, m))
-        theta_c = theta[CARRY_SLICE]
-        z = (theta_c[0] + theta_c[1] * corr) / T
-        prob = sigmoid(z)
-        keep = (u_carry[:, :m] < prob) & batch.mem_valid
-        valid = batch.mem_valid.astype(np.float64)
-        a = keep.astype(np.float64)
-        logp += np.sum(valid * (a * log_sigmoid(z) + (1.0 - a) * log_sigmoid(-z)), axis=1)
-        resid = valid * (a - prob)
-        grad[:, CARRY_SLICE.start] += resid.sum(axis=1) / T
-        grad[:, CARRY_SLICE.start + 1] += (resid * corr).sum(axis=1) / T
-        if trace is not None:
-            for i in range(k):
-                sel = batch.mem_valid[i]
-                phi = np.zeros((int(sel.sum()), N_PARAMS))
-                phi[:, CARRY_SLICE.start] = 1.0
-                phi[:, CARRY_SLICE.start + 1] = corr[i, sel]
-                trace[i].add(phi, keep[i, sel])
-    else:
-        keep = np.zeros((k, 0), dtype=bool)
-    # ---- report: only peaks that are not near-duplicates of a kept memory item get a decision
-    if p:
-        if m:
-            near_kept = np.any(
-                (np.abs(batch.peak_freq[:, :, None] - batch.mem[:, None, :]) <= merge_tol) & keep[:, None, :],
-                axis=2,
-            )
-        else:
-            near_kept = np.zeros((k, p), dtype=bool)
-        decide = batch.peak_valid & ~near_kept
-        theta_r = theta[REPORT_SLICE]
-        z = (batch.peak_feat @ theta_r) / T
-        prob = sigmoid(z)
-        add = (u_report[:, :p] < prob) & decide
-        d = decide.astype(np.float64)
-        a = add.astype(np.float64)
-        logp += np.sum(d * (a * log_sigmoid(z) + (1.0 - a) * log_sigmoid(-z)), axis=1)
-        resid = d * (a - prob)
-        grad[:, REPORT_SLICE] += np.einsum("kp,kpf->kf", resid, batch.peak_feat) / T
-        if trace is not None:
-            for i in range(k):
-                sel = decide[i]
-                phi = np.zeros((int(sel.sum()), N_PARAMS))
-                phi[:, REPORT_SLICE] = batch.peak_feat[i, sel]
-                trace[i].add(phi, add[i, sel])
-    else:
-        add = np.zeros((k, 0), dtype=bool)
-    # ---- assemble: kept memory (displayed order), then new peaks (scan order) not within merge_tol
-    reports: list[list[float]] = []
-    mem_l = batch.mem.tolist()
-    freq_l = batch.peak_freq.tolist()
-    keep_l = keep.tolist()
-    add_l = add.tolist()
-    for i in range(k):
-        out = [x for x, kept in zip(mem_l[i], keep_l[i], strict=True) if kept]
-        for f, added in zip(freq_l[i], add_l[i], strict=True):
-            if added and all(abs(f - c) > merge_tol for c in out):
-                out.append(f)
-        reports.append(out[:max_report])
+    keep = _carry_decisions(theta, T, batch, u_carry, merge_tol, logp, grad, trace)
+    add = _report_decisions(theta, T, batch, u_report, keep, merge_tol, logp, grad, trace)
+    reports = _assemble_reports(batch, keep, add, merge_tol, max_report)
     return ScanDecisions(reports, logp, grad, keep.sum(axis=1), batch.mem_valid.sum(axis=1))
 
 

@@ -159,17 +159,234 @@ def client_config() -> dict[str, Any]:
     }
 
 
-def create_app(service: TinkerService, keys: KeyCheck, log: Log, housekeeping_s: float = 10.0):
-    """The ASGI app (Starlette) serving ``service``: every route checks the key, answers the SDK's shapes
-    and is logged (method, path, status, milliseconds; never a header or a body)."""
+QUIET = {"/retrieve_future", "/session_heartbeat", "/telemetry"}  # logged at debug level: polled often
+
+
+def _error(status: int, message: str):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+async def _body_json(request) -> Any:
+    try:
+        return json.loads(await request.body() or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ServiceError(400, "the body is not valid JSON") from None
+
+
+async def _parse(request, model: type) -> Any:
+    """The body validated as the SDK's request ``model``; a ``ServiceError`` 400 naming the field otherwise."""
     from pydantic import ValidationError
-    from starlette.applications import Starlette
-    from starlette.requests import Request
+
+    data = await _body_json(request)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "body"
+        raise ServiceError(400, f"{model.__name__}: {where}: {first.get('msg')}") from None
+
+
+def _ok(value: Any):
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+
+    if isinstance(value, Response):
+        return value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json", exclude_none=True)
+    return JSONResponse(value)
+
+
+def _handler(fn, path: str, keys: KeyCheck, log: Log):
+    """The Starlette handler of one endpoint: the key check, ``fn``, the SDK's error shapes (a bug answers
+    500 with its reason; the traceback goes to the log only) and one log line (method, path, status, ms)."""
+
+    async def handler(request):
+        t0 = time.perf_counter()
+        if not keys.accepts(request.headers.get("x-api-key")):
+            response = _error(401, "missing or wrong API key (send this server's key in X-API-Key)")
+        else:
+            try:
+                response = _ok(await fn(request))
+            except ServiceError as exc:
+                response = _error(exc.status, exc.message)
+            except Exception as exc:  # a bug: the client gets the reason, the log the traceback
+                import traceback
+
+                log(
+                    "error",
+                    "request_crashed",
+                    path=request.url.path,
+                    reason=repr(exc),
+                    traceback=traceback.format_exc(),
+                )
+                response = _error(500, f"internal error: {type(exc).__name__}: {exc}")
+        status = response.status_code
+        level = "warning" if status >= 400 else ("debug" if path in QUIET else "info")
+        log(
+            level,
+            "request",
+            method=request.method,
+            path=request.url.path,
+            status=status,
+            ms=round(1000 * (time.perf_counter() - t0), 2),
+        )
+        return response
+
+    return handler
+
+
+def _session_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
+    """Client configuration, sessions, heartbeats, telemetry and capabilities."""
+    from tinker import types
+
+    async def healthz(request):
+        return {"status": "ok"}
+
+    async def config(request):
+        return client_config()
+
+    async def dynamic_config(request):
+        return types.ClientDynamicConfigResponse()
+
+    async def create_session(request):
+        return service.create_session(await _parse(request, types.CreateSessionRequest))
+
+    async def heartbeat(request):
+        service.heartbeat((await _parse(request, types.SessionHeartbeatRequest)).session_id)
+        return types.SessionHeartbeatResponse()
+
+    async def telemetry(request):
+        await request.body()  # accepted and dropped
+        return {"status": "accepted"}
+
+    async def finish(request):
+        body = await _body_json(request)
+        reason = (body.get("reason") or {}).get("type", "unknown") if isinstance(body, dict) else "unknown"
+        service.finish_session(request.path_params["session_id"], str(reason))
+        return {}
+
+    async def capabilities(request):
+        return service.backend.get_server_capabilities()
+
+    return [
+        ("GET", "/healthz", healthz),
+        ("POST", "/client/config", config),
+        ("POST", "/client/dynamic_config", dynamic_config),
+        ("POST", "/create_session", create_session),
+        ("POST", "/session_heartbeat", heartbeat),
+        ("POST", "/telemetry", telemetry),
+        ("POST", "/sessions/{session_id}/finish", finish),
+        ("GET", "/get_server_capabilities", capabilities),
+    ]
+
+
+def _training_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
+    """Training models: create, info, forward_backward (protobuf only), optim_step, save and load."""
     from tinker import types
 
     from .wire import WireError, decode_forward_backward
+
+    async def create_model(request):
+        return service.create_model(await _parse(request, types.CreateModelRequest))
+
+    async def get_info(request):
+        req = await _parse(request, types.GetInfoRequest)
+        return await service.call(lambda: service.get_info(req.model_id), {"kind": "GetInfo"})
+
+    async def forward_backward(request):
+        if "application/x-protobuf" not in request.headers.get("content-type", ""):
+            raise ServiceError(
+                415, "forward_backward takes a protobuf body (Content-Type: application/x-protobuf)"
+            )
+        try:
+            call = decode_forward_backward(await request.body(), request.headers.get("content-encoding"))
+        except WireError as exc:
+            raise ServiceError(400, str(exc)) from None
+        return service.forward_backward(call)
+
+    async def optim_step(request):
+        return service.optim_step(await _parse(request, types.OptimStepRequest))
+
+    async def save_weights(request):
+        return service.save_weights(await _parse(request, types.SaveWeightsRequest))
+
+    async def save_for_sampler(request):
+        return service.save_weights_for_sampler(await _parse(request, types.SaveWeightsForSamplerRequest))
+
+    async def load_weights(request):
+        return service.load_weights(await _parse(request, types.LoadWeightsRequest))
+
+    return [
+        ("POST", "/create_model", create_model),
+        ("POST", "/get_info", get_info),
+        ("POST", "/forward_backward", forward_backward),
+        ("POST", "/optim_step", optim_step),
+        ("POST", "/save_weights", save_weights),
+        ("POST", "/save_weights_for_sampler", save_for_sampler),
+        ("POST", "/load_weights", load_weights),
+    ]
+
+
+def _sampling_and_storage_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
+    """Samplers and sampling, the REST views of training runs and checkpoints, and futures."""
+    from starlette.responses import Response
+    from tinker import types
+
+    async def create_sampling_session(request):
+        return await service.create_sampling_session(
+            await _parse(request, types.CreateSamplingSessionRequest)
+        )
+
+    async def get_sampler(request):
+        return service.get_sampler(request.path_params["sampler_id"])
+
+    async def asample(request):
+        return service.asample(await _parse(request, types.SampleRequest))
+
+    async def training_run(request):
+        return service.training_run(request.path_params["model_id"])
+
+    async def list_checkpoints(request):
+        return service.list_checkpoints(request.path_params["model_id"])
+
+    async def delete_checkpoint(request):
+        p = request.path_params
+        service.delete_checkpoint(p["model_id"], p["checkpoint_id"])
+        return {}
+
+    async def retrieve_future(request):
+        req = await _parse(request, types.FutureRetrieveRequest)
+        accept = "application/x-protobuf" in request.headers.get("accept", "")
+        ctype, body = await service.retrieve(req.request_id, accept)
+        return Response(content=body, media_type=ctype)
+
+    async def cancel_future(request):
+        await request.body()
+        return {}
+
+    return [
+        ("POST", "/create_sampling_session", create_sampling_session),
+        ("GET", "/samplers/{sampler_id}", get_sampler),
+        ("POST", "/asample", asample),
+        ("GET", "/training_runs/{model_id}", training_run),
+        ("GET", "/training_runs/{model_id}/checkpoints", list_checkpoints),
+        ("DELETE", "/training_runs/{model_id}/checkpoints/{checkpoint_id:path}", delete_checkpoint),
+        ("POST", "/retrieve_future", retrieve_future),
+        ("POST", "/cancel_future", cancel_future),
+    ]
+
+
+async def _unknown(request):
+    raise ServiceError(404, f"no such endpoint: {request.method} {request.url.path} (rftlab serve tinker)")
+
+
+def create_app(service: TinkerService, keys: KeyCheck, log: Log, housekeeping_s: float = 10.0):
+    """The ASGI app (Starlette) serving ``service``: every route checks the key, answers the SDK's shapes
+    and is logged (method, path, status, milliseconds; never a header or a body)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -187,198 +404,21 @@ def create_app(service: TinkerService, keys: KeyCheck, log: Log, housekeeping_s:
             task.cancel()
             await asyncio.to_thread(service.stop)
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"detail": message}, status_code=status)
-
-    async def body_json(request: Request) -> Any:
-        try:
-            return json.loads(await request.body() or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ServiceError(400, "the body is not valid JSON") from None
-
-    async def parse(request: Request, model: type) -> Any:
-        data = await body_json(request)
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ())) or "body"
-            raise ServiceError(400, f"{model.__name__}: {where}: {first.get('msg')}") from None
-
-    def ok(value: Any) -> Response:
-        if isinstance(value, Response):
-            return value
-        if hasattr(value, "model_dump"):
-            value = value.model_dump(mode="json", exclude_none=True)
-        return JSONResponse(value)
-
-    routes: list[Route] = []
-
-    def route(method: str, path: str):
-        def wrap(fn):
-            async def handler(request: Request) -> Response:
-                t0 = time.perf_counter()
-                if not keys.accepts(request.headers.get("x-api-key")):
-                    response = error(401, "missing or wrong API key (send this server's key in X-API-Key)")
-                else:
-                    try:
-                        response = ok(await fn(request))
-                    except ServiceError as exc:
-                        response = error(exc.status, exc.message)
-                    except Exception as exc:  # a bug: the client gets the reason, the log the traceback
-                        import traceback
-
-                        log(
-                            "error",
-                            "request_crashed",
-                            path=request.url.path,
-                            reason=repr(exc),
-                            traceback=traceback.format_exc(),
-                        )
-                        response = error(500, f"internal error: {type(exc).__name__}: {exc}")
-                status = response.status_code
-                level = "warning" if status >= 400 else ("debug" if path in QUIET else "info")
-                log(
-                    level,
-                    "request",
-                    method=request.method,
-                    path=request.url.path,
-                    status=status,
-                    ms=round(1000 * (time.perf_counter() - t0), 2),
-                )
-                return response
-
-            routes.append(
-                Route(
-                    API + path if path != "*" else "/{rest:path}",
-                    handler,
-                    methods=[method] if method != "*" else ["GET", "POST", "PUT", "DELETE", "PATCH"],
-                )
-            )
-            return fn
-
-        return wrap
-
-    QUIET = {"/retrieve_future", "/session_heartbeat", "/telemetry"}
-
-    @route("GET", "/healthz")
-    async def healthz(request):
-        return {"status": "ok"}
-
-    @route("POST", "/client/config")
-    async def config(request):
-        return client_config()
-
-    @route("POST", "/client/dynamic_config")
-    async def dynamic_config(request):
-        return types.ClientDynamicConfigResponse()
-
-    @route("POST", "/create_session")
-    async def create_session(request):
-        return service.create_session(await parse(request, types.CreateSessionRequest))
-
-    @route("POST", "/session_heartbeat")
-    async def heartbeat(request):
-        service.heartbeat((await parse(request, types.SessionHeartbeatRequest)).session_id)
-        return types.SessionHeartbeatResponse()
-
-    @route("POST", "/telemetry")
-    async def telemetry(request):
-        await request.body()  # accepted and dropped
-        return {"status": "accepted"}
-
-    @route("POST", "/sessions/{session_id}/finish")
-    async def finish(request):
-        body = await body_json(request)
-        reason = (body.get("reason") or {}).get("type", "unknown") if isinstance(body, dict) else "unknown"
-        service.finish_session(request.path_params["session_id"], str(reason))
-        return {}
-
-    @route("GET", "/get_server_capabilities")
-    async def capabilities(request):
-        return service.backend.get_server_capabilities()
-
-    @route("POST", "/create_model")
-    async def create_model(request):
-        return service.create_model(await parse(request, types.CreateModelRequest))
-
-    @route("POST", "/get_info")
-    async def get_info(request):
-        req = await parse(request, types.GetInfoRequest)
-        return await service.call(lambda: service.get_info(req.model_id), {"kind": "GetInfo"})
-
-    @route("POST", "/forward_backward")
-    async def forward_backward(request):
-        if "application/x-protobuf" not in request.headers.get("content-type", ""):
-            raise ServiceError(
-                415, "forward_backward takes a protobuf body (Content-Type: application/x-protobuf)"
-            )
-        try:
-            call = decode_forward_backward(await request.body(), request.headers.get("content-encoding"))
-        except WireError as exc:
-            raise ServiceError(400, str(exc)) from None
-        return service.forward_backward(call)
-
-    @route("POST", "/optim_step")
-    async def optim_step(request):
-        return service.optim_step(await parse(request, types.OptimStepRequest))
-
-    @route("POST", "/save_weights")
-    async def save_weights(request):
-        return service.save_weights(await parse(request, types.SaveWeightsRequest))
-
-    @route("POST", "/save_weights_for_sampler")
-    async def save_for_sampler(request):
-        return service.save_weights_for_sampler(await parse(request, types.SaveWeightsForSamplerRequest))
-
-    @route("POST", "/load_weights")
-    async def load_weights(request):
-        return service.load_weights(await parse(request, types.LoadWeightsRequest))
-
-    @route("POST", "/create_sampling_session")
-    async def create_sampling_session(request):
-        return await service.create_sampling_session(await parse(request, types.CreateSamplingSessionRequest))
-
-    @route("GET", "/samplers/{sampler_id}")
-    async def get_sampler(request):
-        return service.get_sampler(request.path_params["sampler_id"])
-
-    @route("POST", "/asample")
-    async def asample(request):
-        return service.asample(await parse(request, types.SampleRequest))
-
-    @route("GET", "/training_runs/{model_id}")
-    async def training_run(request):
-        return service.training_run(request.path_params["model_id"])
-
-    @route("GET", "/training_runs/{model_id}/checkpoints")
-    async def list_checkpoints(request):
-        return service.list_checkpoints(request.path_params["model_id"])
-
-    @route("DELETE", "/training_runs/{model_id}/checkpoints/{checkpoint_id:path}")
-    async def delete_checkpoint(request):
-        p = request.path_params
-        service.delete_checkpoint(p["model_id"], p["checkpoint_id"])
-        return {}
-
-    @route("POST", "/retrieve_future")
-    async def retrieve_future(request):
-        req = await parse(request, types.FutureRetrieveRequest)
-        accept = "application/x-protobuf" in request.headers.get("accept", "")
-        ctype, body = await service.retrieve(req.request_id, accept)
-        return Response(content=body, media_type=ctype)
-
-    @route("POST", "/cancel_future")
-    async def cancel_future(request):
-        await request.body()
-        return {}
-
-    @route("*", "*")
-    async def unknown(request):
-        raise ServiceError(
-            404, f"no such endpoint: {request.method} {request.url.path} (rftlab serve tinker)"
+    endpoints = [
+        *_session_endpoints(service),
+        *_training_endpoints(service),
+        *_sampling_and_storage_endpoints(service),
+    ]
+    routes = [
+        Route(API + path, _handler(fn, path, keys, log), methods=[method]) for method, path, fn in endpoints
+    ]
+    routes.append(
+        Route(
+            "/{rest:path}",
+            _handler(_unknown, "*", keys, log),
+            methods=["GET", "POST", "PUT", "DELETE", "PATCH"],
         )
-
+    )
     return Starlette(routes=routes, lifespan=lifespan)
 
 

@@ -130,6 +130,9 @@ class GroupSampler:
         band_assignment: BandAssignment = band_per_row,
         record: bool = False,
     ) -> GroupResult:
+        """One group: the ``k`` candidates of ``row_id`` stepped in lockstep through every scan. Per scan one
+        ``rng.random((k, 2 + MAX_REPORT + peaks))`` block: the notepad read and write draws, then the
+        memory and peak draws of ``decide_scan``."""
         k = self.k
         theta = np.asarray(theta, dtype=np.float64)
         seeds = [int(band_assignment(row_id, salt, c)) for c in range(k)]
@@ -139,30 +142,12 @@ class GroupSampler:
         carried = np.zeros(k)
         offered = np.zeros(k)
         traces = [Trace() for _ in range(k)] if record else None
-        notepad = self.memory == "notepad"
         shared = len(set(seeds)) == 1
         while not obs[0].done:
-            if shared:
-                peaks0 = obs[0].peaks
-                peaks = [peaks0] * k
-            else:
-                peaks = [o.peaks for o in obs]
+            peaks = [obs[0].peaks] * k if shared else [o.peaks for o in obs]
             p = max(len(x) for x in peaks)
             u = rng.random((k, 2 + MAX_REPORT + p))
-            if notepad:
-                read, lp, g = decide_bias(theta, READ_INDEX, temperature, u[:, 0], traces)
-                logp += lp
-                grad += g
-                memories: list[list[float] | None] = []
-                for i in range(k):
-                    if read[i]:
-                        o = _env_step(self.envs[i], AssistantTurn((ToolCall("notepad_read", {}),)))
-                        text = o.tool_results[-1]["content"] if o.tool_results else ""
-                        memories.append(parse_notepad(text)[:MAX_REPORT])
-                    else:
-                        memories.append(None)
-            else:
-                memories = [(o.echo or None) for o in obs]
+            memories = self._memories(obs, theta, temperature, u[:, 0], traces, logp, grad)
             batch = ScanBatch.build(peaks, memories)
             dec = decide_scan(
                 theta,
@@ -177,20 +162,50 @@ class GroupSampler:
             grad += dec.grad
             carried += dec.carried
             offered += dec.offered
-            if notepad:
-                write, lp, g = decide_bias(theta, WRITE_INDEX, temperature, u[:, 1], traces)
-                logp += lp
-                grad += g
-                for i in range(k):
-                    calls = []
-                    if write[i]:
-                        calls.append(ToolCall("notepad_write", {"text": format_notepad(dec.reports[i])}))
-                    calls.append(submit(dec.reports[i]))
-                    obs[i] = _env_step(self.envs[i], AssistantTurn(tuple(calls)))
+            obs = self._submit(obs, dec.reports, theta, temperature, u[:, 1], traces, logp, grad)
+        rewards, records = self._records(row_id, salt, seeds, carried, offered, logp)
+        return GroupResult(rewards, grad, logp, records, traces)
+
+    def _memories(self, obs, theta, temperature, u_read, traces, logp, grad) -> list[list[float] | None]:
+        """What each candidate remembers at this scan: the echoed list, or (arm D) the parsed notepad of
+        the candidates that decide to read it (the read decision adds to ``logp`` and ``grad`` in place)."""
+        if self.memory != "notepad":
+            return [(o.echo or None) for o in obs]
+        read, lp, g = decide_bias(theta, READ_INDEX, temperature, u_read, traces)
+        logp += lp
+        grad += g
+        memories: list[list[float] | None] = []
+        for i in range(self.k):
+            if read[i]:
+                o = _env_step(self.envs[i], AssistantTurn((ToolCall("notepad_read", {}),)))
+                text = o.tool_results[-1]["content"] if o.tool_results else ""
+                memories.append(parse_notepad(text)[:MAX_REPORT])
             else:
-                obs = [_env_step(env, rep) for env, rep in zip(self.envs, dec.reports, strict=True)]
+                memories.append(None)
+        return memories
+
+    def _submit(self, obs, reports, theta, temperature, u_write, traces, logp, grad) -> list:
+        """Each candidate submits its report; with a notepad it first decides whether to write the report
+        down (the write decision adds to ``logp`` and ``grad`` in place). Returns the next observations."""
+        if self.memory != "notepad":
+            return [_env_step(env, rep) for env, rep in zip(self.envs, reports, strict=True)]
+        write, lp, g = decide_bias(theta, WRITE_INDEX, temperature, u_write, traces)
+        logp += lp
+        grad += g
+        for i in range(self.k):
+            calls = []
+            if write[i]:
+                calls.append(ToolCall("notepad_write", {"text": format_notepad(reports[i])}))
+            calls.append(submit(reports[i]))
+            obs[i] = _env_step(self.envs[i], AssistantTurn(tuple(calls)))
+        return obs
+
+    def _records(
+        self, row_id, salt, seeds, carried, offered, logp
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Each candidate's reward (the env's, minus the notepad write cost) and its rollout record."""
         records = []
-        rewards = np.zeros(k)
+        rewards = np.zeros(self.k)
         for i, env in enumerate(self.envs):
             m = env.metrics()
             cost = self.notepad_write_cost * m["notepad_writes"]
@@ -208,7 +223,7 @@ class GroupSampler:
             rec["memory_carry_rate"] = carried[i] / offered[i] if offered[i] else None
             rec["logp"] = logp[i]
             records.append(rec)
-        return GroupResult(rewards, grad, logp, records, traces)
+        return rewards, records
 
 
 def summarize_rollouts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
