@@ -145,6 +145,56 @@ def load_gsm8k_task() -> MathTask:
     )
 
 
+def _tinker_parts(spec: Mapping[str, Any], overrides: Mapping[str, Any] | None):
+    """``(service, renderer, task or None, arms)`` on a tinker service (the hosted one, or a local
+    ``rftlab serve tinker`` through ``TINKER_BASE_URL``)."""
+    if not os.environ.get("TINKER_API_KEY"):
+        raise BackendUnavailable("the tinker backend needs TINKER_API_KEY in the environment")
+    import tinker
+    from tinker_cookbook import renderers
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+    from rftlab.training.local_tinker.model import BUILTIN_MODELS, register_builtin_tokenizers
+
+    arms = arms_from_spec(spec, **{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
+    first = next(iter(arms.values()))
+    if first.base_model in BUILTIN_MODELS or Path(first.base_model).is_dir():
+        # a model a local `rftlab serve tinker` serves (docs/platforms.md §3.12): its tokenizer is here
+        register_builtin_tokenizers()
+        tokenizer = get_tokenizer(first.base_model)
+    else:
+        tokenizer = tinker_tokenizer(first.base_model)  # before any client: fails fast offline
+    service = tinker.ServiceClient()  # TINKER_BASE_URL selects the service
+    renderer = renderers.get_renderer(first.renderer_name, tokenizer)
+    task = load_gsm8k_task() if first.task == "gsm8k" else None
+    return service, renderer, task, arms
+
+
+def _warm_base(root: str | Path, quick: bool) -> tuple[str, list[str], dict[str, Any] | None]:
+    """``(base model, model directories, warm-start record)`` of the local backend: the supervised warm
+    start's merged base (built once under the run store's local storage), or the untrained tiny model at
+    smoke size (expect the preflight to stop on constant rewards)."""
+    from rftlab.training.local_tinker import TINY_MODEL
+
+    if quick:
+        return TINY_MODEL, [], None
+    from rftlab.training.gs1.warm_start import WarmStartConfig, prepare_base_model
+
+    ws = prepare_base_model(
+        local_storage_dir(root) / "warm_start", WarmStartConfig(renderer_name=LOCAL_RENDERER)
+    )
+    warm = {
+        "path": ws.path,
+        "steps": ws.steps,
+        "reached_target": ws.reached_target,
+        "final_reward": ws.final_reward,
+        "history": ws.history,
+        "seconds": ws.seconds,
+        "config": ws.config,
+    }
+    return ws.path, [ws.path], warm
+
+
 def make_gs1_backend(
     name: str,
     spec: Mapping[str, Any],
@@ -153,77 +203,39 @@ def make_gs1_backend(
     overrides: Mapping[str, Any] | None = None,
 ) -> GS1Backend:
     """Build the backend ``name`` for the spec (see the module docstring)."""
-    from tinker_cookbook import renderers
-
-    warm = None
     if name not in BACKENDS:
         raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    warm, reference = None, None
     if name == "tinker":
-        if not os.environ.get("TINKER_API_KEY"):
-            raise BackendUnavailable("the tinker backend needs TINKER_API_KEY in the environment")
-        import tinker
+        service, renderer, task, arms = _tinker_parts(spec, overrides)
+    else:
+        import torch
+        from tinker_cookbook import renderers
         from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-        from rftlab.training.local_tinker.model import BUILTIN_MODELS, register_builtin_tokenizers
+        from rftlab.training.local_tinker import LocalServiceClient
 
-        arms = arms_from_spec(spec, **{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
-        first = next(iter(arms.values()))
-        if first.base_model in BUILTIN_MODELS or Path(first.base_model).is_dir():
-            # a model a local `rftlab serve tinker` serves (docs/platforms.md §3.12): its tokenizer is here
-            register_builtin_tokenizers()
-            tokenizer = get_tokenizer(first.base_model)
-        else:
-            tokenizer = tinker_tokenizer(first.base_model)  # before any client: fails fast offline
-        service = tinker.ServiceClient()  # TINKER_BASE_URL selects the service
-        renderer = renderers.get_renderer(first.renderer_name, tokenizer)
-        task = load_gsm8k_task() if first.task == "gsm8k" else None
-    else:
-        from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
-
-        if quick:  # smoke size: no warm start (expect the preflight to stop on constant rewards)
-            base_model, model_dirs = TINY_MODEL, []
-        else:
-            from rftlab.training.gs1.warm_start import WarmStartConfig, prepare_base_model
-
-            ws = prepare_base_model(
-                local_storage_dir(root) / "warm_start", WarmStartConfig(renderer_name=LOCAL_RENDERER)
-            )
-            warm = {
-                "path": ws.path,
-                "steps": ws.steps,
-                "reached_target": ws.reached_target,
-                "final_reward": ws.final_reward,
-                "history": ws.history,
-                "seconds": ws.seconds,
-                "config": ws.config,
-            }
-            base_model, model_dirs = ws.path, [ws.path]
+        base_model, model_dirs, warm = _warm_base(root, quick)
         sizes = {
             "base_model": base_model,
             "renderer_name": LOCAL_RENDERER,
             "task": "local_math",
             **LOCAL_SIZES,
-            **dict(overrides or {}),
         }
-        arms = arms_from_spec(spec, **sizes)
+        arms = arms_from_spec(spec, **{**sizes, **dict(overrides or {})})
         service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=model_dirs)
         # the base model's own tokenizer (a built-in name is registered with the cookbook by the backend;
         # a warm-started directory carries its tokenizer), exactly as on the tinker path
-        from tinker_cookbook.tokenizer_utils import get_tokenizer
-
         renderer = renderers.get_renderer(LOCAL_RENDERER, get_tokenizer(base_model))
         task = None
+        # the float64 copy the preflight's loss/gradient check compares against (docs/gs1.md §4)
+        reference = LocalServiceClient(
+            storage_dir=local_storage_dir(root) / "float64", model_dirs=model_dirs, dtype=torch.float64
+        )
     if quick:
         arms = quick_arms(arms)
     if task is None:
         task = local_task(max(cfg.n_train for cfg in arms.values()))
-    reference = None
-    if name == "local":
-        import torch
-
-        reference = LocalServiceClient(
-            storage_dir=local_storage_dir(root) / "float64", model_dirs=model_dirs, dtype=torch.float64
-        )
     return GS1Backend(
         name, service, renderer, task, arms, warm, send_seeds=name != "tinker", reference_client=reference
     )
