@@ -258,27 +258,38 @@ def test_tiny_local_model_stops_at_the_overfit_check(data, tmp_path):
 
 
 @pytest.mark.slow
-def test_tinker_backend_uses_only_the_sdk_interface(data, tmp_path, monkeypatch):
-    """`--backend tinker` with tinker.ServiceClient replaced by the local backend (which implements the SDK's
-    interface), as a Tinker-compatible server would be reached through TINKER_BASE_URL."""
-    import tinker
+def test_tinker_backend_runs_through_the_real_sdk_against_the_local_service(data, tmp_path, monkeypatch):
+    """`--backend tinker` as a paid run takes it: the unmodified tinker SDK (`tinker.ServiceClient()` with
+    TINKER_BASE_URL) against `rftlab serve tinker` on loopback, serving the tiny arena model directory. The
+    lineage evaluates the base, runs the overfit check through forward_backward/optim_step/sampling, and
+    stops honestly at step 2; every call crossed HTTP (the server's log names the SDK routes)."""
+    import io
 
     from rftlab.training.arena.sft import local_arena_model
-    from rftlab.training.local_tinker import LocalServiceClient
+    from rftlab.training.local_tinker.server import ServeConfig, ServerThread
+    from rftlab.training.local_tinker.service import Log
 
     model = local_arena_model(tmp_path / "model")
-    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:1")
-    monkeypatch.setattr(
-        tinker, "ServiceClient", lambda *a, **k: LocalServiceClient(storage_dir=tmp_path / "ckpt")
-    )
+    config = ServeConfig(port=0, storage=tmp_path / "service", model_dirs=[model], log_level="info")
+    log_stream = io.StringIO()
     spec = _spec(
         tmp_path,
         base="arena_sft_local.json",
         **{"overfit__steps": 2, "evaluation__frozen_case_stride": 30, "evaluation__max_tokens": 8},
     )
-    result = run_stage1(spec, backend="tinker", base_model=model, store_root=tmp_path / "runs", data_dir=data)
+    with ServerThread(config, log=Log(log_stream, level="info")) as server:
+        monkeypatch.setenv("TINKER_BASE_URL", server.base_url)
+        monkeypatch.setenv("TINKER_API_KEY", "tml-arena-stage1-tests")
+        monkeypatch.setenv("TINKER_TELEMETRY", "0")
+        result = run_stage1(
+            spec, backend="tinker", base_model=str(model), store_root=tmp_path / "runs", data_dir=data
+        )
+    records = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    routes = {r["path"] for r in records if r["event"] == "request" and r["status"] == 200}
     assert result.lineage["backend"] == "tinker" and result.stopped_at == 2
+    assert result.base_summary["num_cases"] == 2
     assert RunStore(tmp_path / "runs").runs("arena_sft_local", "base_eval")[0].record.backend == "tinker"
+    assert {"/api/v1/create_model", "/api/v1/forward_backward", "/api/v1/optim_step", "/api/v1/asample"} <= routes
 
 
 def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):
