@@ -57,6 +57,7 @@ from rftlab.envs.spectrum.rft import NUM_SCANS
 from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
 from rftlab.rewards.spectrum import early_late
 from rftlab.rollout.spectrum.evaluation import evaluate_bench90
+from rftlab.studies.spectrum import save_bench90_rollouts
 
 HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (docs/spectrum.md §B.8)
 RFT_DESCRIPTIONS = {
@@ -385,7 +386,7 @@ display(
 
 # %%
 bench = {
-    name: evaluate_bench90(factory, runs=range(BENCH_RUNS), baseline=True)
+    name: evaluate_bench90(factory, runs=range(BENCH_RUNS), baseline=True, transcripts=True)
     for name, factory in BENCH_POLICIES.items()
 }
 
@@ -403,12 +404,22 @@ display(Markdown(markdown_table(pd.DataFrame([bench90_row(n, r) for n, r in benc
 # %%
 bridge = {
     name: evaluate_bench90(
-        lambda name=name: RFTPolicyOnBench(RFT_POLICIES[name]()), runs=range(BENCH_RUNS), baseline=True
+        lambda name=name: RFTPolicyOnBench(RFT_POLICIES[name]()), runs=range(BENCH_RUNS), baseline=True,
+        transcripts=True,
     )
     for name in BRIDGE_POLICIES
 }
 display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
 display(Markdown(markdown_table(pd.DataFrame([bench90_row(f"rft:{n}", r) for n, r in bridge.items()]))))
+
+# %% [markdown]
+# Every bench episode above is kept in the run store (experiment `spectrum_bench90`, one run per policy):
+# `rftlab view runs/spectrum_bench90` shows each permuted run's 90 scans and reports as a transcript, with
+# its available-IoU as the reward.
+
+# %%
+kept = save_bench90_rollouts({**bench, **{f"rft:{n}": r for n, r in bridge.items()}})
+display(Markdown(f"Kept {sum(len(r.rollouts(0)) for r in kept)} bench episodes in {len(kept)} runs of `spectrum_bench90`."))
 
 # %% [markdown]
 # ## 5. The env through eval-protocol (the bench-shaped Fireworks path, offline)

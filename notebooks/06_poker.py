@@ -60,10 +60,18 @@ from rftlab.analysis.poker import (
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
 from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
 from rftlab.runs import load_metrics
-from rftlab.studies.poker import BLIND_COUNTERS, SANDBAG, fireworks_launcher, reference_study
+from rftlab.studies.poker import (
+    BLIND_COUNTERS,
+    SANDBAG,
+    fireworks_launcher,
+    reference_study,
+    save_reference_rollouts,
+)
 
 study = reference_study(schedule=SCHEDULE, runs=RUNS, rows=RFT_ROWS, hands=RFT_HANDS, seed=SEED,
                         equity_samples=EQUITY_SAMPLES)  # fmt: skip
+# every episode played here, kept for `rftlab view runs/poker_reference` (one run per block and strategy)
+kept_runs = save_reference_rollouts(study)
 boot = {"reps": BOOTSTRAP_REPS, "seed": BOOTSTRAP_SEED}
 summaries = {name: bb_summary(rows) for name, rows in study.schedule_rows.items()}
 schedule_pairs = paired_schedule_table(

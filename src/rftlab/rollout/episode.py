@@ -12,6 +12,8 @@ all play episodes through this function, so "an episode" means the same thing ev
    ``result.observation``;
 3. the trajectory keeps the final observation and ``env.metrics()`` taken at the end.
 
+``transcript(traj)`` renders an episode as chat messages (what ``rftlab view`` shows).
+
 ``max_steps`` guards against an env/policy pair that never finishes (every env here ends on its own):
 when it is reached the loop stops and raises ``RuntimeError`` naming the env, since a silently cut
 episode would be scored as if it were complete.
@@ -19,6 +21,7 @@ episode would be scored as if it were complete.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rftlab.types import Env, EpisodeKey, Policy, Trajectory, Transition
@@ -50,3 +53,31 @@ def episode(
         if result.done:
             return Trajectory(key, tuple(transitions), observation, env.metrics())
     raise RuntimeError(f"{type(env).__name__} episode {key!r} did not finish within {max_steps} steps")
+
+
+def _observation_text(observation: Any) -> str:
+    """A CLBench-shaped observation (``content`` feedback, ``next_query.prompt``) as text; anything else
+    as its ``repr``."""
+    if not hasattr(observation, "content"):
+        return repr(observation)
+    parts = [observation.content] if observation.content else []
+    query = getattr(observation, "next_query", None)
+    if query is not None:
+        parts.append(query.prompt)
+    return "\n\n".join(parts)
+
+
+def transcript(trajectory: Trajectory[Any, Any, Any]) -> list[dict[str, str]]:
+    """The episode as chat messages: each observation acted on (the env's feedback, then the next
+    decision's prompt) as a ``user`` turn, each action as the ``assistant``'s structured answer (JSON),
+    and the closing feedback as a last ``user`` turn."""
+    messages = []
+    for step in trajectory.transitions:
+        messages.append({"role": "user", "content": _observation_text(step.observation)})
+        messages.append(
+            {"role": "assistant", "content": json.dumps(step.action, sort_keys=True, default=str)}
+        )
+    closing = _observation_text(trajectory.final_observation)
+    if closing:
+        messages.append({"role": "user", "content": closing})
+    return messages

@@ -10,10 +10,12 @@ backends are not configured).
 Sources (``rows_from_path``; a folder is searched recursively):
 
 - a run folder of the run store (``run.json``): ``rollouts/epoch-<k>.jsonl`` (local GRPO epochs of the
-  spectrum and GS1 studies), ``eval.jsonl`` (greedy evaluations), and the raw ``EvaluationRow`` files a
-  Fireworks poll downloaded (``provider/epoch-<k>-*``), which already are eval-protocol rows;
+  spectrum and GS1 studies; the poker reference strategies' episodes, ``poker_reference``, and the bench90
+  episodes, ``spectrum_bench90``, which notebooks 06 and 01 keep through ``RunStore.record_rollouts``),
+  ``eval.jsonl`` (greedy evaluations), and the raw ``EvaluationRow`` files a Fireworks poll downloaded
+  (``provider/epoch-<k>-*``), which already are eval-protocol rows;
 - an arena frozen evaluation folder (``rows.jsonl`` + ``summary.json``, ``rftlab arena eval``);
-- a JSONL file of rollout records (e.g. poker or bench90 rows a notebook saved).
+- a JSONL file of rollout records (any file of objects with ``messages`` or ``prompt``/``response``).
 
 Every row is tagged with experiment, arm, run id and epoch: ``eval_metadata.name`` is
 ``<experiment>/<arm>``, ``execution_metadata`` carries ``experiment_id`` (the experiment), ``run_id`` (the

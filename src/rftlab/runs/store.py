@@ -31,7 +31,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -697,6 +697,29 @@ class RunStore:
             run = self.create_run(experiment, arm, spec, backend=backend, **kwargs)
             run.claim()
             return run, "new"
+
+    def record_rollouts(
+        self,
+        experiment: str,
+        arm: str,
+        spec: Any,
+        records: Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]],
+        backend: str = "local",
+    ) -> tuple[Run, RunOrigin]:
+        """Keep the rollouts of an evaluation that trains nothing (a scripted strategy's episodes, a bench
+        policy's scans) as a finished run whose ``rollouts/epoch-0.jsonl`` holds ``records``, so ``rftlab
+        view`` can show them. A finished run of the same spec is reused and nothing is written;
+        ``records`` may be a callable, then called only when the run is new. Returns ``(run, origin)``."""
+        run, origin = self.start_or_reuse(experiment, arm, spec, backend=backend)
+        if origin == "reused":
+            return run, origin
+        try:
+            run.write_rollouts(0, list(records() if callable(records) else records))
+        except BaseException as exc:
+            run.finish("failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        run.finish()
+        return run, origin
 
 
 def collect_metrics(root: str | Path = "runs", experiment: str | None = None, arm: str | None = None):

@@ -31,6 +31,7 @@ from typing import Any
 from rftlab.analysis.poker import bb_summary, rft_episode_rows
 from rftlab.envs.poker import SCHEDULES
 from rftlab.policies.poker.reference import POKER_POLICIES, Exploit, RandomLegal, Sandbag
+from rftlab.rollout.episode import transcript
 from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
 
 MAX_RUNS = 5  # a CLBench schedule has five permuted runs
@@ -84,6 +85,8 @@ class ReferenceStudy:
     schedule_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     rft_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     shortcut_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # per block ("schedule" or "rft") and strategy label, each episode as chat messages (``transcript``)
+    transcripts: dict[tuple[str, str], list[list[dict[str, str]]]] = field(default_factory=dict)
 
 
 def reference_study(
@@ -118,20 +121,74 @@ def reference_study(
     for name in STRATEGIES:
         if progress:
             progress(f"{name}: {runs} run(s) of {schedule}, {rows} RFT rows")
-        study.schedule_rows[name] = hand_rows(
-            play_runs(strategy(name), schedule=schedule, runs=range(runs), policy_seed=seed)
-        )
-        study.rft_rows[name] = rft_episode_rows(play_rft(strategy(name), ids, hands=hands, policy_seed=seed))
+        played = play_runs(strategy(name), schedule=schedule, runs=range(runs), policy_seed=seed)
+        study.schedule_rows[name] = hand_rows(played)
+        study.transcripts["schedule", name] = [transcript(t) for t in played]
+        played = play_rft(strategy(name), ids, hands=hands, policy_seed=seed)
+        study.rft_rows[name] = rft_episode_rows(played)
+        study.transcripts["rft", name] = [transcript(t) for t in played]
     if shortcuts:
         players = {label: strategy("exploit", assume=assumed) for assumed, label in BLIND_COUNTERS.items()}
         players[SANDBAG] = Sandbag(RandomLegal(seed), strategy("exploit"), switch=hands // 2)
         for label, player in players.items():
             if progress:
                 progress(f"{label}: {rows} RFT rows")
-            study.shortcut_rows[label] = rft_episode_rows(
-                play_rft(player, ids, hands=hands, policy_seed=seed)
-            )
+            played = play_rft(player, ids, hands=hands, policy_seed=seed)
+            study.shortcut_rows[label] = rft_episode_rows(played)
+            study.transcripts["rft", label] = [transcript(t) for t in played]
     return study
+
+
+REFERENCE_EXPERIMENT = "poker_reference"
+
+
+def _arm_name(block: str, label: str) -> str:
+    return f"{block}-{label}".replace(" ", "-")
+
+
+def _episode_records(study: ReferenceStudy, block: str, label: str) -> list[dict[str, Any]]:
+    """The block's episodes of ``label`` as viewer records: the episode's row (RFT) or its run's hands
+    summarised (schedule), plus its transcript."""
+    messages = study.transcripts[block, label]
+    if block == "rft":
+        rows = study.rft_rows.get(label) or study.shortcut_rows[label]
+        return [
+            {**row, "reward": row["reward_mean_instance"], "messages": m}
+            for row, m in zip(rows, messages, strict=True)
+        ]
+    records = []
+    for run, m in enumerate(messages):
+        hands = [r for r in study.schedule_rows[label] if r["run"] == run]
+        bb = sum(r["bb"] for r in hands) / len(hands) if hands else None
+        records.append(
+            {"row_id": f"{study.schedule}-run{run}", "hands": len(hands), "reward": bb, "messages": m}
+        )
+    return records
+
+
+def save_reference_rollouts(study: ReferenceStudy, root: Any = None) -> list[Any]:
+    """Keep every episode ``study`` played in the run store (experiment ``poker_reference``, one finished
+    run per block and strategy, e.g. arm ``rft-exploit`` or ``schedule-call``) so ``rftlab view`` shows the
+    transcripts with their rewards. Runs of the same study settings are reused. Returns the runs."""
+    from rftlab.runs import RunStore
+    from rftlab.runs.paths import runs_root
+
+    store = RunStore(root if root is not None else runs_root())
+    settings = {
+        "schedule": study.schedule, "runs": study.runs, "rows": study.rows, "hands": study.hands,
+        "seed": study.seed, "equity_samples": study.equity_samples,
+    }  # fmt: skip
+    saved = []
+    for block, label in study.transcripts:
+        spec = {**settings, "block": block, "strategy": label}
+        run, _ = store.record_rollouts(
+            REFERENCE_EXPERIMENT,
+            _arm_name(block, label),
+            spec,
+            lambda b=block, n=label: _episode_records(study, b, n),
+        )
+        saved.append(run)
+    return saved
 
 
 def fireworks_launcher(account_id: str | None = None):

@@ -5,7 +5,8 @@
 unfinished one), ``launch_arms`` does it for every arm of the study and returns the runs, ``arm_status``
 reports the newest run of a spec. ``run_memory_study`` runs the whole memory study its analysis plan
 describes (every arm, then as many replicate pairs as the plan's design-power rule asks for) and computes
-the plan's contrasts. Bad input raises ``ValueError``.
+the plan's contrasts. ``save_bench90_rollouts`` keeps the episodes of bench90 evaluations in the run
+store for ``rftlab view``. Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
@@ -208,3 +209,44 @@ def run_memory_study(
         rollouts.update({arm: _rollouts(run) for arm, run in new.items()})
         specs.update(extra)
     return MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts))
+
+
+BENCH90_EXPERIMENT = "spectrum_bench90"
+_BENCH_RECORD_KEYS = (
+    "mean_available_iou",
+    "mean_occupied_iou",
+    "learning_delta",
+    "normalized_gain",
+    "warnings",
+)
+
+
+def save_bench90_rollouts(
+    results: Mapping[str, Mapping[str, Any]], root: str | Path | None = None
+) -> list[Run]:
+    """Keep bench90 episodes in the run store (experiment ``spectrum_bench90``, one finished run per
+    policy, arm ``accumulate`` or ``rft-accumulate`` for ``rft:accumulate``): ``results`` maps a policy
+    name to its ``evaluate_bench90(..., transcripts=True)`` result; each permuted run becomes one rollout
+    with its transcript, its available-IoU as the reward, and its summary numbers. Runs with the same
+    policy and permuted runs are reused. Returns the runs."""
+    store = RunStore(root if root is not None else runs_root())
+    saved = []
+    for name, result in results.items():
+        episodes = result.get("runs") or []
+        if not episodes or any("messages" not in e for e in episodes):
+            raise ValueError(
+                f"{name}: no transcripts to keep; evaluate with evaluate_bench90(..., transcripts=True)"
+            )
+        spec = {"policy": name, "runs": [e["run_index"] for e in episodes], "baseline": "baseline" in result}
+        records = [
+            {
+                "row_id": f"bench90-run{e['run_index']}",
+                "reward": e["mean_available_iou"],
+                **{k: e[k] for k in _BENCH_RECORD_KEYS if k in e},
+                "messages": e["messages"],
+            }
+            for e in episodes
+        ]
+        run, _ = store.record_rollouts(BENCH90_EXPERIMENT, name.replace(":", "-"), spec, records)
+        saved.append(run)
+    return saved

@@ -18,7 +18,7 @@ from rftlab.envs.spectrum import official
 from rftlab.envs.spectrum.bench import SpectrumBenchEnv
 from rftlab.envs.spectrum.render import SpectrumText, resolve_text
 from rftlab.rewards.spectrum import mean_score, normalized_gain
-from rftlab.rollout.episode import episode
+from rftlab.rollout.episode import episode, transcript
 from rftlab.types import Env, Policy, Trajectory
 
 PolicyFactory = Callable[[], Policy[Any, Any]]
@@ -55,10 +55,12 @@ def evaluate_bench90(
     baseline: bool = True,
     text: SpectrumText | str | None = None,
     repeat_instructions: bool = True,
+    transcripts: bool = False,
 ) -> dict[str, Any]:
     """Run a policy on the official 90-scan schedule (each listed permuted run) and, optionally, on the
     stateless-baseline protocol (a fresh policy per canonical scan). Reports available-IoU (the official
     score), occupied-IoU (B.13 raster on 168 MHz against the 13 GT channels) and gain over the baseline.
+    With ``transcripts`` each run also carries ``messages``, its episode as chat messages (``transcript``).
     """
     text = resolve_text(text)
     rows = official.build_corpus()
@@ -81,6 +83,7 @@ def evaluate_bench90(
                 "rewards": [x["avail"] for x in recs],
                 "occupied": [x["occ"] for x in recs],
                 "warnings": sum(1 for x in recs if x["warning"]),
+                **({"messages": transcript(traj)} if transcripts else {}),
             }
         )
     if baseline:
