@@ -132,11 +132,61 @@ def quick_arms(arms: Mapping[str, GS1ArmConfig]) -> dict[str, GS1ArmConfig]:
     return out
 
 
-def load_gsm8k_task() -> MathTask:
-    """``openai/gsm8k`` (``main``) from the Hugging Face Hub (needs the network or a warm cache)."""
+GSM8K_ENV = "RFTLAB_GSM8K"  # a local folder with GSM8K's train and test files (no Hub access needed)
+
+
+def _gsm8k_local(folder: str) -> Any:
+    """GSM8K from ``$RFTLAB_GSM8K``: ``train*.jsonl`` and ``test*.jsonl`` (the format of the original
+    release, one ``{"question", "answer"}`` object per line) or ``train*.parquet``/``test*.parquet`` (the Hub
+    copy's files)."""
     import datasets
 
-    ds = datasets.load_dataset("openai/gsm8k", "main")
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise BackendUnavailable(
+            f"${GSM8K_ENV}={folder} is not a folder (one with GSM8K's train and test files)"
+        )
+    for suffix, builder in ((".parquet", "parquet"), (".jsonl", "json")):
+        files = {split: sorted(str(f) for f in root.glob(f"{split}*{suffix}")) for split in ("train", "test")}
+        if all(files.values()):
+            return datasets.load_dataset(builder, data_files=files)
+    raise BackendUnavailable(
+        f"${GSM8K_ENV}={folder} holds no train*.jsonl and test*.jsonl (nor train*.parquet and test*.parquet)"
+    )
+
+
+def _gsm8k_cached(dataset: str, config: str) -> Any:
+    """``dataset`` from the local Hugging Face cache only, at once (``datasets`` in offline mode for this
+    call), with ``BackendUnavailable`` saying what to do on a miss."""
+    import datasets
+
+    offline = datasets.config.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = True
+    try:
+        return datasets.load_dataset(dataset, config)
+    except (OSError, ValueError, ConnectionError) as exc:
+        raise BackendUnavailable(
+            f"the GSM8K task needs {dataset} on this machine, and the Hugging Face Hub ({HUB_HOST}) cannot be "
+            f"reached: {' '.join(str(exc).split())[:300]} -- run once with network access (it is then cached), "
+            f"or set {GSM8K_ENV} to a folder with train.jsonl and test.jsonl"
+        ) from None
+    finally:
+        datasets.config.HF_HUB_OFFLINE = offline
+
+
+def load_gsm8k_task(*, reachable: Callable[[], bool] = hub_reachable) -> MathTask:
+    """``openai/gsm8k`` (``main``): from ``$RFTLAB_GSM8K`` when set, else from the Hugging Face Hub, or,
+    when the Hub cannot be reached, from the local cache only, at once (instead of ~25 s of retries and
+    then an error)."""
+    import datasets
+
+    local = os.environ.get(GSM8K_ENV, "").strip()
+    if local:
+        ds = _gsm8k_local(local)
+    elif reachable():
+        ds = datasets.load_dataset("openai/gsm8k", "main")
+    else:
+        ds = _gsm8k_cached("openai/gsm8k", "main")
     return MathTask(
         "gsm8k",
         gsm8k_problems(ds["train"], "train"),
