@@ -6,6 +6,7 @@ service (``rftlab serve tinker`` + the real tinker SDK) against the same step on
     .venv/bin/python benchmarks/bench_local_tinker.py               # pieces + HTTP vs in-process (a few min)
     .venv/bin/python benchmarks/bench_local_tinker.py --http-only   # only the HTTP vs in-process ratio
     .venv/bin/python benchmarks/bench_local_tinker.py --full        # + the whole local study
+    .venv/bin/python benchmarks/bench_local_tinker.py --size-sweep  # the HTTP ratio as the model grows
 
 ``--full`` runs a stand-in of the GS1 study on the local backend: the warm-started base (cached in
 ``--base-dir``), then 2 arms x ``--steps`` steps x 64 rollouts (GRPO 8x8 with group-mean
@@ -19,6 +20,13 @@ warm-started base) alternately on an in-process ``LocalServiceClient`` and, thro
 on a ``rftlab serve tinker`` child process; both compute on one thread. It prints each mean step time and
 their ratio (goal: HTTP <= 1.15x in-process) after one warm-up step per client, and checks that both
 clients sampled the same rewards.
+
+``--size-sweep`` repeats the comparison (GS1 arm, the arm with the most requests) on Qwen3 models of growing
+width and depth with random weights and the warm base's tokenizer, built in a temporary folder: the SDK's
+cost per request stays while the computation per request grows, and the sweep shows at which step time the
+ratio falls under the goal. Random weights rarely stop early and earn no reward, so these steps are sampling,
+prompt logprobs and ``save_state`` (no datum has a non-zero advantage): a measure of the transport's share,
+not of training.
 """
 
 from __future__ import annotations
@@ -133,7 +141,9 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def gs1_step_http_vs_in_process(base: str, steps: int) -> dict[str, float]:
+def gs1_step_http_vs_in_process(
+    base: str, steps: int, only_arm: str | None = None, label: str = ""
+) -> dict[str, float]:
     """The study's step through ``rftlab serve tinker`` + the tinker SDK vs the in-process client."""
     import tempfile
 
@@ -158,6 +168,8 @@ def gs1_step_http_vs_in_process(base: str, steps: int) -> dict[str, float]:
     ):
         remote_sc = tinker.ServiceClient(base_url=srv.base_url, api_key="tml-benchmark")
         for arm, cfg in arms.items():
+            if only_arm is not None and arm != only_arm:
+                continue
             clients = {
                 "in-process": local_sc.create_lora_training_client(
                     base, rank=cfg.lora_rank, seed=cfg.seed
@@ -189,7 +201,7 @@ def gs1_step_http_vs_in_process(base: str, steps: int) -> dict[str, float]:
             http_cpu, local_cpu = statistics.mean(cpu["http"]), statistics.mean(cpu["in-process"])
             n_requests = (len(srv.events("request")) - requests_before) / (steps + 1)
             print(
-                f"GS1 step ({arm}, {cfg.rollouts_per_step} rollouts, {steps} timed steps, {n_requests:.0f} HTTP "
+                f"{label}GS1 step ({arm}, {cfg.rollouts_per_step} rollouts, {steps} timed steps, {n_requests:.0f} HTTP "
                 f"requests + as many result polls per step): wall in-process {local:.2f} s, HTTP {http:.2f} s "
                 f"-> ratio {http / local:.3f}x (goal <= 1.15x); CPU (client + server) in-process "
                 f"{local_cpu:.2f} s, HTTP {http_cpu:.2f} s (server {statistics.mean(server_cpus):.2f} s) -> ratio "
@@ -197,9 +209,57 @@ def gs1_step_http_vs_in_process(base: str, steps: int) -> dict[str, float]:
                 f"same rewards on both: {rewards['http'] == rewards['in-process']}"
             )
             out[arm] = http / local
+            out[f"{arm}_in_process_s"] = local
             out[f"{arm}_cpu"] = http_cpu / local_cpu
         remote_sc.close("success").result()
     return out
+
+
+SWEEP = (  # (hidden, layers, heads, kv heads, head dim): the warm base is 64/2/4/2/16
+    (256, 4, 8, 4, 32),
+    (512, 6, 8, 4, 64),
+    (1024, 8, 16, 8, 64),
+)
+
+
+def random_model_dir(
+    base: str, hidden: int, layers: int, heads: int, kv: int, head_dim: int, root: Path
+) -> str:
+    """A Qwen3 model directory of the given size with random weights (seed 0) and ``base``'s tokenizer."""
+    from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+    from rftlab.training.local_tinker.model import TinyModelSpec, tiny_config
+
+    tok = AutoTokenizer.from_pretrained(base)
+    spec = TinyModelSpec(
+        hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(tiny_config(spec, len(tok), tok.pad_token_id, tok.eos_token_id))
+    out = root / f"qwen3-h{hidden}-l{layers}"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def size_sweep(base: str, steps: int) -> None:
+    """The GS1 arm's step HTTP vs in-process on the warm base and on each ``SWEEP`` size."""
+    import tempfile
+
+    rows = [("warm base h64-l2", gs1_step_http_vs_in_process(base, steps, "gs1_kernel", "[h64-l2] "))]
+    with tempfile.TemporaryDirectory() as tmp:
+        for hidden, layers, heads, kv, head_dim in SWEEP:
+            model = random_model_dir(base, hidden, layers, heads, kv, head_dim, Path(tmp))
+            label = f"random h{hidden}-l{layers}"
+            rows.append(
+                (label, gs1_step_http_vs_in_process(model, steps, "gs1_kernel", f"[h{hidden}-l{layers}] "))
+            )
+    print("\n| model | in-process step | HTTP / in-process (wall) | CPU ratio |\n|---|---|---|---|")
+    for label, r in rows:
+        print(
+            f"| {label} | {r['gs1_kernel_in_process_s']:.2f} s | {r['gs1_kernel']:.2f}x | {r['gs1_kernel_cpu']:.2f}x |"
+        )
 
 
 def main() -> None:
@@ -216,6 +276,9 @@ def main() -> None:
         "--http-steps", type=int, default=4, help="timed steps per arm in the HTTP comparison"
     )
     parser.add_argument("--http-only", action="store_true", help="only the HTTP vs in-process comparison")
+    parser.add_argument(
+        "--size-sweep", action="store_true", help="only the HTTP ratio of the GS1 step as the model grows"
+    )
     args = parser.parse_args()
     t_all = time.perf_counter()
 
@@ -226,6 +289,10 @@ def main() -> None:
         f"(this run: {time.perf_counter() - t0:.1f} s incl. cache check)"
     )
     base = ws.path
+    if args.size_sweep:
+        size_sweep(base, args.http_steps)
+        print(f"total bench wall time {time.perf_counter() - t_all:.1f} s")
+        return
     if args.http_steps > 0:
         gs1_step_http_vs_in_process(base, args.http_steps)
     if args.http_only:

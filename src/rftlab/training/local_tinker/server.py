@@ -455,7 +455,15 @@ def prepare(config: ServeConfig, log: Log):
     url = f"http://{shown}:{port}"
     app = create_app(service, keys, log, housekeeping_s=min(10.0, service.session_timeout_s / 3))
     uv = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=30)
+        uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=30,
+            server_header=False,
+            date_header=False,
+        )
     )
     log(
         "info",
