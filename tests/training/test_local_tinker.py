@@ -323,6 +323,30 @@ def test_snapshot_checkpoint_and_resume(tmp_path):
     assert resumed.optim_steps == 1
 
 
+def test_a_saved_state_is_a_snapshot_that_later_steps_do_not_change(tmp_path):
+    """``save_state`` then more training on the same service: loading the state (from the store's memory
+    cache, as a long-running ``rftlab serve tinker`` does) gives the Adam moments of the save, so the
+    resumed client repeats the original's later losses exactly; and training the resumed client does not
+    change the saved state either. (Both failed while the checkpoint shared the live optimizer tensors.)"""
+    sc = LocalServiceClient(storage_dir=tmp_path)
+    tc = sc.create_lora_training_client(TINY_MODEL, rank=4, seed=0).result()
+    _, _, data = _rl_batch(tc)
+    adam = types.AdamParams(learning_rate=0.05)
+
+    def step(client) -> float:
+        out = client.forward_backward(data, "importance_sampling").result()
+        client.optim_step(adam).result()
+        return float(out.metrics["loss:sum"])
+
+    step(tc)
+    state = tc.save_state("after-1").result().path
+    original = [step(tc) for _ in range(3)]
+    resumed = sc.create_training_client_from_state_with_optimizer(state).result()
+    assert [step(resumed) for _ in range(3)] == original
+    again = sc.create_training_client_from_state_with_optimizer(state).result()
+    assert [step(again) for _ in range(3)] == original
+
+
 def test_bad_datums_fail_at_result_with_a_clear_error(trained64):
     tok = trained64.get_tokenizer()
     ids = tok.encode("abc")

@@ -38,6 +38,7 @@ report its logprobs), so importance-sampling code sees ratios different from 1 (
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import tempfile
@@ -622,7 +623,9 @@ class LocalTrainingClient:
         if with_optimizer:
             if "optimizer" not in ckpt:
                 raise ValueError(f"checkpoint {path} has no optimizer state (saved for sampling)")
-            self._optimizer.load_state_dict(ckpt["optimizer"])
+            # a copy: the checkpoint (possibly the store's in-memory one) must not share tensors with
+            # the optimizer that goes on training
+            self._optimizer.load_state_dict(copy.deepcopy(ckpt["optimizer"]))
             self.optim_steps = int(ckpt.get("optim_steps", 0))
         else:
             self._optimizer = torch.optim.AdamW(list(self._host.params.values()), lr=1e-4, weight_decay=0.0)
@@ -637,7 +640,9 @@ class LocalTrainingClient:
             "seed": self._seed,
         }
         if with_optimizer:
-            ckpt["optimizer"] = self._optimizer.state_dict()
+            # state_dict() holds the live Adam moments, which the next optim_step updates in place: copy
+            # them, or the saved state (kept in the store's memory cache) would follow the training on
+            ckpt["optimizer"] = copy.deepcopy(self._optimizer.state_dict())
             ckpt["optim_steps"] = self.optim_steps
         return ckpt
 
