@@ -189,11 +189,21 @@ class _Lineage:
 
     def stage(self, arm: str, spec: Mapping[str, Any]) -> tuple[Any, bool]:
         """``(run, reused)`` of a stage: a finished run of the same stage spec is reused."""
-        run, origin = self.store.start_or_reuse(
-            self.experiment, arm, {"lineage": self.id, "stage": arm, **spec}, backend=self.backend
-        )
-        self.progress(f"stage {arm}: {'reused ' if origin == 'reused' else ''}{run.path}")
+        run, origin = self.open(arm, spec)
         return run, origin == "reused"
+
+    def open(self, arm: str, spec: Mapping[str, Any], resume: bool = False) -> tuple[Any, str]:
+        """``(run, origin)`` of a stage: a finished run of the same stage spec is ``"reused"``; with
+        ``resume`` an unfinished one is ``"resumed"``; else a ``"new"`` run."""
+        run, origin = self.store.start_or_reuse(
+            self.experiment,
+            arm,
+            {"lineage": self.id, "stage": arm, **spec},
+            backend=self.backend,
+            resume=resume,
+        )
+        self.progress(f"stage {arm}: {'' if origin == 'new' else origin + ' '}{run.path}")
+        return run, origin
 
     @staticmethod
     def write(run: Any, name: str, text: str) -> None:
@@ -216,6 +226,31 @@ class _Lineage:
             run.finish("failed", error=f"{type(exc).__name__}: {exc}"[:500])
             raise
         run.finish()
+
+    @staticmethod
+    def finish_resumable(run: Any, work: Callable[[], None]) -> None:
+        """Run ``work`` and mark the run finished; an error or an interruption leaves it unfinished (and
+        released), so the next call of the lineage resumes it from its last checkpoint."""
+        try:
+            work()
+        except BaseException:
+            run.release()
+            raise
+        run.finish()
+
+
+def _resume_point(run: Any) -> tuple[list[dict[str, Any]], Any, set[int]]:
+    """What an interrupted training run left: ``(measurements, last checkpoint or None, recorded steps)``;
+    the checkpoint is the last measured one with a saved state (``None``: nothing to continue from)."""
+    from rftlab.training.arena.stage1 import Checkpoint
+
+    measured = (run.path / "validation.jsonl").exists()
+    measurements = _Lineage.read(run, "validation.jsonl") if measured else []
+    recorded = {int(row["step"]) for row in run.metrics()}
+    last = measurements[-1] if measurements else None
+    if last is None or not last.get("state_path"):
+        return measurements, None, recorded
+    return measurements, Checkpoint(last["step"], last["sampler_path"], last["state_path"]), recorded
 
 
 def _data_identity(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -460,9 +495,16 @@ def _stage_train(ctx: _Context, result: Stage1Result) -> list[dict[str, Any]]:
         "plan": plan.to_dict(),
         "validation_rows": len(validation_rows),
     }
-    run, reused = ctx.lineage.stage("train", stage)
+    run, origin = ctx.lineage.open("train", stage, resume=True)
+    reused = origin == "reused"
     if not reused:
-        measurements: list[dict[str, Any]] = []
+        measurements, resume_from, recorded = _resume_point(run) if origin == "resumed" else ([], None, set())
+        if origin == "resumed" and resume_from is None:
+            run.finish("failed", error="interrupted before its first checkpoint; training started again")
+            run, _ = ctx.lineage.open("train", stage)
+            measurements, recorded = [], set()
+        elif resume_from is not None:
+            ctx.lineage.progress(f"  resuming training after step {resume_from.step} (its saved state)")
 
         def on_checkpoint(checkpoint, sampler) -> None:
             from rftlab.training.arena.sft import SamplingProvider
@@ -484,7 +526,8 @@ def _stage_train(ctx: _Context, result: Stage1Result) -> list[dict[str, Any]]:
             )
 
         def on_step(step: int, loss: float, lr: float) -> None:
-            run.append_metrics({"step": step, "loss": loss, "learning_rate": lr})
+            if step not in recorded:  # a resumed run replays the steps after its checkpoint
+                run.append_metrics({"step": step, "loss": loss, "learning_rate": lr})
             if (step + 1) % 10 == 0 or step + 1 == plan.steps:
                 ctx.lineage.progress(
                     f"  step {step + 1}/{plan.steps}: loss {loss:.4f}, learning rate {lr:.3g}"
@@ -493,10 +536,11 @@ def _stage_train(ctx: _Context, result: Stage1Result) -> list[dict[str, Any]]:
         def work() -> None:
             rows_by_id = {row["id"]: row for row in train_rows}
             train_with_checkpoints(
-                ctx.backend, spec, rows_by_id, schedule, plan, on_checkpoint, on_step=on_step
-            )
+                ctx.backend, spec, rows_by_id, schedule, plan, on_checkpoint, on_step=on_step,
+                resume_from=resume_from,
+            )  # fmt: skip
 
-        ctx.lineage.finish(run, work)
+        ctx.lineage.finish_resumable(run, work)
     measurements = _Lineage.read(run, "validation.jsonl")
     result.measurements = measurements
     result.training_metrics = run.metrics()

@@ -30,6 +30,9 @@ SIMULATED_MODEL = "rftlab/simulated-arena-learner"
 _PATH = re.compile(
     r"tinker://simulated-(?P<model>[0-9]+)-[0-9a-f]{12}-s(?P<steps>[0-9]+)/sampler_weights/[^/]+"
 )
+_STATE_PATH = re.compile(
+    r"tinker://simulated-(?P<model>[0-9]+)-[0-9a-f]{12}-s(?P<steps>[0-9]+)/weights/[^/]+"
+)
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,15 @@ class SimulatedArenaService:
         if base_model not in SIMULATED_MODELS:
             raise ValueError(f"the simulated service serves {sorted(SIMULATED_MODELS)}, not {base_model!r}")
         return _Done(SimulatedTrainingClient(self, base_model, self.seed))
+
+    def create_training_client_from_state_with_optimizer(self, path: str, **kwargs: Any) -> _Done:
+        """The training client a ``save_state`` path names (its learner and step count), to resume."""
+        match = _STATE_PATH.fullmatch(path)
+        if match is None:
+            raise ValueError(f"state {path} is not a simulated training state path")
+        client = SimulatedTrainingClient(self, list(SIMULATED_MODELS)[int(match["model"])], self.seed)
+        client.steps = int(match["steps"])
+        return _Done(client)
 
     def create_sampling_client(
         self, model_path: str | None = None, base_model: str | None = None, **kwargs: Any

@@ -257,9 +257,14 @@ def train_with_checkpoints(
     plan: TrainingPlan,
     on_checkpoint: Callable[[Checkpoint, Any], None],
     on_step: Callable[[int, float, float], None] | None = None,
+    resume_from: Checkpoint | None = None,
 ) -> list[float]:
     """Train on ``schedule`` (row ids in draw order; step k takes draws ``[k·B, (k+1)·B)``, wrapping), and at
-    every ``plan.validation_steps`` save the checkpoint and call ``on_checkpoint(checkpoint, sampler)``."""
+    every ``plan.validation_steps`` save the checkpoint and call ``on_checkpoint(checkpoint, sampler)``.
+
+    ``resume_from`` (a checkpoint this plan saved, with its ``state_path``) continues an interrupted run: the
+    weights and optimizer state are loaded from it (``create_training_client_from_state_with_optimizer``)
+    and training goes on from its step, with the same batches and learning rates as an uninterrupted run."""
     if not schedule:
         raise Stage1Error("the training schedule is empty")
     missing = sorted({i for i in schedule if i not in rows_by_id})
@@ -268,7 +273,15 @@ def train_with_checkpoints(
             f"{len(missing)} scheduled row id(s) are not in train.jsonl, e.g. {missing[0][:16]}"
         )
     cfg = spec.train
-    training = create_training_client(backend.service, backend.base_model, spec.lora.rank, spec.seed)
+    if resume_from is None:
+        training = create_training_client(backend.service, backend.base_model, spec.lora.rank, spec.seed)
+    else:
+        if resume_from.state_path is None or resume_from.step not in plan.validation_steps:
+            raise Stage1Error(
+                f"checkpoint at step {resume_from.step} cannot be resumed (no saved state in this plan)"
+            )
+        training = backend.service.create_training_client_from_state_with_optimizer(resume_from.state_path)
+        training = training.result() if hasattr(training, "result") else training
     renderer = get_arena_renderer(training.get_tokenizer())
     datums: dict[str, Any] = {}
 
@@ -296,8 +309,10 @@ def train_with_checkpoints(
         on_checkpoint(Checkpoint(step, sampler_path, state), sampler)
 
     losses: list[float] = []
-    done = 0
+    done = 0 if resume_from is None else resume_from.step
     for point in plan.validation_steps:
+        if point <= done and resume_from is not None:
+            continue  # measured before the interruption
         if point > done:
             losses += train_steps(training, batch, range(done, point), plan.steps, optimizer, on_step)
             done = point
