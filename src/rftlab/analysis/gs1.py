@@ -542,6 +542,51 @@ def design_sentence(design: RuleDesign, discordance: float = PLANNING_DISCORDANC
     return text + f" (discordance {discordance:g}{'' if design.exact else ', Monte Carlo ± 1 SE'})"
 
 
+def _decision_sentence(dec: Mapping[str, Any], gate_passed: bool, tag: str, local: bool) -> str:
+    """One decision (the registered or the revised rule) with its bound, threshold and caveats."""
+    crit = dec["rule"]["criteria"][0]
+    seed = f", permutation seed {crit['permutation_seed']}" if crit["permutation_seed"] is not None else ""
+    text = (
+        f"**Decision ({dec.get('registration', 'registered')} rule, {crit['method']}{seed}) for these "
+        f"seed-0 checkpoints{tag}: {dec['decision']}.** GS1 − GRPO {crit['statistic_mean']:+.4f} over "
+        f"{crit['n']} paired items; one-sided {crit['one_sided_level']:.0%} lower bound "
+        f"{crit['lower']:+.4f} against the threshold {crit['margin']:+.2f}"
+    )
+    if not gate_passed:
+        text += "; the activation gate failed, so this is not a test of the GS1 hypothesis"
+    text += "."
+    if local and dec.get("registration") == "revised":
+        text += " Exploratory here: the revised spec was written after earlier local results were seen."
+    return text
+
+
+def _accuracy_sentence(contrasts: Mapping[str, Any], tag: str) -> str:
+    """Base, GRPO and GS1 accuracy with each arm's paired change against the base."""
+    gb, tb = contrasts["grpo_gs8-base"], contrasts["gs1_kernel-base"]
+    return (
+        f"**Accuracy{tag}:** untrained base {gb['baseline_accuracy']:.4f}; GRPO {gb['treatment_accuracy']:.4f} "
+        f"({gb['mean_difference']:+.4f} vs base: {gb['gained']} items gained, {gb['lost']} lost); GS1 "
+        f"{tb['treatment_accuracy']:.4f} ({tb['mean_difference']:+.4f} vs base: {tb['gained']} gained, "
+        f"{tb['lost']} lost); n = {gb['n']} items each, paired contrasts (exploratory) in section 5."
+    )
+
+
+def _monitoring_alerts(monitor: Mapping[str, Any]) -> list[str]:
+    """What the training monitor flagged per arm: effective neighbours under the gate's minimum,
+    collapsed sample groups."""
+    alerts = []
+    for arm, info in monitor.items():
+        below = info.get("steps_below_ess_min") or []
+        if below:
+            alerts.append(
+                f"{arm}'s effective neighbours fell below the gate's minimum {info['ess_min']:g} at "
+                f"{len(below)} of {info['steps']} training steps (lowest {info['ess_p10_min']:.2f})"
+            )
+        if info.get("steps_with_collapsed_groups"):
+            alerts.append(f"{arm} had collapsed sample groups at steps {info['steps_with_collapsed_groups']}")
+    return alerts
+
+
 def report_summary(
     summary: Mapping[str, Any],
     designs: Sequence[RuleDesign],
@@ -567,57 +612,17 @@ def report_summary(
         "sample) no worse than GRPO (8 prompts × 8 samples, group-mean baseline) by more than 3 points of "
         "exact-match accuracy?"
     )
-    for d in designs:
-        out.append(f"**Design, before any run:** {design_sentence(d)}.")
+    out += [f"**Design, before any run:** {design_sentence(d)}." for d in designs]
     decision = summary.get("decision")
     if decision is None:
         out.append(f"**No decision:** {summary.get('stopped', 'both arms must be trained and evaluated')}.")
     else:
         for dec in (decision, decision.get("revised")):
-            if not dec:
-                continue
-            crit = dec["rule"]["criteria"][0]
-            seed = (
-                f", permutation seed {crit['permutation_seed']}"
-                if crit["permutation_seed"] is not None
-                else ""
-            )
-            out.append(
-                f"**Decision ({dec.get('registration', 'registered')} rule, {crit['method']}{seed}) for these "
-                f"seed-0 checkpoints{tag}: {dec['decision']}.** GS1 − GRPO {crit['statistic_mean']:+.4f} over "
-                f"{crit['n']} paired items; one-sided {crit['one_sided_level']:.0%} lower bound "
-                f"{crit['lower']:+.4f} against the threshold {crit['margin']:+.2f}"
-                + (
-                    ""
-                    if decision.get("gate_passed")
-                    else "; the activation gate failed, so this is not a test of the GS1 hypothesis"
-                )
-                + "."
-                + (
-                    " Exploratory here: the revised spec was written after earlier local results were seen."
-                    if local_model and dec.get("registration") == "revised"
-                    else ""
-                )
-            )
-        c = decision["contrasts"]
-        gb, tb = c["grpo_gs8-base"], c["gs1_kernel-base"]
-        out.append(
-            f"**Accuracy{tag}:** untrained base {gb['baseline_accuracy']:.4f}; GRPO {gb['treatment_accuracy']:.4f} "
-            f"({gb['mean_difference']:+.4f} vs base: {gb['gained']} items gained, {gb['lost']} lost); GS1 "
-            f"{tb['treatment_accuracy']:.4f} ({tb['mean_difference']:+.4f} vs base: {tb['gained']} gained, "
-            f"{tb['lost']} lost); n = {gb['n']} items each, paired contrasts (exploratory) in section 5."
-        )
+            if dec:
+                out.append(_decision_sentence(dec, bool(decision.get("gate_passed")), tag, bool(local_model)))
+        out.append(_accuracy_sentence(decision["contrasts"], tag))
         out.append(assay_sentence(decision["assay_sensitivity"]))
-    alerts = []
-    for arm, info in (summary.get("monitor") or {}).items():
-        below = info.get("steps_below_ess_min") or []
-        if below:
-            alerts.append(
-                f"{arm}'s effective neighbours fell below the gate's minimum {info['ess_min']:g} at "
-                f"{len(below)} of {info['steps']} training steps (lowest {info['ess_p10_min']:.2f})"
-            )
-        if info.get("steps_with_collapsed_groups"):
-            alerts.append(f"{arm} had collapsed sample groups at steps {info['steps_with_collapsed_groups']}")
+    alerts = _monitoring_alerts(summary.get("monitor") or {})
     if alerts:
         out.append("**Monitoring during training:** " + "; ".join(alerts) + ".")
     out.append(

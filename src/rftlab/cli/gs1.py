@@ -60,7 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = gs1.add_subparsers(dest="gs1_command", metavar="GS1_COMMAND")
     sub.required = True
+    _register_advantages(sub)
+    _register_design(sub)
+    _register_preflight_and_run(sub)
+    _register_decide(sub)
 
+
+def _register_advantages(sub: argparse._SubParsersAction) -> None:
     adv = sub.add_parser("advantages", help="per-rollout advantages of a batch file")
     adv.add_argument("--input", required=True, help="JSON list of {prompt_id, reward, phi: [x, y], step}")
     adv.add_argument(
@@ -74,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     adv.add_argument("--json", action="store_true", help="print JSON (the default is a table)")
     adv.set_defaults(func=advantages_command)
 
+
+def _register_design(sub: argparse._SubParsersAction) -> None:
     des = sub.add_parser(
         "design", help="what the spec's decision rule can decide at its n, before any run (power)"
     )
@@ -96,6 +104,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     des.add_argument("--json", action="store_true", help="print JSON instead of a table")
     des.set_defaults(func=design_command)
 
+
+def _register_preflight_and_run(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (
         ("preflight", "correctness preflight (a)-(f); writes preflight.json"),
         ("run", "preflight, pilot gate, the arms, evaluation and the decision"),
@@ -132,6 +142,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             )
             p.set_defaults(func=run_command)
 
+
+def _register_decide(sub: argparse._SubParsersAction) -> None:
     dec = sub.add_parser("decide", help="the spec's decision rule on two eval.jsonl files")
     dec.add_argument("--treatment", required=True, help="eval.jsonl of the treatment arm (gs1_kernel)")
     dec.add_argument("--baseline", required=True, help="eval.jsonl of the baseline arm (grpo_gs8)")

@@ -30,6 +30,7 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -270,6 +271,38 @@ def _data_identity(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return manifest, identity
 
 
+def _lineage_key(
+    spec: Any, raw_spec: Mapping[str, Any], data: Path, gate_path: Path, backend: str, base_model: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(data manifest, lineage key)``: what identifies a lineage (the spec, the data's hashes, the gate
+    spec's hash, the backend and the base model); its SHA-256 prefix is the lineage id."""
+    from rftlab.analysis.arena.gates import load_gate_spec
+    from rftlab.training.arena.stage1 import Stage1Error
+
+    try:
+        _, gate_sha = load_gate_spec(gate_path)
+    except ValueError as exc:
+        raise Stage1Error(str(exc)) from None
+    manifest, data_identity = _data_identity(data)
+    key = {
+        "spec": raw_spec,
+        "data": data_identity,
+        "gate_spec_sha256": gate_sha,
+        "backend": backend,
+        "base_model": base_model or spec.base_model,
+    }
+    return manifest, key
+
+
+def _quiet(backend: str) -> Any:
+    """Silence transformers' progress bars and notices while the local model runs (no-op otherwise)."""
+    if backend != "local":
+        return contextlib.nullcontext()
+    from rftlab.training.arena.sft import quiet_transformers
+
+    return quiet_transformers()
+
+
 def run_stage1(
     spec_path: str | Path,
     *,
@@ -288,7 +321,6 @@ def run_stage1(
     ``<store_root>/.arena_sft_work``). ``diagnosis_eval`` evaluates the selected checkpoint again as a
     diagnosis run excluded from claims. Raises ``Stage1Error`` (one line) on bad input and
     ``SingleEvaluationError`` when a second evaluation of the lineage is requested without it."""
-    from rftlab.analysis.arena.gates import load_gate_spec
     from rftlab.runs import RunStore, spec_sha256
     from rftlab.runs.paths import runs_root
     from rftlab.training.arena.stage1 import Stage1Error, load_stage1_spec, make_service
@@ -297,18 +329,7 @@ def run_stage1(
     root = Path(store_root) if store_root is not None else runs_root()
     data = Path(data_dir) if data_dir is not None else spec.resolve(spec.data_dir)
     gate_path = spec.resolve(spec.gate_spec)
-    try:
-        _, gate_sha = load_gate_spec(gate_path)
-    except ValueError as exc:
-        raise Stage1Error(str(exc)) from None
-    manifest, data_identity = _data_identity(data)
-    key = {
-        "spec": raw_spec,
-        "data": data_identity,
-        "gate_spec_sha256": gate_sha,
-        "backend": backend,
-        "base_model": base_model or spec.base_model,
-    }
+    manifest, key = _lineage_key(spec, raw_spec, data, gate_path, backend, base_model)
     lineage_id = spec_sha256(key)[:16]
     store = RunStore(root)
     lineage = _Lineage(store, spec.experiment, lineage_id, backend, progress)
@@ -326,22 +347,17 @@ def run_stage1(
             "lineage": lineage_id,
             "experiment": spec.experiment,
             "spec_name": spec.name,
-            "base_model": base_model or spec.base_model,
+            "base_model": key["base_model"],
             "backend": backend,
-            "data": data_identity,
-            "gate_spec_sha256": gate_sha,
+            "data": key["data"],
+            "gate_spec_sha256": key["gate_spec_sha256"],
             "stages": {},
             "stopped_at": None,
             "stop_reason": None,
         }
     )
     try:
-        if backend == "local":
-            from rftlab.training.arena.sft import quiet_transformers
-
-            with quiet_transformers():
-                _run_stages(context, result, diagnosis_eval)
-        else:
+        with _quiet(backend):
             _run_stages(context, result, diagnosis_eval)
     except BaseException as exc:
         if lineage_run is not None:
