@@ -190,10 +190,10 @@ class _Lineage:
 
     def stage(self, arm: str, spec: Mapping[str, Any]) -> tuple[Any, bool]:
         """``(run, reused)`` of a stage: a finished run of the same stage spec is reused."""
-        run, origin = self.open(arm, spec)
+        run, origin = self.open_stage(arm, spec)
         return run, origin == "reused"
 
-    def open(self, arm: str, spec: Mapping[str, Any], resume: bool = False) -> tuple[Any, str]:
+    def open_stage(self, arm: str, spec: Mapping[str, Any], resume: bool = False) -> tuple[Any, str]:
         """``(run, origin)`` of a stage: a finished run of the same stage spec is ``"reused"``; with
         ``resume`` an unfinished one is ``"resumed"``; else a ``"new"`` run."""
         run, origin = self.store.start_or_reuse(
@@ -511,13 +511,13 @@ def _stage_train(ctx: _Context, result: Stage1Result) -> list[dict[str, Any]]:
         "plan": plan.to_dict(),
         "validation_rows": len(validation_rows),
     }
-    run, origin = ctx.lineage.open("train", stage, resume=True)
+    run, origin = ctx.lineage.open_stage("train", stage, resume=True)
     reused = origin == "reused"
     if not reused:
         measurements, resume_from, recorded = _resume_point(run) if origin == "resumed" else ([], None, set())
         if origin == "resumed" and resume_from is None:
             run.finish("failed", error="interrupted before its first checkpoint; training started again")
-            run, _ = ctx.lineage.open("train", stage)
+            run, _ = ctx.lineage.open_stage("train", stage)
             measurements, recorded = [], set()
         elif resume_from is not None:
             ctx.lineage.progress(f"  resuming training after step {resume_from.step} (its saved state)")
