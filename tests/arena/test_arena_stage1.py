@@ -289,7 +289,12 @@ def test_tinker_backend_runs_through_the_real_sdk_against_the_local_service(data
     assert result.lineage["backend"] == "tinker" and result.stopped_at == 2
     assert result.base_summary["num_cases"] == 2
     assert RunStore(tmp_path / "runs").runs("arena_sft_local", "base_eval")[0].record.backend == "tinker"
-    assert {"/api/v1/create_model", "/api/v1/forward_backward", "/api/v1/optim_step", "/api/v1/asample"} <= routes
+    assert {
+        "/api/v1/create_model",
+        "/api/v1/forward_backward",
+        "/api/v1/optim_step",
+        "/api/v1/asample",
+    } <= routes
 
 
 def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):

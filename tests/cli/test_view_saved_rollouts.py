@@ -24,7 +24,9 @@ def test_a_transcript_alternates_prompts_and_the_actions_taken():
     messages = transcript(traj)
     steps = len(traj.transitions)
     assert [m["role"] for m in messages[: 2 * steps]] == ["user", "assistant"] * steps
-    assert [json.loads(m["content"]) for m in messages[1 : 2 * steps : 2]] == [t.action for t in traj.transitions]
+    assert [json.loads(m["content"]) for m in messages[1 : 2 * steps : 2]] == [
+        t.action for t in traj.transitions
+    ]
     assert messages[0]["content"].endswith(traj.transitions[0].observation.next_query.prompt)
     assert "Hand #1" in messages[0]["content"] and "Hand #3" in "".join(m["content"] for m in messages)
 
@@ -75,7 +77,9 @@ def test_bench90_episodes_are_kept_per_policy_and_permuted_run(tmp_path):
         name = row.eval_metadata.name.split("/")[1]
         index = int(row.input_metadata.row_id.removeprefix("bench90-run"))
         assert row.eval_metadata.name.startswith(BENCH90_EXPERIMENT + "/")
-        assert row.evaluation_result.score == pytest.approx(results[name]["runs"][index]["mean_available_iou"])
+        assert row.evaluation_result.score == pytest.approx(
+            results[name]["runs"][index]["mean_available_iou"]
+        )
         assert sum(m.role == "assistant" for m in row.messages) == 90  # one report per scan
 
 
