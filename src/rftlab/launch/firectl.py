@@ -43,6 +43,7 @@ from typing import Any
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.runs.atomic import atomic_write_text
 from rftlab.runs.secrets import redact_text
+from rftlab.runs.strictjson import refuse_constant
 
 SECRET_FLAGS = frozenset({"--api-key", "--wandb-api-key"})
 # Our rule (docs/platforms.md §1.4): PAUSED can be resumed, so it is not terminal.
@@ -228,14 +229,10 @@ def parse_json_output(stdout: str, what: str) -> Any:
     if not starts:
         raise FirectlError(f"{what}: no JSON in firectl output ({stdout.strip()[:200]!r})")
     try:
-        return json.loads(stdout[min(starts) :], parse_constant=_no_constant)
+        return json.loads(stdout[min(starts) :], parse_constant=refuse_constant)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         why = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)[:200]
         raise FirectlError(f"{what}: firectl printed malformed JSON ({why or type(exc).__name__})") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 @dataclass
@@ -515,7 +512,7 @@ def output_metrics(job: Mapping[str, Any]) -> Any:
     raw = _get(job, "outputMetrics")
     if isinstance(raw, str):
         try:
-            return json.loads(raw, parse_constant=_no_constant)
+            return json.loads(raw, parse_constant=refuse_constant)
         except (ValueError, RecursionError):  # not JSON, a NaN, a 5000-digit number, nested too deeply
             return raw
     return raw

@@ -46,6 +46,7 @@ from rftlab.runs.hashing import file_sha256, spec_sha256, to_jsonable
 from rftlab.runs.locks import RunBusyError
 from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.runs.secrets import assert_no_secrets
+from rftlab.runs.strictjson import refuse_constant
 
 __all__ = [
     "CorruptRunError",
@@ -159,10 +160,6 @@ def _jsonl(rows: Iterable[Mapping[str, Any]], where: str) -> str:
 
 
 # -- reading -----------------------------------------------------------------------------------------
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
 def _strict_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -173,7 +170,7 @@ def _strict_float(text: str) -> float:
 def _loads(text: str) -> Any:
     """``json.loads`` refusing NaN/Infinity and overflowing numbers (``ValueError``, incl. RecursionError)."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_strict_float)
+        return json.loads(text, parse_constant=refuse_constant, parse_float=_strict_float)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
 

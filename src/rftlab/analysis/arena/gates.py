@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rftlab.analysis.rate_gates import FAIL, INSUFFICIENT, PASS, count_gate, rate_gate
 from rftlab.runs.hashing import file_sha256
 from rftlab.runs.paths import SPECS_DIR
+from rftlab.runs.strictjson import read_json_file, refuse_constant
 
 DEFAULT_GATE_SPEC = SPECS_DIR / "arena_gates.json"
 MISSING = "MISSING"
@@ -182,19 +183,8 @@ def parse_gate_spec(raw: Any, where: str = "gate spec") -> GateSpec:
 def load_gate_spec(path: str | Path = DEFAULT_GATE_SPEC) -> tuple[GateSpec, str]:
     """``(spec, SHA-256 of the file)``; ``GateSpecError`` (one line) for a missing, non-JSON or bad spec."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except FileNotFoundError:
-        raise GateSpecError(f"gate spec {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GateSpecError(f"cannot read gate spec {path}: {exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise GateSpecError(f"gate spec {path} is not JSON: {exc}") from None
+    raw = read_json_file(path, "gate spec", GateSpecError)
     return parse_gate_spec(raw, f"gate spec {path}"), file_sha256(path)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 # ------------------------------------------------------------------------------------ summaries
@@ -297,7 +287,7 @@ def load_summary(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     file = path / "summary.json" if path.is_dir() else path
     try:
-        summary = json.loads(file.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+        summary = json.loads(file.read_text(encoding="utf-8"), parse_constant=refuse_constant)
     except OSError as exc:
         raise SummaryError(f"cannot read {file}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError, UnicodeDecodeError) as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rftlab.runs.paths import PROJECT_ROOT
+from rftlab.runs.strictjson import read_json_file
 from rftlab.training.arena.sft import (
     LOCAL_ARENA_MODEL,
     OptimizerSettings,
@@ -134,14 +134,7 @@ class Stage1Spec(_Strict):
 def load_stage1_spec(path: str | Path) -> tuple[Stage1Spec, dict[str, Any]]:
     """``(spec, its JSON)``; ``Stage1Error`` with one line for a missing, non-JSON or invalid spec."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except FileNotFoundError:
-        raise Stage1Error(f"spec {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Stage1Error(f"cannot read spec {path}: {exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise Stage1Error(f"spec {path} is not JSON: {exc}") from None
+    raw = read_json_file(path, "spec", Stage1Error)
     if not isinstance(raw, dict):
         raise Stage1Error(f"spec {path} is not a JSON object")
     try:
@@ -150,10 +143,6 @@ def load_stage1_spec(path: str | Path) -> tuple[Stage1Spec, dict[str, Any]]:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"]) or "the top level"
         raise Stage1Error(f"spec {path} is not a valid Stage-1 spec: {where}: {error['msg']}") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 # ---------------------------------------------------------------- schedule
