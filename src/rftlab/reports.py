@@ -126,7 +126,11 @@ def execute_notebook(
     plus ``KERNEL_ENV`` and ``env``.
 
     ``progress`` shows a cell-by-cell progress bar on stderr."""
+    import asyncio
+    import tempfile
+
     import jupytext
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     from tqdm.auto import tqdm
@@ -154,9 +158,14 @@ def execute_notebook(
             print(f"      {notebook.name}: {done}/{code_cells} cells, {now - started:.0f} s", flush=True)
             last_line = now
 
+    # The kernel talks to this process over Unix sockets in a private folder (IPC), not TCP: nothing
+    # listens on a port, and the kernel's warning about unencrypted TCP never reaches the build output.
+    sockets = tempfile.TemporaryDirectory(prefix="rftlab-kernel-")
+    km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets.name) / "kernel"))
     try:
         client = NotebookClient(
             nb,
+            km=km,
             timeout=timeout,
             kernel_name="python3",
             resources={"metadata": {"path": str(workdir)}},
@@ -166,6 +175,9 @@ def execute_notebook(
     except CellExecutionError as exc:
         raise NotebookFailed(f"{notebook} failed:\n{exc}") from None
     finally:
+        if km.has_kernel:
+            asyncio.run(km.shutdown_kernel(now=False))
+        sockets.cleanup()
         bar.close()
         for key, value in previous.items():
             if value is None:
