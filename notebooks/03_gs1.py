@@ -60,6 +60,7 @@ from rftlab.analysis import gs1 as ana
 from rftlab.launch.gs1.backend import make_gs1_backend
 from rftlab.runs.store import load_run
 from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, decision_table, design, load_spec, run_study
+from rftlab.training.sessions import closing_session
 
 spec, spec_sha = load_spec(DEFAULT_SPEC)
 _, revised_sha = load_spec(REVISED_SPEC)
@@ -78,7 +79,8 @@ t0 = time.perf_counter()
 backend = make_gs1_backend(BACKEND, spec, root=ROOT, quick=QUICK)
 setup_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
-summary = run_study(backend, DEFAULT_SPEC, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised_spec=REVISED_SPEC)
+with closing_session(backend.service_client):  # a Tinker session ends with the study (no-op locally)
+    summary = run_study(backend, DEFAULT_SPEC, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised_spec=REVISED_SPEC)
 study_seconds = time.perf_counter() - t0
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
 print(

@@ -23,6 +23,7 @@ from rftlab.training.gs1.rl_loop import ModelNotServedError, run_arm
 from rftlab.training.local_tinker import LocalServiceClient
 from rftlab.training.local_tinker.server import ServeConfig, ServerThread
 from rftlab.training.local_tinker.service import Log
+from rftlab.training.sessions import finish_session
 
 pytestmark = pytest.mark.slow
 
@@ -49,11 +50,17 @@ def server(tmp_path_factory, base_dir):
         yield srv
 
 
+_OPENED: list = []  # the SDK clients a test opened, finished after it (no session outlives its test)
+
+
 @pytest.fixture
 def tinker_env(server, monkeypatch):
     monkeypatch.setenv("TINKER_BASE_URL", server.base_url)
     monkeypatch.setenv("TINKER_API_KEY", "tml-gs1-service-tests")
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    yield
+    while _OPENED:
+        finish_session(_OPENED.pop())
 
 
 def _backends(base_dir, tmp_path):
@@ -62,6 +69,7 @@ def _backends(base_dir, tmp_path):
     spec, _ = load_spec(DEFAULT_SPEC)
     overrides = {"base_model": base_dir, "renderer_name": LOCAL_RENDERER, "task": "local_math", **LOCAL_SIZES}
     remote = make_gs1_backend("tinker", spec, root=tmp_path / "runs_tinker", quick=True, overrides=overrides)
+    _OPENED.append(remote.service_client)
     # The study sends no sampling seed to a tinker service (group members must be independent whatever the
     # hosted service does with seeds); here both transports are seeded alike so they can be compared
     # number for number.

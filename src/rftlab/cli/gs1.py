@@ -32,6 +32,7 @@ from rftlab.studies.gs1 import (
     study_preflight,
     write_json,
 )
+from rftlab.training.sessions import closing_session
 
 
 def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
@@ -253,12 +254,13 @@ def preflight_command(args: argparse.Namespace) -> int:
 
     spec, sha = load_spec(args.spec)
     backend = get_backend(args.backend, spec, args.root, args.quick)
-    try:
-        for cfg in backend.arms.values():
-            check_model_served(service_capabilities(backend.service_client), cfg.base_model)
-    except ModelNotServedError as exc:
-        raise UsageError(str(exc)) from None
-    pre, path = study_preflight(backend, spec, sha, RunStore(args.root, repo=PROJECT_ROOT))
+    with closing_session(backend.service_client, "rftlab gs1 preflight"):
+        try:
+            for cfg in backend.arms.values():
+                check_model_served(service_capabilities(backend.service_client), cfg.base_model)
+        except ModelNotServedError as exc:
+            raise UsageError(str(exc)) from None
+        pre, path = study_preflight(backend, spec, sha, RunStore(args.root, repo=PROJECT_ROOT))
     if args.out:
         write_json(Path(args.out), pre)
     if args.json:
@@ -282,15 +284,16 @@ def run_command(args: argparse.Namespace) -> int:
     from rftlab.training.gs1.rl_loop import ModelNotServedError, ResumeError
 
     try:
-        summary = run_study(
-            backend,
-            args.spec,
-            args.root,
-            arms,
-            args.despite_failed_gate,
-            progress=print_step,
-            revised_spec=revised,
-        )
+        with closing_session(backend.service_client, "rftlab gs1 run"):
+            summary = run_study(
+                backend,
+                args.spec,
+                args.root,
+                arms,
+                args.despite_failed_gate,
+                progress=print_step,
+                revised_spec=revised,
+            )
     except (ModelNotServedError, ResumeError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -43,6 +43,7 @@ from rftlab.envs.arena.cases import FROZEN_CASE_COUNT
 from rftlab.policies.arena.providers import Provider
 from rftlab.rollout.arena.evaluation import run_frozen_eval, run_validation
 from rftlab.runs import atomic_write_text
+from rftlab.training.sessions import closing_session
 
 
 @dataclass(frozen=True)
@@ -357,7 +358,7 @@ def run_stage1(
         }
     )
     try:
-        with _quiet(backend):
+        with _quiet(backend), closing_session(service.service, f"rftlab arena sft-run {spec.name}"):
             _run_stages(context, result, diagnosis_eval)
     except BaseException as exc:
         if lineage_run is not None:
