@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from stage1_specs import SMALL, write_spec
 
 from rftlab.cli import main
-from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, write_dataset
 from rftlab.runs import RunStore
 from rftlab.runs.paths import SPECS_DIR
 from rftlab.studies.arena import lineage_rows, run_stage1
@@ -22,39 +22,12 @@ from rftlab.training.arena.stage1 import (
 )
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """The Stage-1 data (the selection gates need the full 52 ACT + 223 BROADCAST validation rows)."""
-    root = tmp_path_factory.mktemp("stage1") / "data"
-    write_dataset(root, STAGE1_CONFIG)
-    return root
+@pytest.fixture
+def data(stage1_data):
+    return stage1_data
 
 
-def _spec(tmp_path, base="arena_sft_simulated.json", name="small", **changes):
-    spec = json.loads((SPECS_DIR / base).read_text())
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split("__")
-        node = spec
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    spec["name"] = spec["name"] + "-" + name
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-SMALL = {
-    "overfit__rows": 16,
-    "overfit__steps": 60,
-    "overfit__batch_size": 4,
-    "train__max_steps": 80,
-    "train__batch_size": 4,
-    "train__validation_every_steps": 40,
-    "train__min_validation_measurements": 3,
-    "evaluation__frozen_case_stride": 6,
-    "evaluation__test_rows": 30,
-}
+_spec = write_spec
 
 
 def _runs(root):

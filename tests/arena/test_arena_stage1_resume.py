@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from stage1_specs import SMALL, write_spec
 
 import rftlab.training.arena.stage1 as stage1
-from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, write_dataset
 from rftlab.runs import RunStore
-from rftlab.runs.paths import SPECS_DIR
 from rftlab.studies.arena import run_stage1
 from rftlab.training.arena.stage1 import (
     Backend,
@@ -22,31 +21,14 @@ from rftlab.training.arena.stage1 import (
     training_plan,
 )
 
-SMALL = {
-    "overfit__rows": 16, "overfit__steps": 60, "overfit__batch_size": 4,
-    "train__max_steps": 80, "train__batch_size": 4, "train__validation_every_steps": 40,
-    "train__min_validation_measurements": 3, "evaluation__frozen_case_stride": 6, "evaluation__test_rows": 30,
-}  # fmt: skip
 
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("stage1") / "data"
-    write_dataset(root, STAGE1_CONFIG)
-    return root
+@pytest.fixture
+def data(stage1_data):
+    return stage1_data
 
 
 def _spec(tmp_path, base="arena_sft_simulated.json", **changes):
-    spec = json.loads((SPECS_DIR / base).read_text())
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split("__")
-        node = spec
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
+    return write_spec(tmp_path, base, "resume", **changes)
 
 
 TRAIN_STEPS = stage1.train_steps  # the real loop, before any test wraps it
