@@ -85,12 +85,6 @@ POLICY_LABELS = {
 }
 
 
-def mean_ci(x):
-    """mean ± q·sd/√n with the sample (n−1) sd: the library's rule (Student's t below 30 values, 1.96 from
-    30 on, as the spec's `mean_ci`, docs/arena.md §10.3)."""
-    return normal_mean_interval([float(v) for v in x])
-
-
 # %% [markdown]
 # ## Summary
 
@@ -291,7 +285,7 @@ for ax, (column, title) in zip(axes, [("size", "by graph size"), ("style", "by R
     ]
     width = 0.8 / len(groups)
     for g, (label, frame) in enumerate(groups):
-        stats = [mean_ci(frame.loc[frame["policy"] == p, "regret"]) for p in plot_policies]
+        stats = [normal_mean_interval(frame.loc[frame["policy"] == p, "regret"].tolist()) for p in plot_policies]
         mean = np.array([s[0] for s in stats])
         err = np.array([[s[0] - s[1] for s in stats], [s[2] - s[0] for s in stats]])
         positions = np.arange(len(plot_policies)) + (g - (len(groups) - 1) / 2) * width
@@ -675,7 +669,7 @@ summary_table = pd.DataFrame(
          "95% interval": interval(*normal_mean_interval([o.reward for o in outcomes if o.policy == "oracle"])[1:]),
          "unit": f"case ({rate['oracle'].n})"},
         {"what": "best heuristic (sequential): mean regret", "value": f"{rate['sequential'].mean_regret:.3f}",
-         "95% interval": interval(*mean_ci(per_case.loc[per_case["policy"] == "sequential", "regret"])[1:]),
+         "95% interval": interval(*normal_mean_interval(per_case.loc[per_case["policy"] == "sequential", "regret"].tolist())[1:]),
          "unit": f"case ({rate['sequential'].n})"},
         {"what": "cases where sequential / independent / all-WAIT is optimal",
          "value": f"{heuristic_hits} of {3 * rate['sequential'].n}",

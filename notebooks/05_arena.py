@@ -64,6 +64,7 @@ from rftlab.analysis.arena.gates import (  # noqa: E402
     rows_table,
 )
 from rftlab.analysis.arena.handoff import immutable_inputs, render_handoff  # noqa: E402
+from rftlab.analysis.display import interval  # noqa: E402
 from rftlab.analysis.paired import format_p, sign_test  # noqa: E402
 from rftlab.analysis.rate_gates import pass_probability  # noqa: E402
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256  # noqa: E402
@@ -161,16 +162,16 @@ served_agrees = [{k: v for k, v in r.items() if k != "model"} for r in served_re
 ]
 
 
-def as_evaluation(label):
-    return evaluation_from_records(evaluations[label].records, summaries[label], label)
-
-
+compared = {  # the frozen evaluations in the form `arena compare` reads
+    label: evaluation_from_records(evaluations[label].records, summaries[label], label)
+    for label in ("scripted, inbox ignored", "scripted", "oracle")
+}
 scripted_compare = timed(
-    "compare", compare_evaluations, as_evaluation("scripted, inbox ignored"), as_evaluation("scripted")
+    "compare", compare_evaluations, compared["scripted, inbox ignored"], compared["scripted"]
 )
 scripted_gates = evaluate_arena_gates(summaries["scripted"], scripted_compare)
 oracle_gates = evaluate_arena_gates(
-    summaries["oracle"], compare_evaluations(as_evaluation("scripted, inbox ignored"), as_evaluation("oracle"))
+    summaries["oracle"], compare_evaluations(compared["scripted, inbox ignored"], compared["oracle"])
 )
 gate_spec, gate_sha = load_gate_spec(DEFAULT_GATE_SPEC)
 
@@ -183,21 +184,13 @@ handoff = render_handoff(work / "data", gate_spec=DEFAULT_GATE_SPEC, oracle_summ
 print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), file=sys.stderr)
 
 
-def fmt_ci(pair, signed=True):
-    return ("[{:+.3f}, {:+.3f}]" if signed else "[{:.3f}, {:.3f}]").format(*pair)
-
-
-def gate_check(evaluation, metric):
-    return next(c for c in evaluation.checks if c.metric == metric)
-
-
 # %% [markdown]
 # ## Summary
 
 # %%
 gd = scripted_compare["endpoints"]["generated_minus_dropped"]
 within = scripted_compare["rftlab_additions"]["endpoints"]["generated_minus_shuffled_within"]
-g1 = gate_check(scripted_gates, "act_schema_valid")
+g1 = scripted_gates.check("act_schema_valid")
 sim_verdicts = simulated.gates["verdicts"] if simulated.gates else None
 unmet = [r["item"] for r in inputs if r["met"] != "yes"]
 local_overfit = local.overfit["schema_valid"] if local.overfit else {}
@@ -231,14 +224,14 @@ lines = [
     f"the audit {'passed' if audit.valid else 'FAILED'} ({len(audit.failures)} failures) and caught a one-byte "
     f"edit; the seed's immutable inputs are **not met**: {', '.join(unmet) or 'none'} (own prompt wording).",
     f"- Scripted policy with vs without its inbox ({len(cases_run)} cases; the messages only help it avoid "
-    f"duplicate targets): generated − dropped {gd['mean_difference']:+.3f} {fmt_ci(gd['mean_difference_95'])}, "
+    f"duplicate targets): generated − dropped {gd['mean_difference']:+.3f} {interval(*gd['mean_difference_95'], signed=True)}, "
     f"sign-flip p = {gd['randomization_p_two_sided']:.3f}, resting on {gd['sign_test']['positive']} cases better, "
     f"{gd['sign_test']['negative']} worse and {gd['sign_test']['ties']} tied (sign test p = "
     f"{gd['sign_test']['p_value']:.2f}).",
     f"- The within-case shuffle (the case's own messages under the wrong senders, node names valid) gives "
-    f"generated − shuffled {within['mean_difference']:+.3f} {fmt_ci(within['mean_difference_95'])}, against "
+    f"generated − shuffled {within['mean_difference']:+.3f} {interval(*within['mean_difference_95'], signed=True)}, against "
     f"{scripted_compare['endpoints']['generated_minus_shuffled']['mean_difference']:+.3f} "
-    f"{fmt_ci(scripted_compare['endpoints']['generated_minus_shuffled']['mean_difference_95'])} for the cross-case "
+    f"{interval(*scripted_compare['endpoints']['generated_minus_shuffled']['mean_difference_95'], signed=True)} for the cross-case "
     f"shuffle, which equals generated − dropped here (names of another graph are read as no messages). The "
     f"communication claim (G7, all three lower bounds > 0) is "
     f"{'supported' if scripted_gates.verdicts()['communication_claim'] else 'not supported'} for the scripted policy.",
@@ -361,9 +354,9 @@ for label, s in summaries.items():
                 "messages": CONDITION_LABELS[condition],
                 "strict actions": c["strict_action_rate"],
                 "mean regret": c["mean_oracle_regret"],
-                "regret 95% CI": fmt_ci(c["mean_oracle_regret_95"], signed=False),
+                "regret 95% CI": interval(*c["mean_oracle_regret_95"]),
                 "optimal": c["optimal_outcome_rate"],
-                "optimal Wilson 95%": fmt_ci(c["optimal_outcome_wilson_95"], signed=False),
+                "optimal Wilson 95%": interval(*c["optimal_outcome_wilson_95"]),
                 "non-redundant": c["nonredundant_joint_action_rate"],
             }
         )
@@ -403,7 +396,7 @@ for label, s in summaries.items():
                 "policy": label,
                 "difference": f"{CONDITION_LABELS[left]} − {CONDITION_LABELS[right]}",
                 "mean": e["mean_difference"],
-                "95% CI": fmt_ci(e["mean_difference_95"]),
+                "95% CI": interval(*e["mean_difference_95"], signed=True),
                 "better / worse / tied": f"{signs.positive} / {signs.negative} / {signs.ties}",
                 "sign test p": f"{signs.p_value:.3f}",
             }

@@ -82,11 +82,6 @@ def _comparison(cases=60):
     }
 
 
-def _check(evaluation, metric):
-    (check,) = [c for c in evaluation.checks if c.metric == metric]
-    return check
-
-
 def test_default_spec_is_valid_and_hashed():
     spec, sha = load_gate_spec()
     assert sha == file_sha256(DEFAULT_GATE_SPEC) and spec.name == "arena-stage1-sft-promotion-v2"
@@ -101,7 +96,7 @@ def test_default_spec_is_valid_and_hashed():
 def test_g1_decides_on_the_wilson_lower_bound_of_every_frozen_reply():
     k_min = min_successes_to_pass(1680, 0.995, "lower_bound")
     for k, passed in ((1680, True), (k_min, True), (k_min - 1, False)):
-        check = _check(evaluate_arena_gates(_candidate(act_ok=k), _comparison()), "act_schema_valid")
+        check = evaluate_arena_gates(_candidate(act_ok=k), _comparison()).check("act_schema_valid")
         assert check.passed is passed and check.n == 1680
         assert check.evidence["k_min"] == k_min
         # a model exactly at the threshold almost never establishes it
@@ -122,7 +117,7 @@ def test_too_few_replies_say_insufficient_n_never_pass():
 
 def test_g2_point_rule_and_its_operating_characteristic():
     for ok, passed in ((240, True), (238, True), (237, False)):  # 0.99 * 240 = 237.6 -> at most 2 failures
-        check = _check(evaluate_arena_gates(_candidate(bc_ok=ok), _comparison()), "broadcast_schema_valid")
+        check = evaluate_arena_gates(_candidate(bc_ok=ok), _comparison()).check("broadcast_schema_valid")
         assert check.passed is passed
     assert 0.5 < check.evidence["pass_probability_at_threshold"] < 0.6
 
@@ -131,10 +126,10 @@ def test_g3_counts_unsupported_facts_on_validation():
     for count, passed in ((0, True), (1, False)):
         c = _candidate()
         c["validation"]["unsupported_fact_responses"] = count
-        assert _check(evaluate_arena_gates(c, _comparison()), "unsupported_fact_responses").passed is passed
+        assert evaluate_arena_gates(c, _comparison()).check("unsupported_fact_responses").passed is passed
     c = _candidate()
     del c["validation"]
-    check = _check(evaluate_arena_gates(c, _comparison()), "unsupported_fact_responses")
+    check = evaluate_arena_gates(c, _comparison()).check("unsupported_fact_responses")
     assert check.verdict == MISSING and "validation" in check.reason
 
 
@@ -142,8 +137,8 @@ def test_g5_and_g7_read_the_comparison_and_a_refused_one_is_missing():
     comparison = _comparison()
     comparison["endpoints"]["primary"]["mean_difference_95"][1] = 0.0
     evaluation = evaluate_arena_gates(_candidate(), comparison)
-    assert not _check(evaluation, "regret_difference_ci_high").passed
-    assert _check(evaluation, "regret_difference_mean").passed
+    assert not evaluation.check("regret_difference_ci_high").passed
+    assert evaluation.check("regret_difference_mean").passed
     comparison = _comparison()
     comparison["rftlab_additions"]["endpoints"]["generated_minus_shuffled_within"]["mean_difference_95"][
         0
@@ -152,7 +147,7 @@ def test_g5_and_g7_read_the_comparison_and_a_refused_one_is_missing():
     assert evaluation.verdicts() == {"promotion": True, "communication_claim": False, "all": False}
     refused = evaluate_arena_gates(_candidate(), "refused: the case sets differ")
     for metric in ("regret_difference_mean", "generated_minus_dropped_ci_low"):
-        check = _check(refused, metric)
+        check = refused.check(metric)
         assert check.verdict == MISSING and "the case sets differ" in check.reason
     assert not refused.verdicts()["promotion"]
 
@@ -290,3 +285,12 @@ def test_gates_cli_on_malformed_summary_files(tmp_path, capsys):
         assert main(["arena", "gates", "--base", str(tmp_path), "--candidate", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_check_is_found_by_its_metric_and_each_metric_is_checked_once():
+    evaluation = evaluate_arena_gates(_candidate(), _comparison())
+    metrics = [c.metric for c in evaluation.checks]
+    assert len(metrics) == len(set(metrics))
+    assert all(evaluation.check(m) is c for m, c in zip(metrics, evaluation.checks, strict=True))
+    with pytest.raises(KeyError, match="no check of 'nope'; the checks are act_schema_valid"):
+        evaluation.check("nope")

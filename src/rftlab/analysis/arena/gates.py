@@ -335,6 +335,13 @@ class GateEvaluation:
     def passed(self) -> bool:
         return all(c.passed for c in self.checks)
 
+    def check(self, metric: str) -> CheckResult:
+        """The check of ``metric``; ``KeyError`` naming the metrics there are when none has that name."""
+        for c in self.checks:
+            if c.metric == metric:
+                return c
+        raise KeyError(f"no check of {metric!r}; the checks are {', '.join(c.metric for c in self.checks)}")
+
     def gate_verdicts(self) -> dict[str, str]:
         """Per gate: PASS when every check passed, else the first non-passing verdict."""
         out: dict[str, str] = {}
