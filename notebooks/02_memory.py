@@ -92,15 +92,6 @@ eps_mg = plan.epsilon("memory_gain")
 sim = "simulated policy" if BACKEND == "local" else f"backend {BACKEND}"
 
 
-def c_line(cid):
-    c = contrasts[cid]
-    runs_text = f"{len(c.fits)} seed-matched pairs, {c.agreement()}" if c.pooled else "1 run"
-    return (
-        f"{number(c.estimate, 4, signed=True)} per epoch, {plan.interval_level:.0%} CI {interval(*c.ci, signed=True, digits=4)} "
-        f"({number(c.estimate * (plan.epochs - 1), 3, signed=True)} over the run; rows = bands, {runs_text}; {sim})"
-    )
-
-
 seed_rows = seed_comparison(plan, rollouts)
 disagree = [r for r in seed_rows if not r["agree"]]
 trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
@@ -131,7 +122,7 @@ display(
                 "",
                 f"**Verdict on the primary contrast (C − B′, memory_gain, confirmatory): "
                 f"{'supported' if mg.claim else 'not supported'}.** {mg.verdict()}: the slope of the row-paired "
-                f"difference is {c_line(mg.id)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
+                f"difference is {mg.sentence(sim)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
                 f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}). Its size over the run, "
                 f"{number(mg.estimate * (plan.epochs - 1), 3, signed=True)} (CI {interval(*[x * (plan.epochs - 1) for x in mg.ci], signed=True, digits=3)}), "
                 f"is to be read against the plan's design effect ({plan.design_effect.over_run:g}) and its "
@@ -140,12 +131,12 @@ display(
                 "The numbers that carry it (each the slope per epoch of a row-paired contrast, "
                 f"{plan.interval_level:.0%} CI, all confirmatory, a simulation):",
                 "",
-                f"- **C − B′ memory_gain** (real vs scrambled list, weak prompt, same bands): {c_line(mg.id)}.",
-                f"- **C − B′ carry-rate**: {c_line(carry_c.id)}: {carry_c.verdict()}. {carry_reading}",
-                f"- **C − B′ mean occupied-IoU**: {c_line(occ_c.id)}: {occ_c.verdict()}.",
+                f"- **C − B′ memory_gain** (real vs scrambled list, weak prompt, same bands): {mg.sentence(sim)}.",
+                f"- **C − B′ carry-rate**: {carry_c.sentence(sim)}: {carry_c.verdict()}. {carry_reading}",
+                f"- **C − B′ mean occupied-IoU**: {occ_c.sentence(sim)}: {occ_c.verdict()}.",
                 f"- **B − probe occ** (the scrambled control against the untrained probe, same bands): "
-                f"{c_line(b_probe.id)}: {b_probe.verdict()}.",
-                f"- **A − B carry** (explicit prompt, real vs scrambled list): {c_line(a_b.id)}: {a_b.verdict()}.",
+                f"{b_probe.sentence(sim)}: {b_probe.verdict()}.",
+                f"- **A − B carry** (explicit prompt, real vs scrambled list): {a_b.sentence(sim)}: {a_b.verdict()}.",
                 "",
                 "**What it does not show.** The learner is a simulated policy (a few log-linear choices with "
                 "calibrated starting values), not an LLM: the study shows what this design detects when the "
@@ -768,16 +759,16 @@ c_rep_text = (
 )
 d_mg = [r for r in seed_rows if r["arm"] == "D" and r["metric"] == "memory_gain"]
 lines = [
-    f"- **Primary (confirmatory): C − B′ memory_gain** {c_line(primary.id)}; Holm p = {primary.p_adjusted:.3g}: "
+    f"- **Primary (confirmatory): C − B′ memory_gain** {primary.sentence(sim)}; Holm p = {primary.p_adjusted:.3g}: "
     f"{primary.verdict()}. Pairs: "
     + ", ".join(f"seed {s} {f.slope:+.4f} {interval(*f.slope_ci, signed=True, digits=4)}" for s, _, _, f in primary.fits)
     + (f"; τ² = {primary.pooled.tau2:.2g}, I² = {primary.pooled.i2:.0%}." if primary.pooled else "."),
-    f"- **C − B′ carry (confirmatory)** {c_line(carry_c.id)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
-    f"{carry_reading} **A − B carry (confirmatory)**: {c_line(a_b.id)}; Holm p = "
+    f"- **C − B′ carry (confirmatory)** {carry_c.sentence(sim)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
+    f"{carry_reading} **A − B carry (confirmatory)**: {a_b.sentence(sim)}; Holm p = "
     f"{a_b.p_adjusted:.3g}: {a_b.verdict()}.",
-    f"- **C − B′ occ (confirmatory)** {c_line(occ_c.id)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
+    f"- **C − B′ occ (confirmatory)** {occ_c.sentence(sim)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
     f"Against the probe (exploratory, other bands) C's occ slope is {c_probe.estimate:+.4f} {interval(*c_probe.ci, signed=True, digits=4)}.",
-    f"- **B − probe occ (confirmatory, equivalence)** {c_line(b_probe.id)}; Holm p = {b_probe.p_adjusted:.3g}: "
+    f"- **B − probe occ (confirmatory, equivalence)** {b_probe.sentence(sim)}; Holm p = {b_probe.p_adjusted:.3g}: "
     f"{b_probe.verdict()}. B's own occ trend is "
     + next(f"{r['slope / epoch']:+.4f} {interval(*r['ci'], signed=True, digits=4)}" for r in trend_rows if r["arm"] == "B" and r["metric"] == "occ")
     + "; the contrast with the probe on the same bands is what says whether that is band drift.",

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display, update_display
 
-from rftlab.analysis.arena.comparisons import neighbour_comparisons, optimal_rate_table
+from rftlab.analysis.arena.comparisons import neighbour_comparisons, optimal_rate_table, rate_frame
 from rftlab.analysis.display import fixed_digits_markdown, interval, number
 from rftlab.analysis.intervals import mean_interval_quantile, normal_mean_interval, wilson_interval
 from rftlab.analysis.paired import sign_test
@@ -238,25 +238,7 @@ rate_rows = optimal_rate_table(
 rate = {r.policy: r for r in rate_rows if r.slice == "all"}  # conclusions read these, by policy key
 
 
-def rate_table(rows, with_slice=False):
-    return pd.DataFrame(
-        [
-            {
-                **({"slice": r.slice} if with_slice else {}),
-                "policy": POLICY_LABELS[r.policy],
-                "n": r.n,
-                "mean reward": r.mean_reward,
-                "mean regret": r.mean_regret,
-                "optimal": f"{r.optimal}/{r.n}",
-                "optimal rate": r.optimal_rate,
-                "Wilson 95%": interval(r.wilson_low, r.wilson_high),
-            }
-            for r in rows
-        ]
-    )
-
-
-overall = rate_table([r for r in rate_rows if r.slice == "all"])
+overall = rate_frame([r for r in rate_rows if r.slice == "all"], POLICY_LABELS)
 display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]
@@ -264,7 +246,7 @@ display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 # RED's style (SFT data use balanced RED only, so aggressive and defensive are unseen opponents).
 
 # %%
-breakdown = rate_table([r for r in rate_rows if r.slice != "all"], with_slice=True)
+breakdown = rate_frame([r for r in rate_rows if r.slice != "all"], POLICY_LABELS, with_slice=True)
 display(Markdown(breakdown.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]

@@ -43,7 +43,6 @@ SIMULATED_SPEC = spec_path("arena_sft_simulated.json")  # the simulated learner
 # (imports follow the parameters cell, which must come first)
 import shutil
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -54,7 +53,12 @@ import pandas as pd  # noqa: E402
 from IPython.display import Markdown, display  # noqa: E402
 
 from rftlab.analysis.arena.audit import audit_dataset, write_audit  # noqa: E402
-from rftlab.analysis.arena.compare import compare_evaluations, compare_table_rows, evaluation_from_records  # noqa: E402
+from rftlab.analysis.arena.compare import (  # noqa: E402
+    compare_evaluations,
+    compare_markdown,
+    evaluation_from_records,
+    named_endpoints,
+)
 from rftlab.analysis.arena.gates import (  # noqa: E402
     DEFAULT_GATE_SPEC,
     evaluate_arena_gates,
@@ -65,11 +69,12 @@ from rftlab.analysis.arena.gates import (  # noqa: E402
 )
 from rftlab.analysis.arena.handoff import immutable_inputs, render_handoff  # noqa: E402
 from rftlab.analysis.display import interval  # noqa: E402
-from rftlab.analysis.paired import format_p, sign_test  # noqa: E402
+from rftlab.analysis.paired import sign_test  # noqa: E402
 from rftlab.analysis.rate_gates import pass_probability  # noqa: E402
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256  # noqa: E402
 from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, ScriptedProvider  # noqa: E402
 from rftlab.policies.arena.server import ArenaPolicyServer  # noqa: E402
+from rftlab.reports import Timings  # noqa: E402
 from rftlab.rollout.arena.evaluation import CONDITION_LABELS, CONDITIONS, run_frozen_eval  # noqa: E402
 from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, SftConfig, write_dataset  # noqa: E402
 from rftlab.studies.arena import (  # noqa: E402
@@ -109,19 +114,12 @@ if QUICK:  # smoke-size copies of the two lineage specs
             "evaluation": {"frozen_case_stride": 12, "test_rows": 20},
         },
     )
-timings: dict[str, float] = {}
-
-
-def timed(label, fn, *args, **kwargs):
-    started = time.perf_counter()
-    value = fn(*args, **kwargs)
-    timings[label] = time.perf_counter() - started
-    return value
+timings = Timings()  # wall time per step, for the build log
 
 
 # %%
 # Every computation, in the order of work; the sections below only display what it produced.
-manifest = timed("build", write_dataset, work / "data", config)
+manifest = timings.timed("build", write_dataset, work / "data", config)
 rebuilt = write_dataset(work / "data_rebuild", config)
 identical = all(
     (work / "data" / name).read_bytes() == (work / "data_rebuild" / name).read_bytes()
@@ -130,7 +128,7 @@ identical = all(
 digest_match = manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256
 inputs = immutable_inputs(manifest)
 
-audit = timed("audit", audit_dataset, work / "data", require_split_action_coverage=is_stage1)
+audit = timings.timed("audit", audit_dataset, work / "data", require_split_action_coverage=is_stage1)
 write_audit(audit, work / "data" / "audit.json")  # what `rftlab arena audit` writes; the handoff reads it
 tampered = work / "data_tampered"
 shutil.copytree(work / "data", tampered)
@@ -149,11 +147,11 @@ providers = {
 }
 evaluations = {}
 for label, provider in providers.items():
-    evaluations[label] = timed(f"eval {label}", evaluate_frozen, provider, cases_run, validation_rows)
+    evaluations[label] = timings.timed(f"eval {label}", evaluate_frozen, provider, cases_run, validation_rows)
     write_evaluation(work / "eval" / label.replace(",", "").replace(" ", "_"), evaluations[label])
 summaries = {label: e.summary for label, e in evaluations.items()}
 with ArenaPolicyServer() as server:  # bound to 127.0.0.1; no key needed locally
-    served_records = timed(
+    served_records = timings.timed(
         "served", run_frozen_eval, EndpointProvider("scripted-balanced", server.base_url), cases_run
     )
     served_requests = len(server.requests)
@@ -166,7 +164,7 @@ compared = {  # the frozen evaluations in the form `arena compare` reads
     label: evaluation_from_records(evaluations[label].records, summaries[label], label)
     for label in ("scripted, inbox ignored", "scripted", "oracle")
 }
-scripted_compare = timed(
+scripted_compare = timings.timed(
     "compare", compare_evaluations, compared["scripted, inbox ignored"], compared["scripted"]
 )
 scripted_gates = evaluate_arena_gates(summaries["scripted"], scripted_compare)
@@ -175,13 +173,13 @@ oracle_gates = evaluate_arena_gates(
 )
 gate_spec, gate_sha = load_gate_spec(DEFAULT_GATE_SPEC)
 
-local = timed("local lineage", run_stage1, LOCAL_SPEC, backend="local", store_root=STORE, data_dir=work / "data")
-simulated = timed(
+local = timings.timed("local lineage", run_stage1, LOCAL_SPEC, backend="local", store_root=STORE, data_dir=work / "data")
+simulated = timings.timed(
     "simulated lineage", run_stage1, SIMULATED_SPEC, backend="simulated", store_root=STORE, data_dir=work / "data"
 )
 handoff = render_handoff(work / "data", gate_spec=DEFAULT_GATE_SPEC, oracle_summary=summaries["oracle"])
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
-print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), file=sys.stderr)
+print(timings.line(), file=sys.stderr)
 
 
 # %% [markdown]
@@ -428,34 +426,7 @@ plt.show()
 # exact sign test. The test suite checks this against an independent computation from the rows files.
 
 # %%
-def compare_frame(comparison):
-    frame = pd.DataFrame(compare_table_rows(comparison))
-    frame["mean difference"] = frame["mean difference"].map("{:+.4f}".format)
-    trials = comparison["randomization"]["trials"]
-    frame["sign-flip p"] = frame["sign-flip p"].map(lambda p: format_p(p, trials))
-    frame["sign test p"] = frame["sign test p"].map(format_p)
-    return frame.to_markdown(index=False)
-
-
-def forest(comparison, title):
-    """Paired differences with their 95% intervals, one line per endpoint."""
-    rows = compare_table_rows(comparison)
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
-    for y, row in enumerate(rows):
-        e = {**comparison["endpoints"], **comparison["rftlab_additions"]["endpoints"]}[row["endpoint"]]
-        low, high = e["mean_difference_95"]
-        mean = e["mean_difference"]
-        ax.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=3)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [r["endpoint"] for r in rows], fontsize=8)
-    ax.set_xlabel("paired difference per case (95% CI); primary = regret, the others = reward")
-    ax.set_title(title)
-    ax.invert_yaxis()
-    plt.tight_layout()
-    plt.show()
-
-
-display(Markdown(compare_frame(scripted_compare)))
+display(Markdown(compare_markdown(scripted_compare)))
 primary = scripted_compare["endpoints"]["primary"]
 display(
     Markdown(
@@ -592,8 +563,21 @@ if simulated.test_summary:
     )
 if simulated.comparison and "endpoints" in simulated.comparison:
     display(Markdown("**Base vs SFT, paired (simulated learner)**"))
-    display(Markdown(compare_frame(simulated.comparison)))
-    forest(simulated.comparison, "Base vs SFT on the frozen cases, paired (simulated learner, not a model)")
+    display(Markdown(compare_markdown(simulated.comparison)))
+    # paired differences with their 95% intervals, one line per endpoint
+    endpoints = named_endpoints(simulated.comparison)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(endpoints) + 1.2))
+    for y, (_, e) in enumerate(endpoints):
+        low, high = e["mean_difference_95"]
+        mean = e["mean_difference"]
+        ax.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=3)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(endpoints)), [name for name, _ in endpoints], fontsize=8)
+    ax.set_xlabel("paired difference per case (95% CI); primary = regret, the others = reward")
+    ax.set_title("Base vs SFT on the frozen cases, paired (simulated learner, not a model)")
+    ax.invert_yaxis()
+    plt.tight_layout()
+    plt.show()
 if simulated.gates:
     display(Markdown("**Gates G1–G7 on the selected checkpoint (simulated learner)**"))
     display(Markdown(rows_table(simulated.gates["rows"])))

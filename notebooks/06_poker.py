@@ -47,14 +47,17 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import fixed_digits_markdown, interval, number
+from rftlab.analysis.display import fixed_digits_markdown, interval, number, one_row
 from rftlab.analysis.poker import (
     REWARD_COLUMNS,
     bb_summary,
+    excludes_zero,
     luck_spread,
     pair_ordering,
     paired_rft_table,
     paired_schedule_table,
+    paired_sentence,
+    reward_mean_se,
     reward_table,
 )
 from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
@@ -86,45 +89,20 @@ ordering = {value: pair_ordering(study.rft_rows["exploit"], study.rft_rows["call
 spread = {name: luck_spread(rows, "reward_mean_instance") for name, rows in study.rft_rows.items()}
 
 
-def pick(rows, **match):
-    """The one row of a table whose columns equal ``match``."""
-    (row,) = [r for r in rows if all(r[k] == v for k, v in match.items())]
-    return row
-
-
-def ci(low, high, digits=2):
-    return interval(low, high, signed=True, digits=digits)
-
-
-def paired_text(row, unit="BB/hand", over="deals"):
-    return (f"{number(row['mean'], 2, signed=True)} {unit}, 95% bootstrap {ci(row['low'], row['high'])} over "
-            f"{row['deals']} {over}; {row['better']} won, {row['worse']} lost, {row['ties']} tied (sign test "
-            f"p = {row['sign_p']:.2g})")  # fmt: skip
-
-
-def excludes_zero(row):
-    return row["low"] > 0 or row["high"] < 0
-
-
-def reward_text(name, reward):
-    r = pick(rewards, strategy=name, reward=reward)
-    return f"{number(r['mean'], 2, signed=True)} ± {number(r['se'], 2)}"
-
-
-sched_ec = pick(schedule_pairs, comparison="exploit − call", stage="all")
-mi_ec = pick(rft_paired["reward_mean_instance"], comparison="exploit − call", opponent="all")
-gain_ec = pick(rft_paired["reward_gain"], comparison="exploit − call", opponent="all")
-blind = {label: pick(rft_paired["reward_mean_instance"], comparison=f"exploit − {label}", opponent="all")
+sched_ec = one_row(schedule_pairs, comparison="exploit − call", stage="all")
+mi_ec = one_row(rft_paired["reward_mean_instance"], comparison="exploit − call", opponent="all")
+gain_ec = one_row(rft_paired["reward_gain"], comparison="exploit − call", opponent="all")
+blind = {label: one_row(rft_paired["reward_mean_instance"], comparison=f"exploit − {label}", opponent="all")
          for label in BLIND_COUNTERS.values()}  # fmt: skip
 best_blind = min(blind, key=lambda label: blind[label]["mean"])  # the blind counter closest to exploit
-sandbag_gain = pick(rft_paired["reward_gain"], comparison=f"{SANDBAG} − exploit", opponent="all")
+sandbag_gain = one_row(rft_paired["reward_gain"], comparison=f"{SANDBAG} − exploit", opponent="all")
 order_mi = ordering["reward_mean_instance"]
 
 # %% [markdown]
 # ## Summary
 
 # %%
-memoryless_gain = ", ".join(f"`{name}` {reward_text(name, 'gain')}" for name in study.rft_rows)
+memoryless_gain = ", ".join(f"`{name}` {reward_mean_se(rewards, name, 'gain')}" for name in study.rft_rows)
 reads = [
     "The mean-instance reward ranks `exploit` above `call` on the same rows"
     + (" (interval above 0)." if excludes_zero(mi_ec) else ", but the interval includes 0 at this size."),
@@ -132,8 +110,8 @@ reads = [
                           "strategy's expected gain is 0" if not excludes_zero(gain_ec) else "separates them"),
     f"(observed, mean ± s.e. over {RFT_ROWS} rollouts: {memoryless_gain}).",
     f"`exploit` minus the best blind counter (`{best_blind}`, one counter played against whoever is dealt) is "
-    f"{number(blind[best_blind]['mean'], 2, signed=True)} (95% {ci(blind[best_blind]['low'], blind[best_blind]['high'])}) "
-    f"against {reward_text('exploit', 'mean-instance')} for `exploit` itself"
+    f"{number(blind[best_blind]['mean'], 2, signed=True)} (95% {interval(blind[best_blind]['low'], blind[best_blind]['high'], signed=True, digits=2)}) "
+    f"against {reward_mean_se(rewards, 'exploit', 'mean-instance')} for `exploit` itself"
     + (": not distinguishable from 0, so under the mean-instance reward hiding the names would cost a "
        "memoryless player little." if not excludes_zero(blind[best_blind]) else "."),
     f"The position-aware `sandbag` beats `exploit` on the gain reward by {number(sandbag_gain['mean'], 2, signed=True)}"
@@ -158,11 +136,11 @@ pre-registered.
 
 | what | value (95% interval) | unit of analysis |
 |---|---|---|
-| exploit − call, `{SCHEDULE}` schedule | {paired_text(sched_ec)} | deal ({RUNS} run(s) averaged) |
-| exploit − call, mean-instance reward, RFT mode | {paired_text(mi_ec, "BB/hand", "rows")} | RFT row (row-shared) |
-| exploit − call, gain reward, RFT mode | {paired_text(gain_ec, "BB/hand", "rows")} | RFT row (row-shared) |
-| exploit − best blind counter (`{best_blind}`), mean-instance | {paired_text(blind[best_blind], "BB/hand", "rows")} | RFT row |
-| sandbag − exploit, gain reward | {paired_text(sandbag_gain, "BB/hand", "rows")} | RFT row |
+| exploit − call, `{SCHEDULE}` schedule | {paired_sentence(sched_ec)} | deal ({RUNS} run(s) averaged) |
+| exploit − call, mean-instance reward, RFT mode | {paired_sentence(mi_ec, "BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − call, gain reward, RFT mode | {paired_sentence(gain_ec, "BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − best blind counter (`{best_blind}`), mean-instance | {paired_sentence(blind[best_blind], "BB/hand", "rows")} | RFT row |
+| sandbag − exploit, gain reward | {paired_sentence(sandbag_gain, "BB/hand", "rows")} | RFT row |
 
 {" ".join(reads)}
 
@@ -219,7 +197,7 @@ stage_table = []
 for name, s in summaries.items():
     for st in [*s["stages"], {**s["overall"], "stage": "all", "opponent": "all"}]:
         stage_table.append({"strategy": name, "stage": st["stage"], "opponent": st["opponent"], "deals": st["hands"],
-                            "BB/hand": number(st["bb_per_hand"], 2, signed=True), "95% interval": ci(*st["ci95"])})  # fmt: skip
+                            "BB/hand": number(st["bb_per_hand"], 2, signed=True), "95% interval": interval(*st["ci95"], signed=True, digits=2)})  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(stage_table), digits=2))
 display(Markdown(f"Schedule `{SCHEDULE}`, {RUNS} permuted run(s); r_max = {R_MAX} BB/hand."))
 
@@ -232,7 +210,7 @@ display(Markdown(f"Schedule `{SCHEDULE}`, {RUNS} permuted run(s); r_max = {R_MAX
 # %%
 paired_rows = [
     {"comparison": r["comparison"], "stage": r["stage"], "opponent": r["opponent"], "deals": r["deals"],
-     "mean difference (BB/hand)": number(r["mean"], 2, signed=True), "95% bootstrap": ci(r["low"], r["high"]), "s.e.": r["se"],
+     "mean difference (BB/hand)": number(r["mean"], 2, signed=True), "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "s.e.": r["se"],
      "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
     for r in schedule_pairs
 ]  # fmt: skip
@@ -289,7 +267,7 @@ plt.show()
 bb = reward_table(rft_all, ["bb_per_hand"], by_opponent=True)
 display(fixed_digits_markdown(pd.DataFrame(
     [{"strategy": r["strategy"], "opponent": r["opponent"], "rollouts": r["rollouts"], "BB/hand": number(r["mean"], 2, signed=True),
-      "s.e.": r["se"], "95% interval": ci(r["low"], r["high"])} for r in bb]), digits=2))  # fmt: skip
+      "s.e.": r["se"], "95% interval": interval(r["low"], r["high"], signed=True, digits=2)} for r in bb]), digits=2))  # fmt: skip
 
 # %% [markdown]
 # ## 5. What the two RFT rewards pay for
@@ -320,14 +298,14 @@ display(fixed_digits_markdown(pd.DataFrame(
 # %%
 wide = []
 for name in rft_all:
-    cells = {REWARD_COLUMNS[c]: pick(rewards, strategy=name, reward=REWARD_COLUMNS[c]) for c in REWARD_COLUMNS}
+    cells = {REWARD_COLUMNS[c]: one_row(rewards, strategy=name, reward=REWARD_COLUMNS[c]) for c in REWARD_COLUMNS}
     wide.append({"strategy": name, "rollouts": cells["mean-instance"]["rollouts"],
-                 **{f"{k} (mean ± s.e.)": reward_text(name, k) for k in cells},
-                 **{f"{k} 95% interval": ci(v["low"], v["high"]) for k, v in cells.items()}})  # fmt: skip
+                 **{f"{k} (mean ± s.e.)": reward_mean_se(rewards, name, k) for k in cells},
+                 **{f"{k} 95% interval": interval(v["low"], v["high"], signed=True, digits=2) for k, v in cells.items()}})  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(wide), digits=2))
 rft_rows_table = [
     {"comparison": r["comparison"], "reward": REWARD_COLUMNS[value], "opponent": r["opponent"], "rows": r["deals"],
-     "mean difference": number(r["mean"], 2, signed=True), "95% bootstrap": ci(r["low"], r["high"]), "won / lost / tied":
+     "mean difference": number(r["mean"], 2, signed=True), "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "won / lost / tied":
      f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
     for value, table in rft_paired.items() for r in table if r["opponent"] == "all"
 ]  # fmt: skip
@@ -343,12 +321,12 @@ display(fixed_digits_markdown(pd.DataFrame(rft_rows_table), digits=2))
 blind_rows = [
     {"comparison": r["comparison"], "opponent": r["opponent"], "rows": r["deals"],
      "mean difference": number(r["mean"], 2, signed=True),
-     "95% bootstrap": ci(r["low"], r["high"]), "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}"}
+     "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}"}
     for r in rft_paired["reward_mean_instance"] if r["comparison"].removeprefix("exploit − ") in BLIND_COUNTERS.values()
 ]  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(blind_rows), digits=2))
 display(Markdown(
-    f"`exploit` minus the best blind counter, `{best_blind}`: {paired_text(blind[best_blind], 'BB/hand', 'rows')}. "
+    f"`exploit` minus the best blind counter, `{best_blind}`: {paired_sentence(blind[best_blind], 'BB/hand', 'rows')}. "
     "This is what reading the name is worth over committing to one counter."))  # fmt: skip
 
 # %% [markdown]
@@ -357,9 +335,9 @@ display(Markdown(
 
 # %%
 display(Markdown(
-    f"`sandbag`: gain reward {reward_text(SANDBAG, 'gain')}, mean-instance {reward_text(SANDBAG, 'mean-instance')} "
+    f"`sandbag`: gain reward {reward_mean_se(rewards, SANDBAG, 'gain')}, mean-instance {reward_mean_se(rewards, SANDBAG, 'mean-instance')} "
     f"(mean ± s.e. over {RFT_ROWS} rollouts). Paired against `exploit` on the gain reward: "
-    f"{paired_text(sandbag_gain, 'BB/hand', 'rows')}."
+    f"{paired_sentence(sandbag_gain, 'BB/hand', 'rows')}."
 ))  # fmt: skip
 
 # %% [markdown]

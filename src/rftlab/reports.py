@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.paths import NOTEBOOKS_DIR, PROJECT_ROOT, REPORTS_DIR
@@ -111,6 +112,30 @@ def report_name(notebook: Path) -> str:
 def discover_notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
     """Every ``NN_name.py`` notebook in ``folder``, in numeric order."""
     return sorted(p for p in folder.glob("*.py") if NOTEBOOK_RE.match(p.name))
+
+
+class Timings:
+    """Wall time of a notebook's steps, for the build log (durations are not results):
+
+    timings = Timings()
+    manifest = timings.timed("build", write_dataset, folder, config)
+    print(timings.line(), file=sys.stderr)       # "seconds: build 1.2"
+    """
+
+    def __init__(self, clock: Any = time.perf_counter) -> None:
+        self.clock = clock
+        self.seconds: dict[str, float] = {}
+
+    def timed(self, label: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, its wall time kept under ``label``."""
+        started = self.clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds[label] = self.clock() - started
+
+    def line(self) -> str:
+        return "seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())
 
 
 def execute_notebook(

@@ -72,3 +72,14 @@ def test_interval_text_has_no_negative_zero_and_matches_rounding(low, high, sign
     left, right = text[1:-1].split(", ")
     assert float(left) == pytest.approx(round(low, digits), abs=10**-digits)
     assert float(right) == pytest.approx(round(high, digits), abs=10**-digits)
+
+
+def test_one_row_finds_exactly_one_or_says_how_many():
+    from rftlab.analysis.display import one_row
+
+    rows = [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}]
+    assert one_row(rows, a=1, b="y") == {"a": 1, "b": "y"}
+    with pytest.raises(ValueError, match="2 rows match"):
+        one_row(rows, a=1)
+    with pytest.raises(ValueError, match="0 rows match"):
+        one_row(rows, a=3)

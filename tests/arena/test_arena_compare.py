@@ -15,7 +15,9 @@ from rftlab.analysis.arena.compare import (
     CompareError,
     NotComparableError,
     compare_evaluations,
+    compare_markdown,
     load_evaluation,
+    named_endpoints,
 )
 from rftlab.cli import main
 from rftlab.policies.arena.providers import ScriptedProvider
@@ -253,3 +255,18 @@ def test_gates_cli_reads_g5_and_g7_from_the_comparison(runs, tmp_path, capsys):
         and "case sets differ" in checks["regret_difference_mean"]["reason"]
     )
     assert checks["act_schema_valid"]["verdict"] == "INSUFFICIENT N"
+
+
+def test_the_report_table_lists_every_endpoint_in_order_with_p_values_at_their_resolution(runs):
+    comparison = compare_evaluations(
+        load_evaluation(runs / "base"), load_evaluation(runs / "sft"), trials=TRIALS
+    )
+    names = [name for name, _ in named_endpoints(comparison)]
+    assert names[:4] == list(comparison["endpoints"])
+    assert set(names[4:]) <= set(comparison["rftlab_additions"]["endpoints"])
+    assert "generated_minus_shuffled_within" in names
+    table = compare_markdown(comparison).splitlines()
+    assert len(table) == 2 + len(names)
+    primary = comparison["endpoints"]["primary"]
+    row = next(line for line in table if line.startswith("| primary"))
+    assert f"{primary['mean_difference']:+.4f}" in row and "7 / 10 / 43" in row

@@ -7,7 +7,12 @@ import statistics
 
 import pytest
 
-from rftlab.analysis.arena.comparisons import neighbour_comparisons, optimal_rate_table, paired_comparison
+from rftlab.analysis.arena.comparisons import (
+    neighbour_comparisons,
+    optimal_rate_table,
+    paired_comparison,
+    rate_frame,
+)
 from rftlab.policies.arena.scripted import evaluate_baselines
 
 
@@ -54,3 +59,20 @@ def test_neighbour_comparisons_pair_each_policy_with_the_next():
     got = neighbour_comparisons(per_case, ["a", "b", "c"])
     assert list(got) == [("a", "b"), ("b", "c")]
     assert got["a", "b"].ties == 1 and got["a", "b"].right_lower == 1 and got["b", "c"].right_lower == 2
+
+
+def test_rate_frame_labels_policies_and_writes_counts_and_intervals():
+    rows = optimal_rate_table(evaluate_baselines(["oracle", "wait"]))
+    frame = rate_frame(rows, {"oracle": "oracle (optimum)", "wait": "all WAIT"})
+    assert list(frame.columns) == [
+        "policy", "n", "mean reward", "mean regret", "optimal", "optimal rate", "Wilson 95%"
+    ]  # fmt: skip
+    oracle = frame.iloc[0]
+    assert (oracle["policy"], oracle["optimal"], oracle["Wilson 95%"]) == (
+        "oracle (optimum)",
+        "60/60",
+        "[0.940, 1.000]",
+    )
+    assert list(rate_frame(rows, {"oracle": "o", "wait": "w"}, with_slice=True)["slice"]) == ["all", "all"]
+    with pytest.raises(KeyError):
+        rate_frame(rows, {"oracle": "o"})  # every policy needs a label

@@ -16,10 +16,13 @@ from scipy.stats import t as student_t
 from rftlab.analysis.paired import bootstrap_mean_interval, sign_test
 from rftlab.analysis.poker import (
     deal_results,
+    excludes_zero,
     luck_spread,
     pair_ordering,
     paired_rft_table,
     paired_schedule_table,
+    paired_sentence,
+    reward_mean_se,
     reward_table,
 )
 from rftlab.envs.poker.env import PokerEnv, PokerEnvConfig, row_assignment
@@ -202,3 +205,18 @@ def test_reference_study_plays_every_strategy_on_the_same_deals():
     assert table[-1]["deals"] == 5
     with pytest.raises(ValueError, match="runs"):
         reference_study(schedule="quick_test", runs=6)
+
+
+def test_report_text_of_a_paired_row_and_a_reward():
+    row = {"mean": 7.014, "low": 4.06, "high": 10.11, "deals": 96, "better": 76, "worse": 19, "ties": 1,
+           "sign_p": 3.1e-09}  # fmt: skip
+    assert paired_sentence(row, over="rows") == (
+        "+7.01 BB/hand, 95% bootstrap [+4.06, +10.11] over 96 rows; 76 won, 19 lost, 1 tied (sign test p = 3.1e-09)"
+    )
+    assert excludes_zero(row) and excludes_zero({"low": -2.0, "high": -0.1})
+    assert not excludes_zero({"low": -0.23, "high": 0.36}) and not excludes_zero({"low": 0.0, "high": 1.0})
+    rewards = [{"strategy": "call", "reward": "gain", "mean": -0.004, "se": 0.1234},
+               {"strategy": "call", "reward": "mean-instance", "mean": 1.0, "se": 0.5}]  # fmt: skip
+    assert reward_mean_se(rewards, "call", "gain") == "+0.00 ± 0.12"  # signed, never "-0.00"
+    with pytest.raises(ValueError, match="0 rows match"):
+        reward_mean_se(rewards, "exploit", "gain")

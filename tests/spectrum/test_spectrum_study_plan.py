@@ -217,3 +217,18 @@ def test_seed_floor_scenarios():
     f = seed_floor_scenarios(12)
     assert f["floor: 95% band"] == pytest.approx(0.02 / 1.96)
     assert f["floor: halves s.d."] == pytest.approx(0.02 / np.sqrt(1 / 6 + 1 / 6))
+
+
+def test_a_contrast_reads_as_one_sentence_with_its_unit_and_source():
+    plan = load_study_plan(PLAN).plan
+    results = {r.id: r for r in study_contrasts(plan, _runs())}
+    primary, single = results["C-B_prime.memory_gain"], results["B-probe.mean_occ"]
+    text = primary.sentence("simulated policy")
+    lo, hi = primary.ci
+    assert text.startswith(f"{primary.estimate:+.4f} per epoch, 95% CI [{lo:+.4f}, {hi:+.4f}] ")
+    assert (
+        f"({primary.estimate * (plan.epochs - 1):+.3f} over the run; rows = bands, 3 seed-matched pairs"
+        in text
+    )
+    assert text.endswith("3 of 3 runs; simulated policy)")
+    assert "rows = bands, 1 run; backend fireworks)" in single.sentence("backend fireworks")

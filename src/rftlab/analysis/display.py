@@ -35,6 +35,15 @@ def number(x: float, digits: int = 3, signed: bool = False) -> str:
     return f"{round(float(x), digits) + 0.0:{'+' if signed else ''}.{digits}f}"
 
 
+def one_row(rows: Any, **match: Any) -> Any:
+    """The one row (a mapping) of ``rows`` whose columns equal ``match``; ``ValueError`` saying how many
+    matched when that is not exactly one."""
+    found = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} rows match {match}, expected exactly one")
+    return found[0]
+
+
 def interval(low: float, high: float, signed: bool = False, digits: int = 3) -> str:
     """``[low, high]`` as text, each end formatted by ``number`` (no negative zero)."""
     return f"[{number(low, digits, signed)}, {number(high, digits, signed)}]"

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import product
 from typing import Any
 
+from rftlab.analysis.display import interval, number, one_row
 from rftlab.analysis.intervals import normal_mean_interval
 from rftlab.analysis.paired import DEFAULT_REPS, bootstrap_mean_interval, sign_test
 
@@ -255,3 +256,24 @@ def luck_spread(rows: Iterable[Mapping[str, Any]], value: str) -> float:
         raise ValueError("luck_spread needs at least two rollouts")
     mean = sum(values) / n
     return (2.0 * sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+
+
+def paired_sentence(row: Mapping[str, Any], unit: str = "BB/hand", over: str = "deals") -> str:
+    """A paired-difference row (``paired_schedule_table`` / ``paired_rft_table``) as report text: the mean,
+    its bootstrap interval, the number of units and the sign test."""
+    return (
+        f"{number(row['mean'], 2, signed=True)} {unit}, 95% bootstrap "
+        f"{interval(row['low'], row['high'], signed=True, digits=2)} over {row['deals']} {over}; "
+        f"{row['better']} won, {row['worse']} lost, {row['ties']} tied (sign test p = {row['sign_p']:.2g})"
+    )
+
+
+def excludes_zero(row: Mapping[str, Any]) -> bool:
+    """Whether a row's interval (``low``, ``high``) lies wholly on one side of 0."""
+    return row["low"] > 0 or row["high"] < 0
+
+
+def reward_mean_se(rewards: Sequence[Mapping[str, Any]], strategy: str, reward: str) -> str:
+    """``mean ± s.e.`` of ``strategy`` under ``reward`` from a ``reward_table``, at 2 decimals."""
+    r = one_row(rewards, strategy=strategy, reward=reward)
+    return f"{number(r['mean'], 2, signed=True)} ± {number(r['se'], 2)}"

@@ -35,6 +35,7 @@ from rftlab.analysis.paired import (
     SIGN_FLIP_SEED,
     SIGN_FLIP_TOLERANCE,
     SIGN_FLIP_TRIALS,
+    format_p,
     sign_flip_p_value,
     sign_test,
 )
@@ -275,14 +276,31 @@ def compare_evaluations(base: Evaluation, sft: Evaluation, trials: int = SIGN_FL
     }
 
 
+def named_endpoints(comparison: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(name, endpoint)`` in report order: the four of §10.6, then rftlab's additions present."""
+    extra = comparison["rftlab_additions"]["endpoints"]
+    return [(n, comparison["endpoints"][n]) for n in ENDPOINTS] + [
+        (n, extra[n]) for n in ADDITIONAL_ENDPOINTS if n in extra
+    ]
+
+
+def compare_markdown(comparison: Mapping[str, Any]) -> str:
+    """``compare_table_rows`` as a Markdown table: differences at 4 decimals, the sign-flip p-value with
+    its Monte Carlo resolution (``format_p``), the sign test's exact p."""
+    import pandas as pd
+
+    frame = pd.DataFrame(compare_table_rows(comparison))
+    frame["mean difference"] = frame["mean difference"].map("{:+.4f}".format)
+    trials = comparison["randomization"]["trials"]
+    frame["sign-flip p"] = frame["sign-flip p"].map(lambda p: format_p(p, trials))
+    frame["sign test p"] = frame["sign test p"].map(format_p)
+    return frame.to_markdown(index=False)
+
+
 def compare_table_rows(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per endpoint (the four of §10.6, then rftlab's additions) for a report table."""
     rows = []
-    extra = comparison["rftlab_additions"]["endpoints"]
-    named = [(n, comparison["endpoints"][n]) for n in ENDPOINTS] + [
-        (n, extra[n]) for n in ADDITIONAL_ENDPOINTS if n in extra
-    ]
-    for name, e in named:
+    for name, e in named_endpoints(comparison):
         low, high = e["mean_difference_95"]
         signs = e["sign_test"]
         rows.append(

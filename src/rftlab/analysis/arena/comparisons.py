@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
+from rftlab.analysis.display import interval
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
 
 Z95 = 1.96
@@ -99,6 +100,28 @@ class RateRow:
     optimal_rate: float
     wilson_low: float
     wilson_high: float
+
+
+def rate_frame(rows: Sequence[RateRow], labels: Mapping[str, str], with_slice: bool = False) -> Any:
+    """``optimal_rate_table`` rows as a DataFrame for a report (policy names through ``labels``, the
+    optimal count as ``k/n``, the Wilson interval as text; the slice column with ``with_slice``)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                **({"slice": r.slice} if with_slice else {}),
+                "policy": labels[r.policy],
+                "n": r.n,
+                "mean reward": r.mean_reward,
+                "mean regret": r.mean_regret,
+                "optimal": f"{r.optimal}/{r.n}",
+                "optimal rate": r.optimal_rate,
+                "Wilson 95%": interval(r.wilson_low, r.wilson_high),
+            }
+            for r in rows
+        ]
+    )
 
 
 def optimal_rate_table(

@@ -26,6 +26,7 @@ from rftlab.analysis.contrasts import (
     paired_contrast,
     random_effects_pool,
 )
+from rftlab.analysis.display import interval, number
 from rftlab.analysis.multiplicity import holm_adjust
 from rftlab.analysis.spectrum.plan import METRIC_LABELS, PlannedContrast, StudyPlan
 from rftlab.analysis.trends import slope_flatness
@@ -163,6 +164,17 @@ class ContrastResult:
     def claim(self) -> bool:
         """Whether the planned hypothesis is supported at ``alpha`` (Holm-adjusted when confirmatory)."""
         return self.p_adjusted < self.alpha
+
+    def sentence(self, source: str) -> str:
+        """The estimate as report text: slope per epoch with its CI, the change over the run, the unit, the
+        replicate agreement and ``source`` (what produced the numbers, e.g. ``"simulated policy"``)."""
+        runs = f"{len(self.fits)} seed-matched pairs, {self.agreement()}" if self.pooled else "1 run"
+        return (
+            f"{number(self.estimate, 4, signed=True)} per epoch, {1.0 - self.alpha:.0%} CI "
+            f"{interval(*self.ci, signed=True, digits=4)} "
+            f"({number(self.estimate * (self.epochs - 1), 3, signed=True)} over the run; rows = bands, {runs}; "
+            f"{source})"
+        )
 
     def agreement(self) -> str:
         """``k of n runs`` whose own CI excludes 0 on the estimate's side (a single run: ``1 run``)."""
