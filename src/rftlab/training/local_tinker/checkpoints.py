@@ -160,6 +160,18 @@ class CheckpointStore:
         while len(self._memory) > MEMORY_CACHE:
             self._memory.popitem(last=False)
 
+    def set_ttl(self, path: str, ttl_seconds: int | None) -> bool:
+        """A new expiry ``ttl_seconds`` from now (``None``: never expires); False when there is no such
+        checkpoint (an expired one is gone)."""
+        ttl = check_ttl(ttl_seconds)
+        if not self.file_for(path).is_file() or self._expired(path):
+            return False
+        meta = self.metadata(path) or {"path": path, "created_at": self.clock()}
+        now = self.clock()
+        meta.update(ttl_seconds=ttl, expires_at=None if ttl is None else now + ttl)
+        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n")
+        return True
+
     def delete(self, path: str) -> bool:
         file = self.file_for(path)
         self._memory.pop(path, None)

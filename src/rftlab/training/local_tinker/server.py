@@ -282,8 +282,30 @@ def _session_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
     ]
 
 
+def _settling(service: TinkerService, fn):
+    """``fn`` (a training request's endpoint), whose refusal at submission gives up the request's place in
+    its model's ``seq_id`` order (``TinkerService.settle_refused``), so the client's next request runs."""
+    from .wire import request_slot
+
+    async def endpoint(request):
+        try:
+            return await fn(request)
+        except Exception as exc:
+            model_id, seq_id = request_slot(
+                await request.body(),
+                request.headers.get("content-type"),
+                request.headers.get("content-encoding"),
+            )
+            reason = exc.message if isinstance(exc, ServiceError) else type(exc).__name__
+            service.settle_refused(model_id, seq_id, reason)
+            raise
+
+    return endpoint
+
+
 def _training_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
-    """Training models: create, info, forward_backward (protobuf only), optim_step, save and load."""
+    """Training models: create, info, forward_backward (protobuf only), optim_step, save and load; every
+    request that takes a ``seq_id`` settles it when refused (``_settling``)."""
     from tinker import types
 
     from .wire import WireError, decode_forward_backward
@@ -293,7 +315,7 @@ def _training_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
 
     async def get_info(request):
         req = await _parse(request, types.GetInfoRequest)
-        return await service.call(lambda: service.get_info(req.model_id), {"kind": "GetInfo"})
+        return await service.model_info(req.model_id)
 
     async def forward_backward(request):
         if "application/x-protobuf" not in request.headers.get("content-type", ""):
@@ -318,21 +340,33 @@ def _training_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
     async def load_weights(request):
         return service.load_weights(await _parse(request, types.LoadWeightsRequest))
 
-    return [
-        ("POST", "/create_model", create_model),
-        ("POST", "/get_info", get_info),
+    async def save_external(request):
+        return service.save_weights_external(await _parse(request, types.SaveWeightsExternalRequest))
+
+    ordered = [
         ("POST", "/forward_backward", forward_backward),
         ("POST", "/optim_step", optim_step),
         ("POST", "/save_weights", save_weights),
         ("POST", "/save_weights_for_sampler", save_for_sampler),
         ("POST", "/load_weights", load_weights),
+        ("POST", "/save_weights_external", save_external),
+    ]
+    return [
+        ("POST", "/create_model", create_model),
+        ("POST", "/get_info", get_info),
+        *[(method, path, _settling(service, fn)) for method, path, fn in ordered],
     ]
 
 
 def _sampling_and_storage_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
-    """Samplers and sampling, the REST views of training runs and checkpoints, and futures."""
+    """Samplers and sampling, the REST views of training runs, checkpoints and sessions (``rest``), and
+    futures."""
     from starlette.responses import Response
     from tinker import types
+
+    from .rest import RestViews
+
+    views = RestViews(service)
 
     async def create_sampling_session(request):
         return await service.create_sampling_session(
@@ -345,16 +379,39 @@ def _sampling_and_storage_endpoints(service: TinkerService) -> list[tuple[str, s
     async def asample(request):
         return service.asample(await _parse(request, types.SampleRequest))
 
+    async def training_runs(request):
+        q = request.query_params
+        return views.training_runs(q.get("limit", 20), q.get("offset", 0))
+
     async def training_run(request):
-        return service.training_run(request.path_params["model_id"])
+        return views.training_run(request.path_params["model_id"])
 
     async def list_checkpoints(request):
-        return service.list_checkpoints(request.path_params["model_id"])
+        return views.list_checkpoints(request.path_params["model_id"])
+
+    async def user_checkpoints(request):
+        q = request.query_params
+        return views.user_checkpoints(q.get("limit", 100), q.get("offset", 0))
 
     async def delete_checkpoint(request):
         p = request.path_params
-        service.delete_checkpoint(p["model_id"], p["checkpoint_id"])
+        views.delete_checkpoint(p["model_id"], p["checkpoint_id"])
         return {}
+
+    async def set_ttl(request):
+        p = request.path_params
+        views.set_ttl(p["model_id"], p["checkpoint_id"], await _body_json(request))
+        return {}
+
+    async def weights_info(request):
+        return views.weights_info(await _body_json(request))
+
+    async def sessions(request):
+        q = request.query_params
+        return views.sessions(q.get("limit", 20), q.get("offset", 0))
+
+    async def session(request):
+        return views.session(request.path_params["session_id"])
 
     async def retrieve_future(request):
         req = await _parse(request, types.FutureRetrieveRequest)
@@ -370,16 +427,26 @@ def _sampling_and_storage_endpoints(service: TinkerService) -> list[tuple[str, s
         ("POST", "/create_sampling_session", create_sampling_session),
         ("GET", "/samplers/{sampler_id}", get_sampler),
         ("POST", "/asample", asample),
+        ("GET", "/training_runs", training_runs),
         ("GET", "/training_runs/{model_id}", training_run),
         ("GET", "/training_runs/{model_id}/checkpoints", list_checkpoints),
+        ("PUT", "/training_runs/{model_id}/checkpoints/{checkpoint_id:path}/ttl", set_ttl),
         ("DELETE", "/training_runs/{model_id}/checkpoints/{checkpoint_id:path}", delete_checkpoint),
+        ("GET", "/checkpoints", user_checkpoints),
+        ("POST", "/weights_info", weights_info),
+        ("GET", "/sessions", sessions),
+        ("GET", "/sessions/{session_id}", session),
         ("POST", "/retrieve_future", retrieve_future),
         ("POST", "/cancel_future", cancel_future),
     ]
 
 
 async def _unknown(request):
-    raise ServiceError(404, f"no such endpoint: {request.method} {request.url.path} (rftlab serve tinker)")
+    raise ServiceError(
+        404,
+        f"no such endpoint: {request.method} {request.url.path} (not supported by rftlab serve tinker; "
+        "see docs/platforms.md §3.12)",
+    )
 
 
 def create_app(service: TinkerService, keys: KeyCheck, log: Log, housekeeping_s: float = 10.0):
@@ -415,7 +482,7 @@ def create_app(service: TinkerService, keys: KeyCheck, log: Log, housekeeping_s:
     routes.append(
         Route(
             "/{rest:path}",
-            _handler(_unknown, "*", keys, log),
+            _handler(_settling(service, _unknown), "*", keys, log),
             methods=["GET", "POST", "PUT", "DELETE", "PATCH"],
         )
     )

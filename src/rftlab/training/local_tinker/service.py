@@ -3,14 +3,20 @@ SDK's HTTP protocol (tinker 0.38), executed on the in-process backend (``LocalSe
 
 The SDK never waits on an HTTP request for a computation: a training or sampling request returns a
 *future* (``{"request_id": ...}``) at once and the SDK long-polls ``/api/v1/retrieve_future`` for its
-result. Here every computation runs on one worker thread, so the models are never touched concurrently:
+result. Here every computation runs on one worker thread, so the models are never touched concurrently;
+what it runs next is the ``scheduler``'s choice, fair between sessions (round-robin):
 
 * training requests of a model (``forward_backward``, ``optim_step``, ``save_weights``,
   ``save_weights_for_sampler``, ``load_weights``) run in ``seq_id`` order, whatever order they arrive in; a
-  request repeated with a ``seq_id`` already seen (an SDK retry) gets the first one's future back;
+  request repeated with a ``seq_id`` already seen (an SDK retry) gets the first one's future back. A
+  request refused at submission (an HTTP 4xx: a malformed body, an unknown endpoint) gives up its
+  ``seq_id`` at once, so the model's next request runs; a ``seq_id`` that never arrives is passed after
+  ``GAP_GRACE_SECONDS``;
 * sampling requests (``asample``; ``compute_logprobs`` is an ``asample`` with ``max_tokens=1`` and prompt
-  logprobs) are independent of each other and of training (a sampler is a snapshot), so the worker
-  runs every queued one as one batch, waiting a few milliseconds for more while they keep arriving;
+  logprobs) are independent of each other and of training (a sampler is a snapshot): they are cut into
+  pieces of at most ``scheduler.PIECE_ROWS`` samples, and the worker runs queued pieces together in
+  batches, waiting a few milliseconds for more while they keep arriving; a request's pieces are put back
+  together into its one response (the same tokens as unsplit: each sample's randomness is its own);
 * a result is kept until retrieved (then for ``RESULT_KEEP_SECONDS``); an unknown request id is a 404.
 
 A failure the service would report (a refused rank, an unknown loss function, a bad checkpoint path, a
@@ -31,7 +37,6 @@ import threading
 import time
 import traceback
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +46,9 @@ from tinker import types
 
 from .checkpoints import CheckpointError
 from .clients import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
+from .errors import NonFiniteError, ParameterError
 from .losses import DatumError
+from .scheduler import PIECE_ROWS, Scheduler
 from .wire import (
     PROTO_CONTENT_TYPE,
     ForwardBackwardCall,
@@ -68,6 +75,11 @@ request per prompt), and one batch of a burst runs several times faster than the
 the tiny model a decode batch costs about the same for 1 row as for 64 (measured)."""
 MAX_SEQ_AHEAD = 100_000
 """A training request may be at most this many ``seq_id`` ahead of the next one to run."""
+GAP_GRACE_SECONDS = 1.0
+"""How long a training request waits for earlier ``seq_id``s that have not arrived before they are passed.
+The SDK sends a model's requests one at a time, each after the previous one was accepted or refused, so a
+missing ``seq_id`` is one the SDK numbered and then never sent (it failed in the client); requests refused
+here settle their slot at once (``settle_refused``)."""
 
 
 class ServiceError(Exception):
@@ -131,12 +143,46 @@ class Job:
     label: dict[str, Any] = field(default_factory=dict)
     on_done: Callable[[Any, BaseException | None], None] | None = None
 
+    @property
+    def rows(self) -> int:
+        """Samples of a sampling piece (the scheduler's batch budget); 0 for any other job."""
+        return self.sample.rows if self.sample is not None else 0
+
 
 @dataclass
 class SampleCall:
+    """One piece of a sampling request: samples ``first_row .. first_row + rows - 1`` of it."""
+
     sampler: LocalSamplingClient
     request: types.SampleRequest
     index: int
+    first_row: int
+    rows: int
+    gather: Gather
+
+
+class Gather:
+    """The pieces of one sampling request, put back together: when the last piece is in, the request's
+    future gets the whole response (or the first piece's error)."""
+
+    def __init__(self, pieces: int) -> None:
+        self.pieces = pieces
+        self.parts: dict[int, types.SampleResponse] = {}
+        self.error: BaseException | None = None
+
+    def add(self, first_row: int, result: types.SampleResponse | None, exc: BaseException | None) -> bool:
+        """Record one piece; True once every piece is in."""
+        if exc is not None and self.error is None:
+            self.error = exc
+        if result is not None:
+            self.parts[first_row] = result
+        self.pieces -= 1
+        return self.pieces == 0
+
+    def response(self) -> types.SampleResponse:
+        first = self.parts[0]
+        sequences = [seq for row in sorted(self.parts) for seq in self.parts[row].sequences]
+        return types.SampleResponse(sequences=sequences, prompt_logprobs_np=first.prompt_logprobs_np)
 
 
 @dataclass
@@ -160,6 +206,7 @@ class ModelEntry:
     next_seq: int = 1
     waiting: dict[int, Job] = field(default_factory=dict)
     seen: dict[int, str] = field(default_factory=dict)
+    refused: set[int] = field(default_factory=set)
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_request: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -175,8 +222,13 @@ class SamplerEntry:
 
 
 def _json(model: Any) -> tuple[str, bytes]:
+    """A result as strict JSON: a NaN or an infinity (which ``json.dumps`` would write as invalid JSON that
+    the SDK cannot read) is refused as ``NonFiniteError``."""
     data = model.model_dump(mode="json", exclude_none=True) if hasattr(model, "model_dump") else model
-    return "application/json", json.dumps(data).encode()
+    try:
+        return "application/json", json.dumps(data, allow_nan=False).encode()
+    except ValueError:
+        raise NonFiniteError(f"the result holds a NaN or an infinity: {data!r}") from None
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:
@@ -214,8 +266,7 @@ class TinkerService:
         self.samplers: dict[str, SamplerEntry] = {}
         self.futures: dict[str, Pending] = {}
         self._lock = threading.RLock()
-        self._cv = threading.Condition(self._lock)
-        self._jobs: deque[Job] = deque()
+        self._scheduler = Scheduler()
         self._stopping = False
         self._worker: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -234,11 +285,9 @@ class TinkerService:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the running job, drop the queued ones, stop the worker."""
-        with self._cv:
+        with self._lock:
             self._stopping = True
-            dropped = len(self._jobs)
-            self._jobs.clear()
-            self._cv.notify_all()
+        dropped = self._scheduler.stop()
         if self._worker is not None:
             self._worker.join(timeout)
         self.log("info", "worker_stopped", dropped_jobs=dropped, **self.counts)
@@ -326,12 +375,14 @@ class TinkerService:
             self.futures[p.request_id] = p
         return p
 
-    def _enqueue(self, job: Job) -> None:
-        with self._cv:
-            if self._stopping:
-                raise ServiceError(503, "the server is shutting down")
-            self._jobs.append(job)
-            self._cv.notify()
+    def _enqueue(self, job: Job, lane: str) -> None:
+        """Queue ``job`` in ``lane`` (its session; see ``scheduler``)."""
+        if self._stopping:
+            raise ServiceError(503, "the server is shutting down")
+        try:
+            self._scheduler.put(lane, job)
+        except RuntimeError:
+            raise ServiceError(503, "the server is shutting down") from None
 
     def _resolve(self, p: Pending, payload: tuple[str, bytes] | None, exc: BaseException | None) -> None:
         with self._lock:
@@ -370,8 +421,9 @@ class TinkerService:
             raise ServiceError(406, "this result is served as protobuf only (Accept: application/x-protobuf)")
         return ctype, body
 
-    async def call(self, fn: Callable[[], Any], label: dict[str, Any]) -> Any:
-        """Run ``fn`` on the worker (models are touched by one thread only) and return its value."""
+    async def call(self, fn: Callable[[], Any], label: dict[str, Any], lane: str) -> Any:
+        """Run ``fn`` on the worker (models are touched by one thread only), in ``lane``'s turn, and return
+        its value."""
         assert self._loop is not None
         fut: asyncio.Future[Any] = self._loop.create_future()
 
@@ -386,7 +438,7 @@ class TinkerService:
 
             self._loop.call_soon_threadsafe(deliver)
 
-        self._enqueue(Job(None, fn, label=label, on_done=done))
+        self._enqueue(Job(None, fn, label=label, on_done=done), lane)
         return await fut
 
     # ---------------------------------------------------------------------------------- models
@@ -430,7 +482,7 @@ class TinkerService:
             self._write_run_record(entry)
             return result(entry)
 
-        self._enqueue(Job(p, run, label={"kind": kind, "model": entry.model_id}))
+        self._enqueue(Job(p, run, label={"kind": kind, "model": entry.model_id}), entry.session_id)
         return p
 
     def create_model(self, request: types.CreateModelRequest) -> types.UntypedAPIFuture:
@@ -483,61 +535,12 @@ class TinkerService:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(record, indent=2) + "\n")
 
-    def training_run(self, model_id: str) -> types.TrainingRun:
-        """What ``RestClient.get_training_run`` reads (the cookbook reads its ``user_metadata``)."""
-        path = self.backend.storage_dir / model_id / "run.json"
-        if "/" in model_id or ".." in model_id or not path.is_file():
-            raise ServiceError(404, f"unknown training run {model_id!r}")
-        record = json.loads(path.read_text(encoding="utf-8"))
-        with self._lock:
-            entry = self.models.get(model_id)
-        last = entry.last_request if entry is not None else datetime.fromisoformat(record["created_at"])
-        return types.TrainingRun(
-            training_run_id=model_id,
-            base_model=record["base_model"],
-            model_owner="local",
-            is_lora=record["is_lora"],
-            lora_rank=record["lora_rank"],
-            last_request_time=last,
-            user_metadata=record.get("user_metadata") or None,
+    async def model_info(self, model_id: str) -> types.GetInfoResponse:
+        """``get_info``, run on the worker in the model's session's turn."""
+        entry = self._model(model_id)
+        return await self.call(
+            lambda: self.get_info(model_id), {"kind": "GetInfo", "model": model_id}, entry.session_id
         )
-
-    def list_checkpoints(self, model_id: str) -> types.CheckpointsListResponse:
-        """``RestClient.list_checkpoints``: every unexpired checkpoint of a training run on disk."""
-        store = self.backend.checkpoints
-        if "/" in model_id or ".." in model_id or not (store.root / model_id).is_dir():
-            raise ServiceError(404, f"unknown training run {model_id!r}")
-        out = []
-        for meta in store.list(model_id):
-            path = meta["path"]
-            expires = meta.get("expires_at")
-            if expires is not None and time.time() >= float(expires):
-                continue
-            _, kind, name = path[len("tinker://") :].split("/")
-            file = store.file_for(path)
-            out.append(
-                types.Checkpoint(
-                    checkpoint_id=f"{kind}/{name}",
-                    checkpoint_type="training" if kind == "weights" else "sampler",
-                    time=datetime.fromtimestamp(float(meta.get("created_at") or 0), UTC),
-                    tinker_path=path,
-                    size_bytes=file.stat().st_size if file.is_file() else None,
-                    user_metadata=meta.get("user_metadata") or None,
-                    expires_at=None if expires is None else datetime.fromtimestamp(float(expires), UTC),
-                )
-            )
-        return types.CheckpointsListResponse(checkpoints=out)
-
-    def delete_checkpoint(self, model_id: str, checkpoint_id: str) -> None:
-        """``RestClient.delete_checkpoint`` (the cookbook deletes superseded rolling checkpoints)."""
-        path = f"tinker://{model_id}/{checkpoint_id}"
-        try:
-            found = self.backend.checkpoints.delete(path)
-        except CheckpointError as exc:
-            raise ServiceError(400, str(exc)) from None
-        if not found:
-            raise ServiceError(404, f"checkpoint {path} not found")
-        self.log("info", "checkpoint_deleted", path=path)
 
     def get_info(self, model_id: str) -> types.GetInfoResponse:
         entry = self._model(model_id)
@@ -559,6 +562,7 @@ class TinkerService:
                 raise ServiceError(409, f"{kind}: seq_id {seq_id} of model {model_id} has already run")
             if seq_id > entry.next_seq + MAX_SEQ_AHEAD:
                 raise ServiceError(400, f"{kind}: seq_id {seq_id} is too far ahead of {entry.next_seq}")
+            entry.refused.discard(seq_id)  # sent again after a refusal: this one counts
             p = self._pending(kind)
             entry.seen[seq_id] = p.request_id
 
@@ -568,10 +572,56 @@ class TinkerService:
                 return fn(entry.client)
 
             entry.waiting[seq_id] = Job(p, run, label={"kind": kind, "model": model_id, "seq": seq_id})
-            while entry.next_seq in entry.waiting:
-                self._enqueue(entry.waiting.pop(entry.next_seq))
-                entry.next_seq += 1
+            self._advance(entry)
+            gap = entry.waiting and entry.next_seq not in entry.waiting
+        if gap and self._loop is not None:
+            self._loop.call_soon_threadsafe(
+                self._loop.call_later, GAP_GRACE_SECONDS, self._skip_gap, model_id, seq_id
+            )
         return types.UntypedAPIFuture(request_id=p.request_id, model_id=model_id)
+
+    def _advance(self, entry: ModelEntry) -> None:
+        """Queue the model's requests that are next in ``seq_id`` order; a refused ``seq_id`` is passed."""
+        while True:
+            if entry.next_seq in entry.waiting:
+                self._enqueue(entry.waiting.pop(entry.next_seq), entry.session_id)
+            elif entry.next_seq in entry.refused:
+                entry.refused.discard(entry.next_seq)
+            else:
+                return
+            entry.next_seq += 1
+
+    def settle_refused(self, model_id: Any, seq_id: Any, reason: str) -> None:
+        """A training request of ``model_id`` with ``seq_id`` was refused at submission (an HTTP 4xx, an
+        unknown endpoint): its slot in the model's order is passed, so the client's next request runs.
+        The SDK moves on to its next ``seq_id`` after any refusal; without this, every later request of
+        the model would wait for the refused one for ever."""
+        if not isinstance(model_id, str) or isinstance(seq_id, bool) or not isinstance(seq_id, int):
+            return
+        with self._lock:
+            entry = self.models.get(model_id)
+            if entry is None or seq_id in entry.seen or seq_id < entry.next_seq:
+                return
+            if seq_id > entry.next_seq + MAX_SEQ_AHEAD:
+                return
+            entry.refused.add(seq_id)
+            self._advance(entry)
+        self.log("info", "request_refused", model=model_id, seq=seq_id, reason=reason)
+
+    def _skip_gap(self, model_id: str, seq_id: int) -> None:
+        """``seq_id`` has waited ``GAP_GRACE_SECONDS`` for earlier ``seq_id``s that never arrived (a request
+        the SDK numbered but never sent): pass them."""
+        with self._lock:
+            entry = self.models.get(model_id)
+            if entry is None or not entry.waiting or entry.next_seq in entry.waiting:
+                return
+            first = min(entry.waiting)
+            if first > seq_id:  # already run, and a later gap has its own timer
+                return
+            skipped = (entry.next_seq, first - 1)
+            entry.next_seq = first
+            self._advance(entry)
+        self.log("warning", "seq_ids_skipped", model=model_id, first=skipped[0], last=skipped[1])
 
     def forward_backward(self, call: ForwardBackwardCall) -> types.UntypedAPIFuture:
         def fn(client: LocalTrainingClient) -> tuple[str, bytes]:
@@ -592,7 +642,9 @@ class TinkerService:
 
     def save_weights(self, request: types.SaveWeightsRequest) -> types.UntypedAPIFuture:
         def fn(client: LocalTrainingClient) -> tuple[str, bytes]:
-            name = request.path or f"checkpoint-{request.seq_id}"
+            if request.path == "":
+                raise ParameterError("save_state: path (the checkpoint name) must not be empty")
+            name = request.path if request.path is not None else f"checkpoint-{request.seq_id}"
             out = client.save_state(
                 name,
                 ttl_seconds=request.ttl_seconds,
@@ -602,6 +654,18 @@ class TinkerService:
             return _json(types.SaveWeightsResponse(path=out.path, type="save_weights"))
 
         return self.submit_train(request.model_id, request.seq_id, "SaveWeights", fn)
+
+    def save_weights_external(self, request: types.SaveWeightsExternalRequest) -> types.UntypedAPIFuture:
+        """Refused through the future (its place in the model's order is kept, so nothing waits on it)."""
+
+        def fn(client: LocalTrainingClient) -> tuple[str, bytes]:
+            raise ValueError(
+                "save_weights_external is not supported by the local backend (no external-weights bucket "
+                "here): use save_state or save_weights_for_sampler, whose tinker:// checkpoints are files "
+                "under the server's --storage folder"
+            )
+
+        return self.submit_train(request.model_id, request.seq_id, "SaveWeightsExternal", fn)
 
     def save_weights_for_sampler(self, request: types.SaveWeightsForSamplerRequest) -> types.UntypedAPIFuture:
         entry = self._model(request.model_id)
@@ -693,6 +757,7 @@ class TinkerService:
             client = await self.call(
                 lambda: self.backend.new_sampling_client(request.model_path, request.base_model),
                 {"kind": "CreateSamplingSession", "sampler": sampler_id},
+                request.session_id,
             )
         except CheckpointError as exc:
             status = 404 if "not found" in str(exc) or "expired" in str(exc) else 400
@@ -726,56 +791,33 @@ class TinkerService:
                 rid, ids = entry.seen[seq]
                 return types.UntypedAPIFuture(request_id=rid, sample_sequence_ids=ids)
             p = self._pending("Sample")
-            ids = [f"{entry.client.name}-{seq}-{i}" for i in range(max(int(request.num_samples), 0))]
+            total = max(int(request.num_samples), 0)
+            ids = [f"{entry.client.name}-{seq}-{i}" for i in range(total)]
             entry.seen[seq] = (p.request_id, ids)
-        self._enqueue(
-            Job(
-                p,
-                sample=SampleCall(entry.client, request, seq),
-                label={"kind": "Sample", "sampler": entry.sampler_id},
-            )
-        )
+        starts = list(range(0, max(total, 1), PIECE_ROWS))  # a refused num_samples < 1 is one piece
+        gather = Gather(len(starts))
+        label = {"kind": "Sample", "sampler": entry.sampler_id}
+        for first in starts:
+            rows = max(min(PIECE_ROWS, total - first), 1)
+            piece = SampleCall(entry.client, request, seq, first, rows, gather)
+            self._enqueue(Job(p, sample=piece, label=label), entry.session_id)
         return types.UntypedAPIFuture(request_id=p.request_id, sample_sequence_ids=ids)
 
     # ---------------------------------------------------------------------------------- worker
 
     def _work(self) -> None:
         while True:
-            with self._cv:
-                while not self._jobs and not self._stopping:
-                    self._cv.wait()
-                if self._stopping:
-                    return
-                job = self._jobs.popleft()
-                batch = [job] + self._take_samples() if job.sample is not None else None
-            if batch is not None:
-                deadline = time.monotonic() + self.batch_max_s
-                while time.monotonic() < deadline:
-                    gap = (
-                        self.batch_gap_s
-                        if len(batch) > 1
-                        else min(self.batch_gap_s, SAMPLE_BATCH_FIRST_GAP_SECONDS)
-                    )
-                    with self._cv:
-                        self._cv.wait_for(
-                            lambda: self._stopping or any(j.sample is not None for j in self._jobs),
-                            timeout=gap,
-                        )
-                        more = self._take_samples()
-                    if not more:
-                        break
-                    batch += more
-                self._run_samples(batch)
+            unit = self._scheduler.take(
+                gap_s=self.batch_gap_s,
+                first_gap_s=SAMPLE_BATCH_FIRST_GAP_SECONDS,
+                max_wait_s=self.batch_max_s,
+            )
+            if unit is None:
+                return
+            if unit[0].sample is not None:
+                self._run_samples(unit)
             else:
-                self._run_job(job)
-
-    def _take_samples(self) -> list[Job]:
-        taken = [j for j in self._jobs if j.sample is not None]
-        if taken:
-            rest = [j for j in self._jobs if j.sample is None]
-            self._jobs.clear()
-            self._jobs.extend(rest)
-        return taken
+                self._run_job(unit[0])
 
     def _run_job(self, job: Job) -> None:
         t0 = time.perf_counter()
@@ -808,6 +850,8 @@ class TinkerService:
             self._resolve(job.pending, value, exc)
 
     def _run_samples(self, batch: list[Job]) -> None:
+        """One batch of sampling pieces: submitted together (the engine batches their rows), then each
+        piece's result handed to its request's ``Gather``."""
         t0 = time.perf_counter()
         futures = []
         for job in batch:
@@ -819,11 +863,12 @@ class TinkerService:
                     raise ValueError("record_stability_info (StableReinforce) is not supported locally")
                 fut, _ = call.sampler.submit(
                     r.prompt,
-                    r.num_samples,
+                    call.rows if r.num_samples >= 1 else r.num_samples,
                     r.sampling_params,
-                    bool(r.prompt_logprobs),
+                    bool(r.prompt_logprobs) and call.first_row == 0,
                     prompt_logprobs_last_n=r.prompt_logprobs_last_n,
                     index=call.index,
+                    first_row=call.first_row,
                     topk_prompt_logprobs=r.topk_prompt_logprobs,
                     topk_sample_logprobs=r.topk_sample_logprobs,
                     target_prompt_logprobs=r.target_prompt_logprobs,
@@ -834,26 +879,33 @@ class TinkerService:
             futures.append(fut)
         errors = 0
         for job, fut in zip(batch, futures, strict=True):
-            assert job.pending is not None
+            call = job.sample
+            assert job.pending is not None and call is not None
+            result, exc = None, None
             try:
                 if isinstance(fut, Exception):
                     raise fut
-                payload = (PROTO_CONTENT_TYPE, encode_sample_response(fut.result()))
-                self._resolve(job.pending, payload, None)
-            except Exception as exc:
+                result = fut.result()
+            except Exception as e:
+                exc = e
                 errors += 1
-                self._resolve(job.pending, None, exc)
-                reason, category = _failure(exc)
+                reason, category = _failure(e)
                 self.log("warning", "job_failed", reason=reason, category=category, **job.label)
+            if not call.gather.add(call.first_row, result, exc):
+                continue
+            if call.gather.error is not None:
+                self._resolve(job.pending, None, call.gather.error)
+            else:
+                payload = (PROTO_CONTENT_TYPE, encode_sample_response(call.gather.response()))
+                self._resolve(job.pending, payload, None)
         self.counts["sample_batches"] += 1
         self.counts["sample_requests"] += len(batch)
         self.counts["errors"] += errors
-        rows = sum(int(j.sample.request.num_samples) for j in batch if j.sample is not None)
         self.log(
             "debug",
             "sample_batch",
-            requests=len(batch),
-            rows=rows,
+            pieces=len(batch),
+            rows=sum(j.rows for j in batch),
             errors=errors,
             ms=round(1000 * (time.perf_counter() - t0), 2),
         )

@@ -106,6 +106,29 @@ def decode_forward_backward(body: bytes, content_encoding: str | None = None) ->
     )
 
 
+def request_slot(body: bytes, content_type: str | None, content_encoding: str | None) -> tuple[Any, Any]:
+    """``(model_id, seq_id)`` named by a training request's body (JSON, or a ``ForwardBackwardRequest``
+    protobuf), ``(None, None)`` when it names none: how the service finds the order slot of a request it
+    refuses."""
+    try:
+        if "application/x-protobuf" in (content_type or ""):
+            if content_encoding and content_encoding.lower() == "zstd":
+                import zstandard
+
+                body = zstandard.ZstdDecompressor().decompress(body, max_output_size=MAX_ZSTD_BODY)
+            msg = pb.ForwardBackwardRequest()
+            msg.ParseFromString(body)
+            return msg.model_id, int(msg.seq_id)
+        import json
+
+        data = json.loads(body or b"{}")
+    except Exception:  # an undecodable body names no slot
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    return data.get("model_id"), data.get("seq_id")
+
+
 def encode_sample_response(response: types.SampleResponse) -> bytes:
     """A ``SampleResponse`` as the SDK reads it (``response_conv.deserialize_sample_response``); sequence
     ids are not part of the message (the SDK stamps the ids the submission returned)."""
