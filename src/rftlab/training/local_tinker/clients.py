@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import secrets
 import tempfile
 import threading
 import uuid
@@ -56,7 +57,18 @@ from tinker import types
 from tinker.types.optimizer import OptimParamsBase
 
 from .checkpoints import CheckpointStore
-from .engine import LogprobRequest, SampleRequest, prompt_logprobs, resolve_stop, run_generation
+from .engine import (
+    SAMPLED_LOGPROBS,
+    LogprobRequest,
+    SampleRequest,
+    check_prompt_tokens,
+    check_sampling_params,
+    mix_seed,
+    resolve_stop,
+    run_generation,
+    run_logprobs,
+)
+from .errors import ParameterError
 from .futures import LocalFuture
 from .losses import DatumError, elementwise_loss, model_input_tokens, parse_datum, target_logprobs
 from .model import (
@@ -106,9 +118,16 @@ class _Host:
     """One base model with LoRA adapters, its tokenizer and its queue of sampling requests."""
 
     def __init__(
-        self, key: LoraKey, seed: int, dtype: torch.dtype, threads: int | None = 1, device: str = "cpu"
+        self,
+        key: LoraKey,
+        seed: int,
+        dtype: torch.dtype,
+        threads: int | None = 1,
+        device: str = "cpu",
+        sampled_logprobs: str = "model",
     ) -> None:
         self.threads = threads
+        self.sampled_logprobs = sampled_logprobs
         base, tokenizer = load_base_model(key.base_model, dtype)
         base = base.to(device)
         self.key = key
@@ -164,11 +183,9 @@ class _Host:
                 logprob_reqs = [r for r in reqs if isinstance(r, LogprobRequest)]
                 try:
                     if samples:
-                        run_generation(self.model, samples, self.pad_id, self.vocab)
+                        run_generation(self.model, samples, self.pad_id, self.vocab, self.tokenizer)
                     if logprob_reqs:
-                        lps = prompt_logprobs(self.model, [r.prompt for r in logprob_reqs], self.pad_id)
-                        for r, lp in zip(logprob_reqs, lps, strict=True):
-                            r.future.set_result(lp)
+                        run_logprobs(self.model, logprob_reqs, self.pad_id)
                 except Exception as exc:
                     for r in reqs:
                         if not r.future.done_now():
@@ -213,8 +230,7 @@ class LocalSamplingClient:
         self._host = host
         self._snapshot = snapshot
         self._base_model = base_model
-        self._seed_stream = torch.Generator().manual_seed(int(seed))
-        self._seed_draws: list[int] = []
+        self._seed = int(seed)
         self._counter = itertools.count()
 
     @property
@@ -223,11 +239,11 @@ class LocalSamplingClient:
         return self._snapshot.name
 
     def default_seed(self, index: int) -> int:
-        """The generator seed of the ``index``-th request that gives no ``SamplingParams.seed``: the
-        ``index``-th draw of this sampler's seed stream (so results do not depend on arrival order)."""
-        while len(self._seed_draws) <= index:
-            self._seed_draws.append(int(torch.randint(0, 2**62, (1,), generator=self._seed_stream)))
-        return self._seed_draws[index]
+        """The generator seed of the ``index``-th request that gives no ``SamplingParams.seed``:
+        ``mix_seed(sampler seed, index)``, O(1) for any index (the HTTP service passes the SDK's
+        ``seq_id``, about 1e9 for a sampler made by ``create_sampling_client``), so results do not depend
+        on arrival order."""
+        return mix_seed(self._seed, index)
 
     def sample(
         self,
@@ -267,11 +283,15 @@ class LocalSamplingClient:
         *,
         prompt_logprobs_last_n: int | None = None,
         index: int | None = None,
+        first_row: int = 0,
         **unsupported: Any,
     ) -> tuple[LocalFuture[types.SampleResponse], list[str]]:
         """Queue one sampling request; returns its future and the ``sequence_id`` of each sample.
         ``index`` numbers the request within this sampler (default: submission order); the HTTP service
-        passes the SDK's ``seq_id`` so a request's default seed does not depend on arrival order."""
+        passes the SDK's ``seq_id`` so a request's default seed does not depend on arrival order.
+        ``first_row`` numbers the request's samples from ``first_row`` (their noise streams and their
+        ``sequence_id``s ``<prefix>-<first_row + i>``): pieces of one request submitted with the same
+        ``index`` and seed, with ``first_row`` 0, n1, n1 + n2, ..., give the unsplit request's samples."""
         n = next(self._counter) if index is None else int(index)
         fut: LocalFuture[types.SampleResponse] = LocalFuture(flush=self._host.flush)
         ids: list[str] = []
@@ -281,10 +301,13 @@ class LocalSamplingClient:
                     "top-k logprobs, target prompt logprobs and prompt alternative tokens are not "
                     "supported by the local backend"
                 )
+            if isinstance(first_row, bool) or not isinstance(first_row, int) or first_row < 0:
+                raise ParameterError(f"first_row must be an integer >= 0, got {first_row!r}")
             req = self._make_request(
                 prompt, num_samples, sampling_params, include_prompt_logprobs, fut, n, prompt_logprobs_last_n
             )
-            ids = [f"{req.id_prefix}-{i}" for i in range(req.num_samples)]
+            req.first_row = first_row
+            ids = [f"{req.id_prefix}-{first_row + i}" for i in range(req.num_samples)]
         except Exception as exc:
             return LocalFuture.failed(exc), ids
         with self._host.lock:
@@ -305,7 +328,9 @@ class LocalSamplingClient:
         if not tokens:
             raise ValueError("prompt is empty")
         if num_samples < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+            raise ParameterError(f"num_samples must be >= 1, got {num_samples}")
+        check_sampling_params(params)
+        check_prompt_tokens(tokens, self._host.vocab)
         if prompt_logprobs_last_n is not None and not 1 <= prompt_logprobs_last_n <= len(tokens) - 1:
             raise ValueError(f"prompt_logprobs_last_n must be in [1, {len(tokens) - 1}] for this prompt")
         room = self._host.max_positions - len(tokens)
@@ -314,7 +339,7 @@ class LocalSamplingClient:
                 f"prompt of {len(tokens)} tokens leaves no room in the context of {self._host.max_positions}"
             )
         max_tokens = room if params.max_tokens is None else min(int(params.max_tokens), room)
-        stop_tokens, stop_sequences = resolve_stop(params.stop, self._host.tokenizer)
+        stop_tokens, stop_strings = resolve_stop(params.stop, self._host.tokenizer)
         seed = self.default_seed(n) if params.seed is None else int(params.seed)
         return SampleRequest(
             prompt=tokens,
@@ -324,12 +349,13 @@ class LocalSamplingClient:
             top_k=int(params.top_k),
             top_p=float(params.top_p),
             stop_tokens=stop_tokens,
-            stop_sequences=stop_sequences,
+            stop_strings=stop_strings,
             generator_seed=seed,
             include_prompt_logprobs=include_prompt_logprobs,
             future=fut,
             id_prefix=f"{self._snapshot.name}-{n}",
             prompt_logprobs_last_n=prompt_logprobs_last_n,
+            sampled_logprobs=self._host.sampled_logprobs,
         )
 
     def compute_logprobs(
@@ -341,6 +367,7 @@ class LocalSamplingClient:
             tokens = model_input_tokens(prompt, "prompt")
             if not tokens:
                 raise ValueError("prompt is empty")
+            check_prompt_tokens(tokens, self._host.vocab)
         except Exception as exc:
             return LocalFuture.failed(exc)
         with self._host.lock:
@@ -745,6 +772,11 @@ class LocalRestClient:
         return LocalFuture.done(self._service._capabilities())
 
 
+def random_seed() -> int:
+    """A fresh LoRA seed for ``seed=None`` (the SDK: "None means random seed"): 31 random bits from the OS."""
+    return secrets.randbits(31)
+
+
 MAX_LORA_RANK = 1024
 """Largest LoRA rank a training client accepts (far above any tiny model's width)."""
 
@@ -758,7 +790,10 @@ class LocalServiceClient:
     backend computes (``None`` leaves torch's setting alone); ``device`` is where models run (``"cuda"``
     for a real model directory on a GPU machine; only ``"cpu"`` is exercised by the tests here);
     ``sampler_dtype`` (default: ``dtype``) is the dtype samplers run in: a different one emulates the
-    hosted service's sampler/trainer mismatch (see the module docstring)."""
+    hosted service's sampler/trainer mismatch (see the module docstring); ``sampled_logprobs`` is what the
+    logprobs of sampled tokens are computed under: ``"model"`` (default; the model's distribution, what
+    ``compute_logprobs`` gives) or ``"sampling"`` (the tempered, top-k/top-p filtered distribution actually
+    sampled from; see the ``engine`` docstring and docs/platforms.md §3.12 for what the hosted service does)."""
 
     def __init__(
         self,
@@ -768,7 +803,11 @@ class LocalServiceClient:
         num_threads: int | None = 1,
         device: str = "cpu",
         sampler_dtype: torch.dtype | None = None,
+        sampled_logprobs: str = "model",
     ) -> None:
+        if sampled_logprobs not in SAMPLED_LOGPROBS:
+            raise ValueError(f"sampled_logprobs must be one of {SAMPLED_LOGPROBS}, got {sampled_logprobs!r}")
+        self.sampled_logprobs = sampled_logprobs
         register_builtin_tokenizers()
         self.num_threads = num_threads
         self.device = device
@@ -798,7 +837,8 @@ class LocalServiceClient:
     ) -> _ClientFuture:
         """A future of a training client with a fresh LoRA of ``rank`` on ``base_model`` (a built-in
         name or a local HF directory). ``seed`` fixes the LoRA init and the samplers' default seed
-        stream; unlike the service, ``None`` means seed 0 (runs stay reproducible). Like the service,
+        stream; as on the service, ``None`` means a fresh random seed (drawn from the OS, so two such
+        clients start from different LoRA weights; pass a seed for a reproducible run). Like the service,
         only LoRA is trained: ``rank`` must be at least 1 (the full-weight client is the separately
         named local extension ``create_full_training_client``)."""
         assert any([train_mlp, train_attn, train_unembed]), (
@@ -826,7 +866,8 @@ class LocalServiceClient:
         model_id: str | None = None,
     ) -> LocalTrainingClient:
         """A training client with a fresh LoRA (what ``create_lora_training_client`` resolves to), under
-        ``model_id`` (default: a new ``local-<hex>`` id). Raises ``ValueError`` for what the service refuses."""
+        ``model_id`` (default: a new ``local-<hex>`` id); ``seed=None`` draws a random seed (``random_seed``).
+        Raises ``ValueError`` for what the service refuses."""
         if optimizer is not None and getattr(optimizer, "type", "adamw") != "adamw":
             raise ValueError("the local backend implements Adam only")
         if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_LORA_RANK:
@@ -837,8 +878,8 @@ class LocalServiceClient:
         if not any([train_mlp, train_attn, train_unembed]):
             raise ValueError("at least one of train_mlp, train_attn, train_unembed must be true")
         key = LoraKey(str(base_model), int(rank), bool(train_mlp), bool(train_attn), bool(train_unembed))
-        init_seed = 0 if seed is None else int(seed)
-        host = _Host(key, init_seed, self.dtype, self.num_threads, self.device)
+        init_seed = random_seed() if seed is None else int(seed)
+        host = _Host(key, init_seed, self.dtype, self.num_threads, self.device, self.sampled_logprobs)
         self._note_model(key.base_model)
         return LocalTrainingClient(self, host, model_id or f"local-{uuid.uuid4().hex[:12]}", init_seed)
 
@@ -850,7 +891,7 @@ class LocalServiceClient:
 
         def _create() -> LocalTrainingClient:
             key = LoraKey(str(base_model), 0)
-            host = _Host(key, int(seed), self.dtype, self.num_threads, self.device)
+            host = _Host(key, int(seed), self.dtype, self.num_threads, self.device, self.sampled_logprobs)
             self._note_model(key.base_model)
             return LocalTrainingClient(self, host, f"local-full-{uuid.uuid4().hex[:12]}", int(seed))
 
@@ -937,7 +978,9 @@ class LocalServiceClient:
     def _sampling_host(self, key: LoraKey) -> _Host:
         k = (key, self.sampler_dtype)
         if k not in self._sampling_hosts:
-            self._sampling_hosts[k] = _Host(key, 0, self.sampler_dtype, self.num_threads, self.device)
+            self._sampling_hosts[k] = _Host(
+                key, 0, self.sampler_dtype, self.num_threads, self.device, self.sampled_logprobs
+            )
         return self._sampling_hosts[k]
 
     def _sampler_host(self, trainer_host: _Host) -> _Host:

@@ -2,14 +2,37 @@
 
 Requests are queued by the sampling clients and run together at the first ``.result()``: rows of
 all queued requests are left-padded into micro-batches, prefilled once and decoded token by token
-with the model's KV cache. Each request draws its randomness from its own generator (seeded by
-``SamplingParams.seed``, else by the sampling client's stream), as Gumbel noise fixed per
-``(sample, position, token)``, so a request's tokens do not depend on what else is in the batch
-(up to float rounding from the batch's padding, which could only flip a near-exact tie).
+with the model's KV cache.
 
-Logprobs reported for sampled tokens are those of the model's distribution (``log_softmax`` of
-the logits, before temperature, top-k or top-p), the same quantity ``compute_logprobs`` and the
-training client's ``forward`` return for those tokens.
+**Noise.** Sampling is Gumbel-max: at each decoding step a row draws ``vocab`` uniforms ``u`` from its own
+generator and takes ``argmax(filtered(logits / T) - log(-log(u)))``. A request's rows are numbered
+``first_row, first_row + 1, ...`` (``SampleRequest.first_row``, default 0); row ``r`` seeds its generator with
+the request's seed (``SamplingParams.seed``, else the sampling client's ``default_seed``) when ``r == 0`` and
+with ``mix_seed(seed, r)`` otherwise, and draws one block of ``vocab`` uniforms per step it decodes, in order.
+Hence a request's tokens do not depend on what else is in the batch (up to float rounding from the batch's
+padding, which could only flip a near-exact tie); a request split by ``first_row`` into pieces gives, piece by
+piece, the unsplit request's samples; and row 0 gets exactly the noise of the former scheme, which drew a
+``(num_samples, max_tokens, vocab)`` block up front (row 0 at step ``t`` took draws ``t * vocab`` to
+``(t + 1) * vocab - 1``), so a one-sample request with an explicit seed samples what it sampled before. Noise
+is drawn step by step, so its memory grows with rows × vocab, not with rows × max_tokens × vocab. The generator
+lives on the model's device: a CPU generator on the CPU, a CUDA generator on a GPU. The two streams differ,
+so the same seed samples different tokens on a GPU than on the CPU (each is reproducible on its own device).
+
+**Logprobs.** Reported for sampled tokens, by ``SampleRequest.sampled_logprobs``: ``"model"`` (the default)
+gives the model's distribution (``log_softmax`` of the logits, before temperature, top-k or top-p), the same
+quantity ``compute_logprobs`` and the training client's ``forward`` return for those tokens; ``"sampling"``
+gives the distribution actually sampled from (tempered, top-k/top-p filtered; 0 for a greedy row, whose
+choice is certain). docs/platforms.md §3.12 gives the evidence on what the hosted service returns.
+
+**Stops.** Integer stops, the EOS (``stop=None``) and a stop string that is a single added (special) token of
+the tokenizer, such as ``<|im_end|>``, end a row when that token id is generated. Any other stop string is
+matched on the text: the row's generated tokens are decoded incrementally (only rows with string stops
+decode) and the row ends as soon as the text contains the string; its tokens end with the token that
+completed it, even when the string ends inside that token or spans tokens tokenised differently.
+
+**Refusals.** A request whose logits are not finite at a sampling step (NaN or infinite weights or
+activations) fails with ``NonFiniteError``; it never returns an arbitrary token. ``check_sampling_params``
+holds the ranges the SDK documents for ``SamplingParams``.
 """
 
 from __future__ import annotations
@@ -23,10 +46,69 @@ import numpy as np
 import torch
 from tinker import types
 
+from .errors import NonFiniteError, ParameterError
 from .futures import LocalFuture
 
 MAX_BATCH_ROWS = 256
 """Rows per decode micro-batch (bounds KV-cache and logits memory)."""
+
+SEED_LIMIT = 2**64
+"""Seeds are unsigned 64-bit (the SDK's protobuf ``SamplingParams.seed`` is a ``uint64``)."""
+
+SAMPLED_LOGPROBS = ("model", "sampling")
+"""What sampled tokens' logprobs are computed under (see the module docstring)."""
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def mix_seed(seed: int, index: int) -> int:
+    """A seed in ``[0, 2**63)`` for item ``index`` of the stream of ``seed``, in O(1): splitmix64 of the
+    seed, xor the index, splitmix64 again (both taken modulo 2**64). Deterministic; distinct indices and
+    distinct seeds give unrelated values. Used for a sampler's default request seeds and for the noise
+    generators of rows 1, 2, ... of a request."""
+    return _splitmix64(_splitmix64(int(seed) & _MASK64) ^ (int(index) & _MASK64)) >> 1
+
+
+def check_sampling_params(params: types.SamplingParams) -> None:
+    """Refuse (``ParameterError``, naming the field) values outside what ``tinker.types.SamplingParams``
+    documents: ``temperature`` finite and >= 0 (0 is greedy); ``top_p`` in (0, 1]; ``top_k`` -1 (the SDK's
+    "no limit"; 0 is read the same way) or a positive count; ``max_tokens`` >= 1 when given; ``seed`` an
+    unsigned 64-bit integer when given."""
+    t = params.temperature
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise ParameterError(f"SamplingParams.temperature must be a finite number >= 0, got {t!r}")
+    p = params.top_p
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ParameterError(f"SamplingParams.top_p must be in (0, 1], got {p!r}")
+    k = params.top_k
+    if isinstance(k, bool) or not isinstance(k, int) or k < -1:
+        raise ParameterError(f"SamplingParams.top_k must be -1 (no limit) or a positive integer, got {k!r}")
+    m = params.max_tokens
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        raise ParameterError(f"SamplingParams.max_tokens must be an integer >= 1 when given, got {m!r}")
+    s = params.seed
+    if s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT):
+        raise ParameterError(
+            f"SamplingParams.seed must be an integer in [0, 2**64 - 1] when given, got {s!r}"
+        )
+
+
+def check_prompt_tokens(tokens: Sequence[int], vocab: int) -> None:
+    """Refuse a prompt token id outside ``[0, vocab)`` (``ParameterError`` naming the first one)."""
+    if tokens and 0 <= min(tokens) and max(tokens) < vocab:
+        return
+    for i, t in enumerate(tokens):
+        if not 0 <= t < vocab:
+            raise ParameterError(
+                f"prompt token id {t} at position {i} is outside the vocabulary ({vocab} tokens)"
+            )
 
 
 @dataclass
@@ -38,12 +120,16 @@ class SampleRequest:
     top_k: int
     top_p: float
     stop_tokens: frozenset[int]
-    stop_sequences: tuple[tuple[int, ...], ...]
+    stop_strings: tuple[str, ...]
     generator_seed: int
     include_prompt_logprobs: bool
     future: LocalFuture[types.SampleResponse]
     id_prefix: str
     prompt_logprobs_last_n: int | None = None
+    first_row: int = 0
+    """The request's rows are rows ``first_row .. first_row + num_samples - 1`` (noise seeds, sequence ids)."""
+    sampled_logprobs: str = "model"
+    """``"model"`` or ``"sampling"`` (see the module docstring)."""
 
 
 @dataclass
@@ -52,42 +138,98 @@ class LogprobRequest:
     future: LocalFuture[list[float | None]]
 
 
+class _StopText:
+    """Incremental decode of one row's generated tokens, watched for stop strings. Each step decodes only
+    a window of the last tokens (the text of ``tokens[prefix:]`` minus that of ``tokens[prefix:read]``), and
+    waits while the text ends in an incomplete UTF-8 character."""
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...]) -> None:
+        self.tokenizer = tokenizer
+        self.stops = stops
+        self.keep = max(len(s) for s in stops) - 1  # characters before the new text a match may start in
+        self.tail = ""
+        self.prefix = 0
+        self.read = 0
+
+    def _decode(self, tokens: list[int]) -> str:
+        if not tokens:
+            return ""
+        return self.tokenizer.decode(tokens, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def push(self, tokens: list[int]) -> bool:
+        """Whether the text of ``tokens`` (the row's tokens so far, one more than last call) contains a stop."""
+        before = self._decode(tokens[self.prefix : self.read])
+        now = self._decode(tokens[self.prefix :])
+        if len(now) <= len(before) or now.endswith("\ufffd"):
+            return False
+        self.prefix, self.read = self.read, len(tokens)
+        window = self.tail + now[len(before) :]
+        self.tail = window[len(window) - self.keep :] if self.keep else ""
+        return any(s in window for s in self.stops)
+
+
 @dataclass
 class _Row:
     request: SampleRequest
     index: int
-    noise: torch.Tensor | None
+    seed: int | None
+    """The noise generator's seed (``None``: a greedy row, no noise)."""
+    generator: torch.Generator | None = None
+    stop_text: _StopText | None = None
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     stop_reason: str | None = None
 
+    def draw(self, vocab: int, device: Any) -> torch.Tensor:
+        """The next ``vocab`` uniforms of this row's stream (its generator made on first use)."""
+        if self.generator is None:
+            assert self.seed is not None
+            self.generator = torch.Generator(device=device).manual_seed(self.seed)
+        return torch.rand(vocab, generator=self.generator, device=device, dtype=torch.float32)
 
-def resolve_stop(stop: Any, tokenizer: Any) -> tuple[frozenset[int], tuple[tuple[int, ...], ...]]:
-    """``SamplingParams.stop`` as single stop tokens and multi-token stop sequences.
+    def stopped_by(self, tok: int) -> bool:
+        """Whether the token just appended ends the row (a stop token, or a stop string now in the text)."""
+        if tok in self.request.stop_tokens:
+            return True
+        return self.stop_text is not None and self.stop_text.push(self.tokens)
 
-    ``None`` is the tokenizer's EOS; ``[]`` is no stop at all; strings are encoded with the
-    tokenizer (a string that encodes to one token is a stop token)."""
+
+def row_seed(request_seed: int, row: int) -> int:
+    """The noise generator seed of row ``row`` of a request: the request's seed for row 0, else
+    ``mix_seed(request_seed, row)``."""
+    return int(request_seed) if row == 0 else mix_seed(request_seed, row)
+
+
+def resolve_stop(stop: Any, tokenizer: Any) -> tuple[frozenset[int], tuple[str, ...]]:
+    """``SamplingParams.stop`` as stop token ids and stop strings matched on the decoded text.
+
+    ``None`` is the tokenizer's EOS; ``[]`` is no stop at all; an integer is a token id; a string that
+    encodes to one added (special) token of the tokenizer (``<|im_end|>``) is that token's id; any other
+    non-empty string is matched on the text."""
     if stop is None:
         eos = getattr(tokenizer, "eos_token_id", None)
         return (frozenset() if eos is None else frozenset({int(eos)})), ()
     items = [stop] if isinstance(stop, str) else list(stop)
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    added |= set(getattr(tokenizer, "all_special_ids", []) or [])
     single: set[int] = set()
-    multi: list[tuple[int, ...]] = []
+    strings: list[str] = []
     for item in items:
         if isinstance(item, str):
-            ids = tuple(tokenizer.encode(item, add_special_tokens=False))
-            if len(ids) == 1:
-                single.add(ids[0])
-            elif ids:
-                multi.append(ids)
+            if not item:
+                continue
+            ids = tokenizer.encode(item, add_special_tokens=False)
+            if len(ids) == 1 and ids[0] in added:
+                single.add(int(ids[0]))
+            elif item not in strings:
+                strings.append(item)
         else:
             single.add(int(item))
-    return frozenset(single), tuple(multi)
+    return frozenset(single), tuple(strings)
 
 
-def _gumbel(generator_seed: int, n: int, steps: int, vocab: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(generator_seed)
-    u = torch.rand((n, steps, vocab), generator=gen, dtype=torch.float32)
+def _gumbel(u: torch.Tensor) -> torch.Tensor:
+    """Gumbel noise from uniforms (float32, in place on ``u``), exactly as the former up-front block."""
     return -torch.log(-torch.log(u.clamp_(min=1e-20, max=1.0 - 1e-7)))
 
 
@@ -106,14 +248,25 @@ def _filter_logits(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tenso
     return scaled.masked_fill(mask, float("-inf"))
 
 
+def _nonfinite(kind: str, row: _Row, step: int) -> NonFiniteError:
+    return NonFiniteError(
+        f"the model's logits are not finite (NaN or infinity) at {kind} step {step} of sample {row.index}: "
+        "the weights or activations are NaN or overflowed, so nothing can be sampled"
+    )
+
+
 @torch.no_grad()
-def run_generation(model: Any, requests: Sequence[SampleRequest], pad_id: int, vocab: int) -> None:
-    """Generate every request's samples and resolve its future.
+def run_generation(
+    model: Any, requests: Sequence[SampleRequest], pad_id: int, vocab: int, tokenizer: Any = None
+) -> None:
+    """Generate every request's samples and resolve its future (a ``NonFiniteError`` for a request whose
+    logits are not finite). ``tokenizer`` decodes the rows of requests with stop strings.
 
     Prompt logprobs of every request that asks for them come from one batched forward pass. A request
     of the ``compute_logprobs`` shape (prompt logprobs and ``max_tokens == 1``) needs no decoding: its one
     sampled token is drawn from the same pass's last-position logits, exactly as the decoder's first
     step would draw it (same temperature, top-k/top-p and noise)."""
+    errors: dict[int, Exception] = {}
     want_prompt = [r for r in requests if r.include_prompt_logprobs]
     single = [r for r in want_prompt if r.max_tokens == 1]
     single_ids = {id(r) for r in single}
@@ -124,26 +277,34 @@ def run_generation(model: Any, requests: Sequence[SampleRequest], pad_id: int, v
         for r, lp, last in zip(want_prompt, lps, lasts, strict=True):
             prompt_lps[id(r)] = lp
             last_logits[id(r)] = last
+            if not all(math.isfinite(v) for v in lp[1:]):
+                errors[id(r)] = NonFiniteError(
+                    "the model's logits are not finite (NaN or infinity) on the prompt: its prompt "
+                    "logprobs would be NaN, so the request is refused"
+                )
     rows: list[_Row] = []
     for req in requests:
-        noise = None
-        if req.temperature > 0 and req.max_tokens > 0:
-            noise_all = _gumbel(req.generator_seed, req.num_samples, req.max_tokens, vocab)
+        if req.stop_strings and tokenizer is None:
+            raise ValueError("stop strings need the tokenizer to decode the generated tokens")
         for i in range(req.num_samples):
-            if req.temperature > 0 and req.max_tokens > 0:
-                noise = noise_all[i]
-            rows.append(_Row(request=req, index=i, noise=noise))
-    decode = [r for r in rows if id(r.request) not in single_ids]
-    first = [r for r in rows if id(r.request) in single_ids]
+            index = req.first_row + i
+            seed = row_seed(req.generator_seed, index) if req.temperature > 0 and req.max_tokens > 0 else None
+            stop_text = _StopText(tokenizer, req.stop_strings) if req.stop_strings else None
+            rows.append(_Row(request=req, index=index, seed=seed, stop_text=stop_text))
+    decode = [r for r in rows if id(r.request) not in single_ids and id(r.request) not in errors]
+    first = [r for r in rows if id(r.request) in single_ids and id(r.request) not in errors]
     if first:
-        _first_token(first, torch.stack([last_logits[id(r.request)] for r in first]))
+        _first_token(first, torch.stack([last_logits[id(r.request)] for r in first]), errors)
     order = sorted(range(len(decode)), key=lambda i: len(decode[i].request.prompt))
     for start in range(0, len(order), MAX_BATCH_ROWS):
-        _decode_batch(model, [decode[i] for i in order[start : start + MAX_BATCH_ROWS]], pad_id)
+        _decode_batch(model, [decode[i] for i in order[start : start + MAX_BATCH_ROWS]], pad_id, errors)
     by_request: dict[int, list[_Row]] = {}
     for row in rows:
         by_request.setdefault(id(row.request), []).append(row)
     for req in requests:
+        if id(req) in errors:
+            req.future.set_exception(errors[id(req)])
+            continue
         seqs = [
             types.SampledSequence(
                 stop_reason=row.stop_reason or "length",
@@ -171,15 +332,22 @@ def _select(
     top_p: torch.Tensor,
     needs_filter: bool,
     noise: torch.Tensor,
+    tempered: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One decoding step: the chosen tokens (argmax when greedy, else the Gumbel-max draw from the
-    tempered, top-k/top-p filtered distribution) and their logprobs under the model's distribution."""
+    tempered, top-k/top-p filtered distribution) and their logprobs under the model's distribution, or,
+    for the rows where ``tempered`` is set, under the distribution sampled from (0 when greedy)."""
     logp = torch.log_softmax(logits, dim=-1)
     scaled = logits / safe_temps
     if needs_filter:
         scaled = _filter_logits(scaled, top_k, top_p)
     choice = torch.where(greedy, logits.argmax(-1), (scaled + noise).argmax(-1))
-    return choice, logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+    chosen = logp.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+    if tempered is not None:
+        sampled = torch.log_softmax(scaled, dim=-1).gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+        sampled = torch.where(greedy, torch.zeros_like(sampled), sampled)
+        chosen = torch.where(tempered, sampled, chosen)
+    return choice, chosen
 
 
 def _sampling_tensors(rows: list[_Row], device: Any, dtype: torch.dtype):
@@ -189,31 +357,51 @@ def _sampling_tensors(rows: list[_Row], device: Any, dtype: torch.dtype):
     top_k = torch.tensor([r.request.top_k for r in rows], dtype=torch.long, device=device)
     top_p = torch.tensor([r.request.top_p for r in rows], dtype=torch.float32, device=device).to(dtype)
     needs_filter = bool(((top_k > 0) | (top_p < 1.0)).any())
-    return greedy, safe_temps, top_k, top_p, needs_filter
+    tempered = None
+    if any(r.request.sampled_logprobs == "sampling" for r in rows):
+        flags = [r.request.sampled_logprobs == "sampling" for r in rows]
+        tempered = torch.tensor(flags, dtype=torch.bool, device=device)
+    return greedy, safe_temps, top_k, top_p, needs_filter, tempered
 
 
-def _row_noise(rows: list[_Row], step: int, vocab: int, device: Any, dtype: torch.dtype) -> torch.Tensor:
-    zero = torch.zeros(vocab)  # noise is drawn on the CPU (device-independent samples)
-    noise = torch.stack(
-        [r.noise[step] if (r.noise is not None and step < r.noise.shape[0]) else zero for r in rows]
-    )
-    return noise.to(device=device, dtype=dtype)
+def _row_noise(
+    rows: list[_Row], active: list[bool], vocab: int, device: Any, dtype: torch.dtype
+) -> torch.Tensor:
+    """This step's Gumbel noise: the next ``vocab`` draws of each active sampling row; zeros elsewhere."""
+    idx = [i for i, r in enumerate(rows) if active[i] and r.seed is not None]
+    if not idx:
+        return torch.zeros((len(rows), vocab), dtype=dtype, device=device)
+    noise = _gumbel(torch.stack([rows[i].draw(vocab, device) for i in idx])).to(dtype)
+    if len(idx) == len(rows):
+        return noise
+    full = torch.zeros((len(rows), vocab), dtype=dtype, device=device)
+    full[torch.as_tensor(idx, device=device)] = noise
+    return full
 
 
-def _first_token(rows: list[_Row], logits: torch.Tensor) -> None:
+def _finite_rows(logits: torch.Tensor) -> list[bool]:
+    return torch.isfinite(logits).all(dim=-1).tolist()
+
+
+def _first_token(rows: list[_Row], logits: torch.Tensor, errors: dict[int, Exception]) -> None:
     """The single decoding step of one-token requests, from their prompts' last-position logits."""
-    greedy, safe_temps, top_k, top_p, needs_filter = _sampling_tensors(rows, logits.device, logits.dtype)
-    noise = _row_noise(rows, 0, logits.shape[-1], logits.device, logits.dtype)
-    choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise)
-    for r, tok, lp in zip(rows, choice.tolist(), chosen_lp.tolist(), strict=True):
+    greedy, safe_temps, top_k, top_p, needs_filter, tempered = _sampling_tensors(
+        rows, logits.device, logits.dtype
+    )
+    noise = _row_noise(rows, [True] * len(rows), logits.shape[-1], logits.device, logits.dtype)
+    choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise, tempered)
+    finite = _finite_rows(logits)
+    for r, tok, lp, ok in zip(rows, choice.tolist(), chosen_lp.tolist(), finite, strict=True):
+        if not ok:
+            errors.setdefault(id(r.request), _nonfinite("sampling", r, 0))
+            continue
         r.tokens.append(tok)
         r.logprobs.append(lp)
-        req = r.request
-        stop = tok in req.stop_tokens or any(s == (tok,) for s in req.stop_sequences)
-        r.stop_reason = "stop" if stop else "length"
+        r.stop_reason = "stop" if r.stopped_by(tok) else "length"
+        r.generator = None
 
 
-def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
+def _decode_batch(model: Any, rows: list[_Row], pad_id: int, errors: dict[int, Exception]) -> None:
     n = len(rows)
     width = max(len(r.request.prompt) for r in rows)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -237,40 +425,68 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int) -> None:
     cache = out.past_key_values
     logits = out.logits[:, -1, :]
     last_pos = positions[:, -1]
-    greedy, safe_temps, top_k, top_p, needs_filter = _sampling_tensors(rows, device, logits.dtype)
-    for step in range(steps):
-        noise = _row_noise(rows, step, logits.shape[-1], device, logits.dtype)
-        choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise)
-        choice_list = choice.tolist()
-        lp_list = chosen_lp.tolist()
-        for i, r in enumerate(rows):
-            if not active[i]:
-                continue
-            tok = choice_list[i]
-            r.tokens.append(tok)
-            r.logprobs.append(lp_list[i])
-            req = r.request
-            if tok in req.stop_tokens or any(
-                len(r.tokens) >= len(s) and tuple(r.tokens[-len(s) :]) == s for s in req.stop_sequences
-            ):
-                r.stop_reason = "stop"
-                active[i] = False
-            elif len(r.tokens) >= limits[i]:
-                r.stop_reason = "length"
-                active[i] = False
-        if not any(active) or step == steps - 1:
-            break
-        attn = torch.cat([attn, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
-        last_pos = last_pos + 1
-        out = model(
-            input_ids=choice.unsqueeze(-1),
-            attention_mask=attn,
-            position_ids=last_pos.unsqueeze(-1),
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache = out.past_key_values
-        logits = out.logits[:, -1, :]
+    greedy, safe_temps, top_k, top_p, needs_filter, tempered = _sampling_tensors(rows, device, logits.dtype)
+    try:
+        for step in range(steps):
+            for i, r in enumerate(rows):
+                if active[i] and id(r.request) in errors:  # another row of the request failed
+                    active[i] = False
+            noise = _row_noise(rows, active, logits.shape[-1], device, logits.dtype)
+            choice, chosen_lp = _select(
+                logits, greedy, safe_temps, top_k, top_p, needs_filter, noise, tempered
+            )
+            choice_list = choice.tolist()
+            lp_list = chosen_lp.tolist()
+            finite = _finite_rows(logits)
+            for i, r in enumerate(rows):
+                if not active[i]:
+                    continue
+                if not finite[i]:
+                    errors.setdefault(id(r.request), _nonfinite("sampling", r, step))
+                    active[i] = False
+                    continue
+                tok = choice_list[i]
+                r.tokens.append(tok)
+                r.logprobs.append(lp_list[i])
+                if r.stopped_by(tok):
+                    r.stop_reason = "stop"
+                    active[i] = False
+                elif len(r.tokens) >= limits[i]:
+                    r.stop_reason = "length"
+                    active[i] = False
+            if not any(active) or step == steps - 1:
+                break
+            attn = torch.cat([attn, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+            last_pos = last_pos + 1
+            out = model(
+                input_ids=choice.unsqueeze(-1),
+                attention_mask=attn,
+                position_ids=last_pos.unsqueeze(-1),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            cache = out.past_key_values
+            logits = out.logits[:, -1, :]
+    finally:
+        for r in rows:
+            r.generator = None  # a finished row's stream is not needed again
+
+
+@torch.no_grad()
+def run_logprobs(model: Any, requests: Sequence[LogprobRequest], pad_id: int) -> None:
+    """Resolve each ``compute_logprobs`` request with its prompt logprobs (``NonFiniteError`` when they are
+    not finite: NaN would read as "not computed" on the wire)."""
+    lps = prompt_logprobs(model, [r.prompt for r in requests], pad_id)
+    for r, lp in zip(requests, lps, strict=True):
+        if all(math.isfinite(v) for v in lp[1:]):
+            r.future.set_result(lp)
+        else:
+            r.future.set_exception(
+                NonFiniteError(
+                    "the model's logits are not finite (NaN or infinity) on the prompt: its logprobs "
+                    "would be NaN, so the request is refused"
+                )
+            )
 
 
 @torch.no_grad()
