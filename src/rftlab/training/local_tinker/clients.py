@@ -58,7 +58,14 @@ from tinker.types.optimizer import OptimParamsBase
 from .checkpoints import CheckpointStore
 from .engine import LogprobRequest, SampleRequest, prompt_logprobs, resolve_stop, run_generation
 from .futures import LocalFuture
-from .losses import DatumError, elementwise_loss, model_input_tokens, parse_datum, target_logprobs
+from .losses import (
+    DatumError,
+    check_loss_config,
+    elementwise_loss,
+    model_input_tokens,
+    parse_datum,
+    target_logprobs,
+)
 from .model import (
     BUILTIN_MODELS,
     attach_lora,
@@ -415,6 +422,14 @@ class LocalTrainingClient:
     def forward_backward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """The loss of ``data`` (see ``losses`` for the losses and their ``loss_fn_config``) and its gradient,
+        added to the gradients accumulated since the last ``optim_step``. What the service refuses (bad
+        datums, an unknown loss, a bad ``loss_fn_config``) fails the future and accumulates nothing.
+
+        A loss that is not finite (a NaN or huge advantage, say) is not refused here: like the hosted
+        service, ``forward_backward`` reports the loss as computed (``loss:sum`` and the per-token
+        ``elementwise_loss`` may hold NaN or infinities) and accumulates its gradient; the next
+        ``optim_step`` then refuses the non-finite gradient and discards it (see ``optim_step``)."""
         if not data:  # the SDK raises this before sending anything
             raise ValueError("No data provided")
         with self._host.busy():
@@ -423,6 +438,8 @@ class LocalTrainingClient:
     def forward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """``forward_backward`` without the gradient: the same checks and outputs; a non-finite loss is
+        reported as computed."""
         if not data:
             raise ValueError("No data provided")
         with self._host.busy():
@@ -445,12 +462,18 @@ class LocalTrainingClient:
         loss_fn_config: Mapping[str, Any] | None,
         backward: bool,
     ) -> types.ForwardBackwardOutput:
-        if loss_fn_config:
-            raise DatumError(f"loss_fn_config is not supported for {loss_fn!r} (it takes no options)")
+        config = check_loss_config(loss_fn, loss_fn_config)
         if not data:
             raise DatumError("forward_backward needs at least one datum")
-        parsed = [parse_datum(d, loss_fn, i) for i, d in enumerate(data)]
         host = self._host
+        vocab = host.vocab
+        embeddings = getattr(host.model, "get_input_embeddings", lambda: None)()
+        if isinstance(embeddings, torch.nn.Embedding):
+            vocab = min(vocab, int(embeddings.num_embeddings))
+        parsed = [
+            parse_datum(d, loss_fn, i, vocab=vocab, max_positions=host.max_positions)
+            for i, d in enumerate(data)
+        ]
         saved: dict[str, torch.Tensor | None] = {}
         if backward:
             for n, p in host.params.items():
@@ -474,7 +497,7 @@ class LocalTrainingClient:
                         host.pad_id,
                     )
                     losses = [
-                        elementwise_loss(loss_fn, lp, parsed[i].inputs)
+                        elementwise_loss(loss_fn, lp, parsed[i].inputs, config)
                         for i, lp in zip(batch, logps, strict=True)
                     ]
                     loss = torch.stack([el.sum() for el in losses]).sum()
