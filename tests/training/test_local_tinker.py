@@ -363,7 +363,7 @@ def test_bad_datums_fail_at_result_with_a_clear_error(trained64):
     with pytest.raises(ValueError, match="shape"):
         trained64.forward([short], "cross_entropy").result()
     with pytest.raises(ValueError, match="not supported"):
-        trained64.forward([short], "ppo").result()
+        trained64.forward([short], "gspo").result()
     with pytest.raises(ValueError, match="checkpoint path"):
         LocalServiceClient().create_sampling_client(model_path="nowhere").result()
 

@@ -71,7 +71,7 @@ def test_the_full_weight_client_is_the_separately_named_extension(service):
 def test_unknown_losses_and_non_adam_optimizers_fail_through_the_future(client):
     datum = _sft_datum(client.get_tokenizer(), "Tom has 5 hats. \\boxed{5}")
     with pytest.raises(ValueError, match="not supported locally"):
-        client.forward_backward([datum], "ppo").result()
+        client.forward_backward([datum], "gspo").result()
     with pytest.raises(ValueError, match="Adam only"):
         client.optim_step(types.DimuonParams(learning_rate=0.1)).result()
 

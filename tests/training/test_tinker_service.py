@@ -262,8 +262,8 @@ def test_rest_client_and_get_info(server, trained):
 
 def test_refusals_arrive_as_the_sdks_typed_errors(sc, trained):
     datum = _sft(trained.get_tokenizer(), "Tom has 5 hats.")
-    with pytest.raises(tinker.RequestFailedError, match="'ppo' is not supported") as caught:
-        trained.forward_backward([datum], "ppo").result()
+    with pytest.raises(tinker.RequestFailedError, match="'gspo' is not supported") as caught:
+        trained.forward_backward([datum], "gspo").result()
     assert caught.value.category == types.RequestErrorCategory.User
     with pytest.raises(tinker.RequestFailedError, match="LoRA rank must be"):
         sc.create_lora_training_client(base_model=TINY_MODEL, rank=0).result()

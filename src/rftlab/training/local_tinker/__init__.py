@@ -1,6 +1,6 @@
-"""A local, in-process backend with the tinker SDK's interface: LoRA training (``cross_entropy`` and
-``importance_sampling`` losses, Adam) and KV-cache sampling on a tiny Qwen3-architecture model or
-any local Hugging Face model directory. The same client loop runs on ``tinker.ServiceClient`` or on
+"""A local, in-process backend with the tinker SDK's interface: LoRA training (the ``cross_entropy``,
+``importance_sampling``, ``ppo``, ``cispo`` and ``dro`` losses, Adam) and KV-cache sampling on a tiny
+Qwen3-architecture model or any local Hugging Face model directory. The same client loop runs on ``tinker.ServiceClient`` or on
 ``LocalServiceClient``; see ``clients`` for the semantics and ``warm_start`` for the local GSM8K-style
 task's supervised warm start. ``server`` (``rftlab serve tinker``) puts the same backend behind the tinker
 SDK's HTTP protocol (``service`` holds its sessions, models, samplers and futures; ``wire`` its protobuf

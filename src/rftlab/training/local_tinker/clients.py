@@ -25,7 +25,9 @@ Fidelity to the SDK (tinker 0.38): what the SDK checks before sending a request 
 (``forward_backward([])`` → ``ValueError("No data provided")``, ``optim_step`` without ``AdamParams`` →
 ``TypeError``, a LoRA client training nothing → ``AssertionError``, a sampling client with neither path nor
 base model → ``ValueError``); what the service refuses arrives through the future (``rank < 1``, unknown
-loss functions, bad datums, bad or expired checkpoint paths). The ``*_async`` methods return what the
+loss functions, a bad ``loss_fn_config``, bad datums, ``AdamParams`` out of range, a non-finite accumulated
+gradient at ``optim_step``, empty checkpoint names, bad or expired checkpoint paths), as the ``ValueError``
+subclasses of ``errors`` and ``losses.DatumError``. The ``*_async`` methods return what the
 SDK's do (``await tc.save_state_async(...)`` gives a future; ``await sc.create_lora_training_client_async``
 gives the client). Optimizer metrics carry the SDK's ``name:reduction`` form (``grad_norm:mean``).
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 import secrets
 import tempfile
@@ -68,9 +71,16 @@ from .engine import (
     run_generation,
     run_logprobs,
 )
-from .errors import ParameterError
+from .errors import NonFiniteError, ParameterError
 from .futures import LocalFuture
-from .losses import DatumError, elementwise_loss, model_input_tokens, parse_datum, target_logprobs
+from .losses import (
+    DatumError,
+    check_loss_config,
+    elementwise_loss,
+    model_input_tokens,
+    parse_datum,
+    target_logprobs,
+)
 from .model import (
     BUILTIN_MODELS,
     attach_lora,
@@ -424,6 +434,35 @@ class _TrimmedFuture(LocalFuture[list[float | None]]):
                 self.set_exception(exc)
 
 
+def check_checkpoint_name(call: str, name: Any) -> None:
+    """``ParameterError`` naming ``name`` unless it is a non-empty string usable as one path segment of
+    ``tinker://<model_id>/<kind>/<name>`` (no ``/``, not ``.`` or ``..``)."""
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ParameterError(
+            f"{call}: the checkpoint name must be a non-empty string without '/' (not '.' or '..'), "
+            f"got {name!r}"
+        )
+
+
+def check_adam_params(params: types.AdamParams) -> None:
+    """``ParameterError`` naming the first ``AdamParams`` field out of its range: ``learning_rate``,
+    ``weight_decay`` and ``grad_clip_norm`` finite and ``>= 0`` (``grad_clip_norm=0`` means no clipping),
+    ``beta1`` and ``beta2`` in ``[0, 1)``, ``eps`` finite and ``> 0``."""
+    for field, ok, rule in (
+        ("learning_rate", lambda x: x >= 0, "finite and >= 0"),
+        ("beta1", lambda x: 0 <= x < 1, "in [0, 1)"),
+        ("beta2", lambda x: 0 <= x < 1, "in [0, 1)"),
+        ("eps", lambda x: x > 0, "finite and > 0"),
+        ("weight_decay", lambda x: x >= 0, "finite and >= 0"),
+        ("grad_clip_norm", lambda x: x >= 0, "finite and >= 0 (0 means no clipping)"),
+    ):
+        value = getattr(params, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParameterError(f"AdamParams.{field} must be a number, got {value!r}")
+        if not (math.isfinite(value) and ok(value)):
+            raise ParameterError(f"AdamParams.{field} must be {rule}, got {value!r}")
+
+
 class LocalTrainingClient:
     """``tinker.TrainingClient`` on a local LoRA model (see the module docstring)."""
 
@@ -442,6 +481,14 @@ class LocalTrainingClient:
     def forward_backward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """The loss of ``data`` (see ``losses`` for the losses and their ``loss_fn_config``) and its gradient,
+        added to the gradients accumulated since the last ``optim_step``. What the service refuses (bad
+        datums, an unknown loss, a bad ``loss_fn_config``) fails the future and accumulates nothing.
+
+        A loss that is not finite (a NaN or huge advantage, say) is not refused here: like the hosted
+        service, ``forward_backward`` reports the loss as computed (``loss:sum`` and the per-token
+        ``elementwise_loss`` may hold NaN or infinities) and accumulates its gradient; the next
+        ``optim_step`` then refuses the non-finite gradient and discards it (see ``optim_step``)."""
         if not data:  # the SDK raises this before sending anything
             raise ValueError("No data provided")
         with self._host.busy():
@@ -450,6 +497,8 @@ class LocalTrainingClient:
     def forward(
         self, data: Sequence[types.Datum], loss_fn: str, loss_fn_config: Mapping[str, Any] | None = None
     ) -> LocalFuture[types.ForwardBackwardOutput]:
+        """``forward_backward`` without the gradient: the same checks and outputs; a non-finite loss is
+        reported as computed."""
         if not data:
             raise ValueError("No data provided")
         with self._host.busy():
@@ -472,12 +521,18 @@ class LocalTrainingClient:
         loss_fn_config: Mapping[str, Any] | None,
         backward: bool,
     ) -> types.ForwardBackwardOutput:
-        if loss_fn_config:
-            raise DatumError(f"loss_fn_config is not supported for {loss_fn!r} (it takes no options)")
+        config = check_loss_config(loss_fn, loss_fn_config)
         if not data:
             raise DatumError("forward_backward needs at least one datum")
-        parsed = [parse_datum(d, loss_fn, i) for i, d in enumerate(data)]
         host = self._host
+        vocab = host.vocab
+        embeddings = getattr(host.model, "get_input_embeddings", lambda: None)()
+        if isinstance(embeddings, torch.nn.Embedding):
+            vocab = min(vocab, int(embeddings.num_embeddings))
+        parsed = [
+            parse_datum(d, loss_fn, i, vocab=vocab, max_positions=host.max_positions)
+            for i, d in enumerate(data)
+        ]
         saved: dict[str, torch.Tensor | None] = {}
         if backward:
             for n, p in host.params.items():
@@ -501,7 +556,7 @@ class LocalTrainingClient:
                         host.pad_id,
                     )
                     losses = [
-                        elementwise_loss(loss_fn, lp, parsed[i].inputs)
+                        elementwise_loss(loss_fn, lp, parsed[i].inputs, config)
                         for i, lp in zip(batch, logps, strict=True)
                     ]
                     loss = torch.stack([el.sum() for el in losses]).sum()
@@ -536,6 +591,18 @@ class LocalTrainingClient:
     def optim_step(
         self, optim_params: types.AdamParams | None = None, *, adam_params: types.AdamParams | None = None
     ) -> LocalFuture[types.OptimStepResponse]:
+        """One AdamW step on the gradients accumulated since the last step (docs/platforms.md §3.3).
+
+        Refused through the future, as the service refuses:
+
+        - ``AdamParams`` out of range (``check_adam_params``): ``ParameterError`` naming the field; nothing
+          changes, and the accumulated gradients stay for a corrected call.
+        - an accumulated gradient that is not finite (its global norm is NaN or infinite, e.g. after a
+          datum with NaN advantages): ``NonFiniteError`` naming ``grad_norm``. The weights and the Adam
+          state are left as they were, and the accumulated gradients are discarded, so the client can go
+          on with a fresh batch as if the bad one had never been sent.
+
+        The metrics (``grad_norm:mean``, the global norm before clipping) are always finite."""
         # the SDK's call-time checks
         if optim_params is not None and adam_params is not None:
             raise ValueError("Specify optim_params or legacy adam_params, not both")
@@ -553,14 +620,27 @@ class LocalTrainingClient:
     def _optim_step(self, params: Any) -> types.OptimStepResponse:
         if not isinstance(params, types.AdamParams):
             raise ValueError(f"the local backend implements Adam only, got {type(params).__name__}")
-        grads = [p.grad for p in self._host.params.values() if p.grad is not None]
+        check_adam_params(params)
+        trainable = list(self._host.params.values())
+        grads = [p.grad for p in trainable if p.grad is not None]
         grad_norm = (
-            float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+            float(
+                torch.linalg.vector_norm(
+                    torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads])
+                )
+            )
             if grads
             else 0.0
         )
+        if not math.isfinite(grad_norm):
+            for p in trainable:
+                p.grad = None
+            raise NonFiniteError(
+                f"optim_step: the accumulated gradient is not finite (grad_norm={grad_norm}); the step was "
+                "not applied and the accumulated gradients were discarded"
+            )
         if params.grad_clip_norm > 0 and grads:
-            torch.nn.utils.clip_grad_norm_(list(self._host.params.values()), params.grad_clip_norm)
+            torch.nn.utils.clip_grad_norm_(trainable, params.grad_clip_norm)
         for group in self._optimizer.param_groups:
             group["lr"] = params.learning_rate
             group["betas"] = (params.beta1, params.beta2)
@@ -578,6 +658,7 @@ class LocalTrainingClient:
         self, name: str, ttl_seconds: int | None = None, user_metadata: dict[str, str] | None = None
     ) -> LocalFuture[types.SaveWeightsForSamplerResponse]:
         def _save() -> types.SaveWeightsForSamplerResponse:
+            check_checkpoint_name("save_weights_for_sampler", name)
             path = self._service.checkpoints.save(
                 self.model_id,
                 "sampler_weights",
@@ -603,9 +684,11 @@ class LocalTrainingClient:
         user_metadata: dict[str, str] | None = None,
     ) -> LocalFuture[types.SaveWeightsResponse]:
         """Weights and optimizer state at ``tinker://<model_id>/weights/<name>``; ``ttl_seconds`` between
-        1 hour and 10 years (``None``: never expires); an existing name is refused unless ``overwrite``."""
+        1 hour and 10 years (``None``: never expires); an existing name is refused unless ``overwrite``; an
+        empty name, or one with ``/`` or that is ``.``/``..``, is refused (``ParameterError``)."""
 
         def _save() -> types.SaveWeightsResponse:
+            check_checkpoint_name("save_state", name)
             path = self._service.checkpoints.save(
                 self.model_id,
                 "weights",
