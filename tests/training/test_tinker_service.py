@@ -311,7 +311,7 @@ def test_malformed_and_unknown_requests_get_http_errors_not_tracebacks(server):
         assert "Traceback" not in r.text
     rest = tinker.RestClient(base_url=server.base_url, api_key=KEY)
     with pytest.raises(tinker.NotFoundError):
-        rest.list_training_runs().result()  # an endpoint the local service does not implement
+        rest.get_audit_log().result()  # an endpoint the local service does not implement
 
 
 def test_the_client_config_switches_off_what_the_server_does_not_do():
