@@ -385,3 +385,29 @@ def test_several_clients_at_once_get_what_they_would_get_alone(server):
     for t in threads:
         t.join(300)
     assert [together[s] for s in (1, 2, 3)] == alone
+
+
+def test_sampled_logprobs_option_reports_the_distribution_sampled_from(tmp_path):
+    """``--sampled-logprobs sampling``: a sampled token's logprob is that of the tempered distribution
+    (log_softmax(logits / T)), computed here independently from the model's logprobs of every token."""
+    config = ServeConfig(port=0, storage=tmp_path, sampled_logprobs="sampling", log_level="warning")
+    with ServerThread(config) as srv:
+        client = tinker.ServiceClient(base_url=srv.base_url, api_key=KEY)
+        try:
+            tc = client.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()
+            tok = tc.get_tokenizer()
+            sampler = tc.save_weights_and_get_sampling_client().result()
+            prompt = types.ModelInput.from_ints(tok.encode("Kim has"))
+            params = types.SamplingParams(max_tokens=1, temperature=0.5, seed=4, stop=[])
+            seq = sampler.sample(prompt, 1, params).result().sequences[0]
+        finally:
+            client.close("success").result()
+    local = LocalServiceClient(storage_dir=tmp_path / "twin")
+    twin = local.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()
+    host = twin._host
+    with torch.no_grad():
+        logits = host.model(input_ids=torch.tensor([prompt.to_ints()])).logits[0, -1].double()
+    expected = torch.log_softmax(logits / 0.5, dim=-1)[seq.tokens[0]].item()
+    model_lp = torch.log_softmax(logits, dim=-1)[seq.tokens[0]].item()
+    assert seq.logprobs[0] == pytest.approx(expected, abs=1e-4)
+    assert abs(seq.logprobs[0] - model_lp) > 1e-3

@@ -2,6 +2,7 @@
 
     rftlab serve tinker [--host 127.0.0.1] [--port 8777] [--model-dir DIR ...] [--device cpu|cuda]
                         [--storage DIR] [--api-key-env TINKER_API_KEY] [--sampler-dtype bfloat16]
+                        [--sampled-logprobs model|sampling]
                         [--session-timeout S] [--stop-after S] [--log-level info]
 
 ``serve tinker`` puts the local tinker-compatible backend behind the tinker SDK's HTTP protocol, so the
@@ -35,6 +36,7 @@ def _cmd_tinker(args: argparse.Namespace) -> int:
         storage=args.storage,
         api_key_env=args.api_key_env,
         sampler_dtype=args.sampler_dtype,
+        sampled_logprobs=args.sampled_logprobs,
         log_level=args.log_level,
         session_timeout_s=args.session_timeout,
         stop_after_s=args.stop_after,
@@ -85,6 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=("float32", "bfloat16", "float64"),
         default=None,
         help="run samplers in this dtype to emulate the hosted sampler/trainer mismatch (default: same)",
+    )
+    t.add_argument(
+        "--sampled-logprobs",
+        choices=("model", "sampling"),
+        default="model",
+        help="logprobs reported for sampled tokens: of the model's distribution (default), or of the "
+        "tempered, top-k/top-p filtered one sampled from (docs/platforms.md §3.12)",
     )
     t.add_argument(
         "--session-timeout",

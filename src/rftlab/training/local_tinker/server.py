@@ -68,6 +68,7 @@ class ServeConfig:
     storage: str | os.PathLike[str] | None = None
     api_key_env: str = "TINKER_API_KEY"
     sampler_dtype: str | None = None
+    sampled_logprobs: str = "model"
     log_level: str = "info"
     session_timeout_s: float | None = None
     long_poll_s: float | None = None
@@ -132,6 +133,7 @@ def build_service(config: ServeConfig, log: Log) -> TinkerService:
         device=config.device,
         num_threads=config.num_threads,
         sampler_dtype=sampler_dtype,
+        sampled_logprobs=config.sampled_logprobs,
     )
     kwargs: dict[str, Any] = {}
     if config.session_timeout_s is not None:
@@ -540,6 +542,7 @@ def prepare(config: ServeConfig, log: Log):
         models=service.backend.served_models(),
         device=config.device,
         sampler_dtype=config.sampler_dtype or "same as trainer",
+        sampled_logprobs=config.sampled_logprobs,
         auth=f"exact key from ${config.api_key_env}" if keys.exact else "any tml- key (loopback only)",
     )
     return uv, sock, service, url
