@@ -319,3 +319,19 @@ def test_a_split_request_equals_the_unsplit_request(tc, tmp_path):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     assert served.prompt_logprobs[1:] == pytest.approx(unsplit.prompt_logprobs[1:], abs=1e-5)
     assert len({tuple(s.tokens) for s in served.sequences}) > n // 2  # each row its own draw
+
+
+def test_an_unsupported_sampling_option_is_refused_through_its_future(tc):
+    """Top-k prompt logprobs are not implemented locally: the request fails with the reason (category
+    user) and the sampler and the client go on."""
+    tok = tc.get_tokenizer()
+    sampler = tc.save_weights_and_get_sampling_client().result(timeout=AFTER_S)
+    prompt = types.ModelInput.from_ints(tok.encode("Kim has"))
+    params = types.SamplingParams(max_tokens=2, seed=0)
+    with pytest.raises(tinker.RequestFailedError) as err:
+        sampler.sample(prompt, 1, params, include_prompt_logprobs=True, topk_prompt_logprobs=5).result(
+            timeout=AFTER_S
+        )
+    assert err.value.category == "user" and "top-k" in str(err.value)
+    assert len(sampler.sample(prompt, 1, params).result(timeout=AFTER_S).sequences) == 1
+    _ordinary(tc)
