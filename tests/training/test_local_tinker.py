@@ -23,11 +23,6 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def service64(tmp_path_factory):
-    return LocalServiceClient(storage_dir=tmp_path_factory.mktemp("ckpt"), dtype=torch.float64)
-
-
-@pytest.fixture(scope="module")
 def trained64(service64):
     """A float64 client whose LoRA B matrices are non-zero (one SFT step), so every gradient is live."""
     tc = service64.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()

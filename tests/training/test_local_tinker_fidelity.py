@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 from tinker import APIFuture, types
+from tinker_helpers import sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.checkpoints import CheckpointError, CheckpointStore
@@ -25,14 +26,6 @@ def service(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(service):
     return service.create_lora_training_client(TINY_MODEL, rank=4, seed=0).result()
-
-
-def _sft_datum(tok, text: str) -> types.Datum:
-    ids = tok.encode(text)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(ids[:-1]),
-        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
-    )
 
 
 def _is_datum(prompt: types.ModelInput, toks: list[int], lps: list[float], adv: float) -> types.Datum:
@@ -69,7 +62,7 @@ def test_the_full_weight_client_is_the_separately_named_extension(service):
 
 
 def test_unknown_losses_and_non_adam_optimizers_fail_through_the_future(client):
-    datum = _sft_datum(client.get_tokenizer(), "Tom has 5 hats. \\boxed{5}")
+    datum = sft_datum(client.get_tokenizer(), "Tom has 5 hats. \\boxed{5}")
     with pytest.raises(ValueError, match="not supported locally"):
         client.forward_backward([datum], "gspo").result()
     with pytest.raises(ValueError, match="Adam only"):
@@ -110,7 +103,7 @@ def test_errors_the_sdk_raises_before_sending_are_raised_at_call_time(service, c
 def test_async_variants_return_what_the_sdks_return(service, tmp_path):
     async def main():
         tc = await service.create_lora_training_client_async(TINY_MODEL, rank=4, seed=1)
-        datum = _sft_datum(tc.get_tokenizer(), "Max has 2 dogs. \\boxed{2}")
+        datum = sft_datum(tc.get_tokenizer(), "Max has 2 dogs. \\boxed{2}")
         fb = await tc.forward_backward_async([datum], "cross_entropy")
         op = await tc.optim_step_async(types.AdamParams(learning_rate=0.01))
         assert isinstance(fb, APIFuture) and isinstance(op, APIFuture)  # awaiting the call gives a future
@@ -204,7 +197,7 @@ def test_a_new_process_reads_checkpoints_and_their_metadata(tmp_path):
 
 def test_optimizer_metrics_carry_the_reduction_suffix_and_the_pre_clip_norm(service):
     tc = service.create_lora_training_client(TINY_MODEL, rank=4, seed=5).result()
-    datum = _sft_datum(tc.get_tokenizer(), "Zoe has 8 pens. \\boxed{8}")
+    datum = sft_datum(tc.get_tokenizer(), "Zoe has 8 pens. \\boxed{8}")
     tc.forward_backward([datum], "cross_entropy").result()
     grads = tc.accumulated_gradients()
     expected = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
@@ -220,7 +213,7 @@ def test_optimizer_metrics_carry_the_reduction_suffix_and_the_pre_clip_norm(serv
 def _ratios(service: LocalServiceClient, seed: int = 0) -> tuple[list[float], float, float]:
     tc = service.create_lora_training_client(TINY_MODEL, rank=4, seed=seed).result()
     tok = tc.get_tokenizer()
-    tc.forward_backward([_sft_datum(tok, "Lee has 4 kites. \\boxed{4}")], "cross_entropy").result()
+    tc.forward_backward([sft_datum(tok, "Lee has 4 kites. \\boxed{4}")], "cross_entropy").result()
     tc.optim_step(types.AdamParams(learning_rate=0.05)).result()
     sampler = tc.save_weights_and_get_sampling_client().result()
     prompt = types.ModelInput.from_ints(tok.encode("Lee has 4 kites."))

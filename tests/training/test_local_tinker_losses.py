@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from tinker import types
+from tinker_helpers import advantage_weighted
 
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.errors import ParameterError
@@ -192,16 +193,7 @@ def test_unclipped_ppo_and_cispo_have_the_importance_sampling_gradient(tc):
         got = _gradient(tc, data, loss_fn, wide)
         for n in ref:
             assert torch.allclose(got[n], ref[n], rtol=1e-9, atol=1e-12), (loss_fn, n)
-    ce = [
-        types.Datum(
-            model_input=d.model_input,
-            loss_fn_inputs={
-                "target_tokens": d.loss_fn_inputs["target_tokens"],
-                "weights": d.loss_fn_inputs["advantages"],
-            },
-        )
-        for d in data
-    ]
+    ce = advantage_weighted(data)
     ref = _gradient(tc, ce, "cross_entropy")
     got = _gradient(tc, data, "dro", {"beta": 0.0})
     for n in ref:

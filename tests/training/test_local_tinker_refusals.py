@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 from tinker import types
+from tinker_helpers import sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.errors import NonFiniteError, ParameterError
@@ -37,14 +38,6 @@ def _rl_datum(tok, text: str, adv: float) -> types.Datum:
             "logprobs": torch.full((n,), -5.0),
             "advantages": torch.full((n,), adv),
         },
-    )
-
-
-def _sft_datum(tok, text: str) -> types.Datum:
-    ids = tok.encode(text)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(ids[:-1]),
-        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
     )
 
 
@@ -121,7 +114,7 @@ def test_a_step_with_nothing_accumulated_reports_a_zero_norm(service):
 )
 def test_adam_params_out_of_range_are_refused_naming_the_field(service, field, value):
     tc = _client(service)
-    tc.forward_backward([_sft_datum(tc.get_tokenizer(), "Di has 1 hat.")], "cross_entropy").result()
+    tc.forward_backward([sft_datum(tc.get_tokenizer(), "Di has 1 hat.")], "cross_entropy").result()
     weights, grads = tc.lora_state(), tc.accumulated_gradients()
     fut = tc.optim_step(HP.model_copy(update={field: value}))  # refused through the future
     with pytest.raises(ParameterError, match=f"AdamParams.{field} must be"):
@@ -137,7 +130,7 @@ def test_the_edges_of_the_adam_ranges_are_accepted(service):
     edge = types.AdamParams(
         learning_rate=0.0, beta1=0.0, beta2=0.0, eps=1e-30, weight_decay=0.0, grad_clip_norm=0.0
     )
-    tc.forward_backward([_sft_datum(tc.get_tokenizer(), "Ed has 3 maps.")], "cross_entropy").result()
+    tc.forward_backward([sft_datum(tc.get_tokenizer(), "Ed has 3 maps.")], "cross_entropy").result()
     assert math.isfinite(tc.optim_step(edge).result().metrics["grad_norm:mean"])
 
 

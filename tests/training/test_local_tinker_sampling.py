@@ -26,11 +26,6 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def service64(tmp_path_factory):
-    return LocalServiceClient(storage_dir=tmp_path_factory.mktemp("ckpt"), dtype=torch.float64)
-
-
-@pytest.fixture(scope="module")
 def trained(service64):
     """A float64 client whose LoRA B is non-zero (one SFT step), and a sampler on its weights."""
     tc = service64.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()

@@ -17,6 +17,7 @@ import pytest
 import tinker
 import torch
 from tinker import types
+from tinker_helpers import advantage_weighted, sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.server import (
@@ -34,14 +35,6 @@ KEY = "tml-local-tests"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with ServerThread(
-        ServeConfig(port=0, storage=tmp_path_factory.mktemp("srv"), log_level="warning")
-    ) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
 def bf16_server(tmp_path_factory):
     config = ServeConfig(
         port=0, storage=tmp_path_factory.mktemp("bf16"), sampler_dtype="bfloat16", log_level="warning"
@@ -51,28 +44,14 @@ def bf16_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sc(server):
-    client = tinker.ServiceClient(base_url=server.base_url, api_key=KEY)
-    yield client
-    client.close("success").result()
-
-
-@pytest.fixture(scope="module")
 def trained(sc):
     """A client whose LoRA ``B`` matrices are non-zero (one SFT step), so every logprob depends on them."""
     tc = sc.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()
-    tc.forward_backward([_sft(tc.get_tokenizer(), "Sam has 3 pens. \\boxed{3}")], "cross_entropy").result()
+    tc.forward_backward(
+        [sft_datum(tc.get_tokenizer(), "Sam has 3 pens. \\boxed{3}")], "cross_entropy"
+    ).result()
     tc.optim_step(types.AdamParams(learning_rate=0.05)).result()
     return tc
-
-
-def _sft(tok, text: str, weights=None) -> types.Datum:
-    ids = tok.encode(text)
-    w = weights if weights is not None else [1.0] * (len(ids) - 1)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(ids[:-1]),
-        loss_fn_inputs={"target_tokens": ids[1:], "weights": w},
-    )
 
 
 def _is_datum(prompt: types.ModelInput, toks, lps, adv: float) -> types.Datum:
@@ -118,7 +97,7 @@ def test_cross_entropy_loss_sum_is_minus_the_weighted_target_logprobs(trained):
     for k, text in enumerate(texts):
         ids = tok.encode(text)
         weights = [0.0] * 4 + [1.0 + k] * (len(ids) - 5)
-        data.append(_sft(tok, text, weights))
+        data.append(sft_datum(tok, text, weights))
         lps = sampler.compute_logprobs(types.ModelInput.from_ints(ids)).result()[
             1:
         ]  # logp(ids[t+1] | ids[:t+1])
@@ -134,7 +113,9 @@ def test_cross_entropy_loss_sum_is_minus_the_weighted_target_logprobs(trained):
 def test_importance_sampling_with_a_mismatched_sampler(bf16_server):
     sc = tinker.ServiceClient(base_url=bf16_server.base_url, api_key=KEY)
     tc = sc.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=1).result()
-    tc.forward_backward([_sft(tc.get_tokenizer(), "Lee has 4 kites. \\boxed{4}")], "cross_entropy").result()
+    tc.forward_backward(
+        [sft_datum(tc.get_tokenizer(), "Lee has 4 kites. \\boxed{4}")], "cross_entropy"
+    ).result()
     tc.optim_step(types.AdamParams(learning_rate=0.05)).result()
     sampler = tc.save_weights_and_get_sampling_client().result()
     prompt = _prompt(tc, "Lee has 4 kites.")
@@ -144,16 +125,7 @@ def test_importance_sampling_with_a_mismatched_sampler(bf16_server):
     advs = [1.0, -0.5, 0.25, 2.0]
     data = [_is_datum(prompt, s.tokens, s.logprobs, a) for s, a in zip(res.sequences, advs, strict=True)]
     # the trainer's logprobs of the sampled tokens, from a cross_entropy forward of the same sequences
-    ce = [
-        types.Datum(
-            model_input=d.model_input,
-            loss_fn_inputs={
-                "target_tokens": d.loss_fn_inputs["target_tokens"],
-                "weights": d.loss_fn_inputs["advantages"],
-            },
-        )
-        for d in data
-    ]
+    ce = advantage_weighted(data)
     trainer = tc.forward(ce, "cross_entropy").result()
     expected, ratios = 0.0, []
     ob = prompt.length - 1
@@ -194,8 +166,8 @@ def test_adam_steps_match_the_in_process_client(sc, server, tmp_path):
     )
     tok = remote.get_tokenizer()
     batches = [
-        [_sft(tok, "Mia has 9 cups. \\boxed{9}")],
-        [_sft(tok, "Jo has 1 cat. \\boxed{1}"), _sft(tok, "Bo has 8 jars.")],
+        [sft_datum(tok, "Mia has 9 cups. \\boxed{9}")],
+        [sft_datum(tok, "Jo has 1 cat. \\boxed{1}"), sft_datum(tok, "Bo has 8 jars.")],
     ]
     for step in range(3):
         data = batches[step % 2]
@@ -205,7 +177,7 @@ def test_adam_steps_match_the_in_process_client(sc, server, tmp_path):
         l_norm = local.optim_step(hp).result().metrics["grad_norm:mean"]
         assert r_loss == pytest.approx(l_loss, abs=1e-6, rel=1e-6)
         assert r_norm == pytest.approx(l_norm, abs=1e-6, rel=1e-6)
-    probe = [_sft(tok, "Lia has 6 mugs. \\boxed{6}")]
+    probe = [sft_datum(tok, "Lia has 6 mugs. \\boxed{6}")]
     r_lp = remote.forward(probe, "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
     l_lp = local.forward(probe, "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
     assert r_lp == pytest.approx(l_lp, abs=1e-6)
@@ -230,7 +202,7 @@ def test_save_load_sample_reproduces(sc, server, trained):
     state = trained.save_state("reproduce-state", ttl_seconds=3600).result().path
     resumed = sc.create_training_client_from_state_with_optimizer(state).result()
     assert resumed.model_id != trained.model_id and resumed.get_info().lora_rank == 4
-    probe = [_sft(trained.get_tokenizer(), "Ada has 2 hens.")]
+    probe = [sft_datum(trained.get_tokenizer(), "Ada has 2 hens.")]
     a = trained.forward(probe, "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
     b = resumed.forward(probe, "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
     assert a == b
@@ -261,7 +233,7 @@ def test_rest_client_and_get_info(server, trained):
 
 
 def test_refusals_arrive_as_the_sdks_typed_errors(sc, trained):
-    datum = _sft(trained.get_tokenizer(), "Tom has 5 hats.")
+    datum = sft_datum(trained.get_tokenizer(), "Tom has 5 hats.")
     with pytest.raises(tinker.RequestFailedError, match="'gspo' is not supported") as caught:
         trained.forward_backward([datum], "gspo").result()
     assert caught.value.category == types.RequestErrorCategory.User
@@ -370,7 +342,7 @@ def test_several_clients_at_once_get_what_they_would_get_alone(server):
         sc = tinker.ServiceClient(base_url=server.base_url, api_key=KEY)
         tc = sc.create_lora_training_client(base_model=TINY_MODEL, rank=2, seed=seed).result()
         tok = tc.get_tokenizer()
-        fb = tc.forward_backward([_sft(tok, f"Pat has {seed} owls. \\boxed{{{seed}}}")], "cross_entropy")
+        fb = tc.forward_backward([sft_datum(tok, f"Pat has {seed} owls. \\boxed{{{seed}}}")], "cross_entropy")
         tc.optim_step(types.AdamParams(learning_rate=0.05)).result()
         sampler = tc.save_weights_and_get_sampling_client().result()
         res = sampler.sample(_prompt(tc), 2, types.SamplingParams(max_tokens=5, stop=[], seed=seed)).result()

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import tinker
 from tinker import types
+from tinker_helpers import sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL
-from rftlab.training.local_tinker.server import ServeConfig, ServerThread
 
 KEY = "tml-hostile-tests"
 AFTER_S = 60.0
@@ -29,37 +29,15 @@ HP = types.AdamParams(learning_rate=0.01)
 REFUSED = (tinker.BadRequestError, tinker.NotFoundError, tinker.RequestFailedError, tinker.APIStatusError)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    config = ServeConfig(port=0, storage=tmp_path_factory.mktemp("hostile"), log_level="warning")
-    with ServerThread(config) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def sc(server):
-    client = tinker.ServiceClient(base_url=server.base_url, api_key=KEY)
-    yield client
-    client.close("success").result()
-
-
 @pytest.fixture()
 def tc(sc):
     return sc.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result(timeout=AFTER_S)
 
 
-def _sft(tok, text: str = "Sam has 3 pens. \\boxed{3}") -> types.Datum:
-    ids = tok.encode(text)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(ids[:-1]),
-        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
-    )
-
-
 def _ordinary(tc) -> None:
     """A forward_backward, an optim_step and a sample: each must run now."""
     tok = tc.get_tokenizer()
-    out = tc.forward_backward([_sft(tok)], "cross_entropy").result(timeout=AFTER_S)
+    out = tc.forward_backward([sft_datum(tok)], "cross_entropy").result(timeout=AFTER_S)
     assert math.isfinite(out.metrics["loss:sum"])
     tc.optim_step(HP).result(timeout=AFTER_S)
     sampler = tc.save_weights_and_get_sampling_client().result(timeout=AFTER_S)
@@ -147,7 +125,7 @@ def test_several_refusals_in_a_row_then_ordinary_work(tc):
 )
 def test_bad_adam_parameters_are_refused_naming_the_field(tc, params):
     tok = tc.get_tokenizer()
-    tc.forward_backward([_sft(tok)], "cross_entropy").result(timeout=AFTER_S)
+    tc.forward_backward([sft_datum(tok)], "cross_entropy").result(timeout=AFTER_S)
     with pytest.raises(REFUSED) as info:
         tc.optim_step(types.AdamParams(**params)).result(timeout=AFTER_S)
     assert next(iter(params)) in str(info.value)
@@ -271,7 +249,7 @@ def test_a_long_request_does_not_hold_another_clients_short_one(server, sc, tc):
         short = other.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=2).result(
             timeout=AFTER_S
         )
-        datum = _sft(short.get_tokenizer())
+        datum = sft_datum(short.get_tokenizer())
         short.forward([datum], "cross_entropy").result(timeout=AFTER_S)  # warm
         done: dict[str, float] = {}
 

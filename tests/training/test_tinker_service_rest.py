@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 import tinker
 from tinker import types
+from tinker_helpers import quiet_server
 
 from rftlab.training.local_tinker import TINY_MODEL
-from rftlab.training.local_tinker.server import ServeConfig, ServerThread
 
 KEY = "tml-rest-tests"
 T = 60.0
@@ -20,8 +20,7 @@ T = 60.0
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Two sessions: the first with two training runs (one with two checkpoints), the second with one."""
-    config = ServeConfig(port=0, storage=tmp_path_factory.mktemp("rest"), log_level="warning")
-    with ServerThread(config) as srv:
+    with quiet_server(tmp_path_factory.mktemp("rest")) as srv:
         first = tinker.ServiceClient(base_url=srv.base_url, api_key=KEY, user_metadata={"who": "first"})
         second = tinker.ServiceClient(base_url=srv.base_url, api_key=KEY)
         a = first.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result(timeout=T)
