@@ -67,7 +67,8 @@ the tool-call format and its parser, the rollout loop (``do_group_rollout``) and
 with the trajectories (advantages, datums, losses). **What the project adds**: the env, the prompts and
 the scan text, windowing, the mapping from parsed replies to env actions, the per-epoch bands, and the
 rollout record (``SpectrumCookbookEnv.record``). Built-in tokenizers (``rftlab/tiny-qwen3``) are
-registered on first use, so a pickled builder works in a fresh process.
+registered on first use, so a pickled builder works in a fresh process. The user-facing account is the
+section "The tinker-cookbook env" of docs/spectrum.md.
 """
 
 from __future__ import annotations
