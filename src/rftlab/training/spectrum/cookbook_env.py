@@ -40,8 +40,8 @@ is an empty report, scored 0. What happened is in the step's metrics (``parse_er
 ``tool_calls_unparsed``, ``tool_errors``, ``valid_submit``, ...) and logs.
 
 **Rewards and metrics.** The env's own: a transition's metrics carry the env's per-step reward
-(``env_reward``: the scan's exact occupied-IoU when a report was scored) and its ``occ`` / ``avail`` /
-``scored`` / ``forced``. The cookbook's return is the sum of the step rewards, while the task's reward is
+(``env_reward``: the scan's exact occupied-IoU when a report was scored), ``scored`` / ``forced``, and
+``occ`` / ``avail`` on a scored step. The cookbook's return is the sum of the step rewards, while the task's reward is
 ``3 × mean(occ)`` over the *scored* scans (B.8), which is known only at the end: every step reward is 0
 except the last, which is the episode reward ``env.metrics()["reward"]`` minus the arm's notepad write cost
 (arm D_cost), so ``TrajectoryGroup.get_total_rewards()`` is the reward the Fireworks evaluator and the
@@ -384,8 +384,8 @@ class SpectrumCookbookEnv(Env):
                 "scored": info.scored,
                 "forced": info.forced,
                 "env_reward": result.reward,
-                "occ": info.occ,
-                "avail": info.avail,
+                "occ": info.occ if info.scored else None,  # a forced step's empty report is not scored
+                "avail": info.avail if info.scored else None,
                 "valid_submit": valid,
                 "parse_error": reply.structural is not None,
                 "reply_cut": stop_reason == "length",
@@ -488,6 +488,7 @@ class SpectrumEnvGroupBuilder(EnvGroupBuilder):
     epoch: int | None = None
     notepad_write_cost: float = 0.0
     envs: list[SpectrumCookbookEnv] = field(default_factory=list, compare=False, repr=False)
+    """The candidates of the latest ``make_envs`` call, for an in-process caller's rollout records."""
 
     @property
     def row_id(self) -> str:
