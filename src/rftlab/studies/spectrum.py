@@ -13,11 +13,13 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - rewards: ``rftlab.rewards.spectrum``
 - envs: ``rftlab.envs.spectrum`` (bench and RFT variants)
 - policies: ``rftlab.policies.spectrum`` (reference, chat adapter, simulated policy)
-- rollout: ``rftlab.rollout.spectrum`` (dataset rows, eval-protocol processors and McpGym server, scoring,
+- rollout: ``rftlab.rollout.spectrum`` (dataset rows, the turn path's chat, eval-protocol processors and
+  McpGym server, scoring,
   bench90 evaluation, ceilings, the offline eval runner, the endpoint check); entry modules
   ``rftlab.rollout.eval_entries.spectrum_turn``, ``rftlab.rollout.eval_entries.spectrum_mcp_eval``,
   ``rftlab.rollout.eval_entries.spectrum_mcp_server``
-- training: ``rftlab.training.spectrum`` (local GRPO of the simulated policy, group rollouts, calibration)
+- training: ``rftlab.training.spectrum`` (local GRPO of the simulated policy, group rollouts, calibration,
+  the tinker-cookbook env)
 - launch: ``rftlab.launch.spectrum`` (arm spec, preflight, local launcher)
 - analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
   episode summaries)

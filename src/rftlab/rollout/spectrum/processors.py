@@ -38,9 +38,28 @@ from eval_protocol.pytest.default_mcp_gym_rollout_processor import MCPGymRollout
 from eval_protocol.pytest.rollout_processor import RolloutProcessor
 
 from rftlab.envs.spectrum.rft import AssistantTurn, SpectrumRFTConfig, SpectrumRFTEnv, ToolCall
+from rftlab.rollout.spectrum.turns import (
+    NO_THINK,
+    apply_thinking,
+    first_messages,
+    followup_messages,
+    model_call_budget,
+    system_messages,
+    turn_config,
+)
 from rftlab.rollout.windowing import window_chat
 
-NO_THINK = "/no_think"
+__all__ = [
+    "NO_THINK",
+    "SpectrumMcpGymProcessor",
+    "SpectrumTurnProcessor",
+    "apply_thinking",
+    "env_step",
+    "resolve_salt",
+    "row_config",
+    "row_wants_epoch_salt",
+    "run_turn_episode",
+]
 _PROCESS_SALT: str | None = None
 _SALT_LOCK = threading.Lock()
 
@@ -78,29 +97,9 @@ def row_wants_epoch_salt(row: Any) -> bool:
 
 
 def row_config(row: Any, default_memory: str = "echo", delivery: str = "user") -> SpectrumRFTConfig:
-    """The env configuration of a row (``environment_context.config``), with the path's delivery."""
-    info = getattr(row.input_metadata, "dataset_info", None) or {}
-    ctx = info.get("environment_context") if isinstance(info, Mapping) else None
-    cfg_dict = ctx.get("config") if isinstance(ctx, Mapping) else None
-    if isinstance(cfg_dict, Mapping):
-        cfg = SpectrumRFTConfig.from_dict(cfg_dict)
-    else:
-        memory = ctx.get("memory", default_memory) if isinstance(ctx, Mapping) else default_memory
-        cfg = SpectrumRFTConfig(memory=memory)
-    if delivery == "user":
-        return replace(cfg, delivery="user", render=True)
-    return replace(cfg, delivery="tool", render=True, max_calls_per_scan=None)
-
-
-def apply_thinking(system_text: str, think: bool | None) -> str:
-    """``think=False``: make sure the prompt ends with `` /no_think``; ``True``: remove it; ``None``: keep."""
-    stripped = system_text.rstrip()
-    has = stripped.endswith(NO_THINK)
-    if think is False and not has:
-        return stripped + " " + NO_THINK
-    if think is True and has:
-        return stripped[: -len(NO_THINK)].rstrip()
-    return system_text
+    """The env configuration of a row (``environment_context.config``), with the path's delivery
+    (``rftlab.rollout.spectrum.turns.turn_config``)."""
+    return turn_config(getattr(row.input_metadata, "dataset_info", None), default_memory, delivery)
 
 
 def _message_dict(message: Any) -> dict[str, Any]:
@@ -172,12 +171,8 @@ async def run_turn_episode(
     row_id = row.input_metadata.row_id
     used_salt = resolve_salt(salt, row_wants_epoch_salt(row))
     obs = env.reset(row_id, salt=used_salt)
-    system = []
-    for m in row.messages:
-        if m.role == "system":
-            text = m.content if isinstance(m.content, str) else ""
-            system.append({"role": "system", "content": apply_thinking(text, think)})
-    chat: list[dict[str, Any]] = [{"role": "user", "content": obs.text}]
+    system = system_messages(row.messages, think)
+    chat: list[dict[str, Any]] = first_messages(obs)
     tools = env.tools()
     params = _request_params(completion_params)
     if session_header:
@@ -186,7 +181,7 @@ async def run_turn_episode(
         rollout_id = getattr(row.execution_metadata, "rollout_id", None) or ""
         session = f"{row_id}:{rollout_id}:{uuid.uuid4().hex[:8]}"
         params["extra_headers"] = {**(params.get("extra_headers") or {}), "X-Rftlab-Session": session}
-    budget = max_model_calls if max_model_calls is not None else cfg.num_scans * (cfg.max_calls_per_scan or 6)
+    budget = model_call_budget(cfg, max_model_calls)
     calls = 0
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     while not env.done and calls < budget:
@@ -201,10 +196,7 @@ async def run_turn_episode(
         assistant = _message_dict(response.choices[0].message)
         chat.append(assistant)
         obs, _reward, _done, _info = env_step(env, _as_turn(assistant))
-        for tr in obs.tool_results:
-            chat.append({"role": "tool", "tool_call_id": tr["tool_call_id"], "content": tr["content"]})
-        if obs.text is not None:
-            chat.append({"role": "user", "content": obs.text})
+        chat.extend(followup_messages(obs))
     row.messages = [Message.model_validate(m) for m in system + chat]
     row.tools = tools
     row.input_metadata.completion_params = dict(completion_params)
