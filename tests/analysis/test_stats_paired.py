@@ -137,3 +137,38 @@ def test_sign_test_counts_and_p_value_are_consistent(diffs):
     flipped = sign_test([-d for d in diffs])
     assert (flipped.positive, flipped.negative) == (result.negative, result.positive)
     assert flipped.p_value == pytest.approx(result.p_value)
+
+
+def test_sign_test_counts_float_rounding_of_equal_results_as_ties():
+    """arena_env case 6: regrets 4.0 and 4.000000000000001 are equal results summed in another order. The
+    signs are counted here from exact rational sums of the rewards (multiples of 0.05), independently."""
+    from fractions import Fraction
+
+    rewards = [0.05 * k for k in range(1, 81)]
+    left = [sum(rewards[i : i + 3]) for i in range(0, 60)]  # summed left to right
+    right = [rewards[i + 2] + rewards[i + 1] + rewards[i] for i in range(0, 60)]  # the other order
+    right[:7] = [x + 0.05 for x in right[:7]]
+    right[7:10] = [x - 0.1 for x in right[7:10]]
+    diffs = [a - b for a, b in zip(left, right, strict=True)]
+    assert sum(1 for d in diffs if d != 0.0) > 10  # the rounding is there to be ignored
+
+    def exact(i: int) -> Fraction:
+        base = sum(Fraction(k + 1 + j, 20) for j, k in enumerate([i, i, i]))
+        other = base + (Fraction(1, 20) if i < 7 else Fraction(-1, 10) if i < 10 else 0)
+        return base - other
+
+    truth = [exact(i) for i in range(60)]
+    result = sign_test(diffs)
+    assert (
+        (result.positive, result.negative, result.ties)
+        == (
+            sum(t > 0 for t in truth),
+            sum(t < 0 for t in truth),
+            sum(t == 0 for t in truth),
+        )
+        == (3, 7, 50)
+    )
+    assert result.p_value == pytest.approx(direct_sign_p(3, 7), abs=1e-12)
+    assert sign_test(diffs, tie_tolerance=0.0).ties < 50  # the old rule counted rounding as signs
+    with pytest.raises(ValueError, match="tie_tolerance"):
+        sign_test(diffs, tie_tolerance=-1.0)

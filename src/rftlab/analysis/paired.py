@@ -3,7 +3,8 @@
 docs/statistics.md §6. Two arms are played on the **same** units, and each unit gives one difference
 ``a − b``. The replication unit is the shared unit (a poker deal, an arena case), never a rollout inside it.
 
-- ``sign_test(differences)``: how many units favour each side and how many tie, with the exact two-sided
+- ``sign_test(differences)``: how many units favour each side and how many tie (``|d| <= TIE_TOLERANCE``:
+  float rounding of equal results is a tie, not a win), with the exact two-sided
   binomial p-value of "either side is equally likely to win a non-tied unit". It uses only the signs, so
   one huge pot cannot carry it, and it says plainly when a mean difference rests on a handful of units.
 - ``sign_flip_p_value(differences, trials=100_000, seed=0)``: the sign-flip randomisation test of the mean
@@ -105,17 +106,27 @@ class SignTest:
         }
 
 
-def sign_test(differences: Sequence[float]) -> SignTest:
+TIE_TOLERANCE = 1e-12
+"""A difference within this of zero is a tie: the arena gate spec's encoding of a strict inequality
+(``data/specs/arena_gates.json``, ``strictly_below_zero``), far below any difference the studies' units can
+produce (arena rewards are multiples of 0.05, poker results whole chips in big blinds) but far above the
+rounding left by summing them (``4.0`` vs ``4.000000000000001``)."""
+
+
+def sign_test(differences: Sequence[float], tie_tolerance: float = TIE_TOLERANCE) -> SignTest:
     """Exact two-sided sign test of ``P(d > 0) = P(d < 0)`` over the non-tied units.
 
-    ``p = min(1, 2·P(X ≤ min(k₊, k₋)))`` with ``X ~ Binomial(k₊ + k₋, 1/2)``; 1.0 when every unit ties.
-    A difference that is not finite is refused (``ValueError``): it has no sign to count.
+    A unit ties when ``|d| <= tie_tolerance`` (float rounding of equal results is no win). ``p = min(1,
+    2·P(X ≤ min(k₊, k₋)))`` with ``X ~ Binomial(k₊ + k₋, 1/2)``; 1.0 when every unit ties. A difference that
+    is not finite is refused (``ValueError``): it has no sign to count.
     """
     values = [float(d) for d in differences]
     if any(not math.isfinite(d) for d in values):
         raise ValueError("sign_test needs finite differences")
-    positive = sum(1 for d in values if d > 0)
-    negative = sum(1 for d in values if d < 0)
+    if not tie_tolerance >= 0:
+        raise ValueError(f"tie_tolerance must be >= 0, got {tie_tolerance!r}")
+    positive = sum(1 for d in values if d > tie_tolerance)
+    negative = sum(1 for d in values if d < -tie_tolerance)
     ties = len(values) - positive - negative
     untied = positive + negative
     if untied == 0:
