@@ -76,3 +76,12 @@ def test_rate_frame_labels_policies_and_writes_counts_and_intervals():
     assert list(rate_frame(rows, {"oracle": "o", "wait": "w"}, with_slice=True)["slice"]) == ["all", "all"]
     with pytest.raises(KeyError):
         rate_frame(rows, {"oracle": "o"})  # every policy needs a label
+
+
+def test_paired_comparison_counts_float_rounding_as_a_tie():
+    """Equal regrets summed in another order (1.15 vs 1.1500000000000001) tie; a 0.05 difference does not."""
+    left = [0.1 + 0.45 + 0.6, 1.0, 2.0]
+    right = [0.6 + 0.45 + 0.1, 1.05, 1.95]
+    assert left[0] != right[0]
+    c = paired_comparison(left, right)
+    assert (c.left_lower, c.ties, c.right_lower) == (1, 1, 1)  # case 1 lower, case 0 tied, case 2 higher

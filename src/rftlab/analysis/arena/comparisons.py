@@ -18,6 +18,7 @@ from typing import Any
 
 from rftlab.analysis.display import interval
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
+from rftlab.analysis.paired import sign_test
 
 Z95 = 1.96
 
@@ -63,16 +64,9 @@ def paired_comparison(
         raise ValueError(f"paired comparison needs the same cases: {len(left)} vs {len(right)} values")
     diff = [float(a) - float(b) for a, b in zip(left, right, strict=True)]
     mean, low, high = normal_mean_interval(diff, z)
+    signs = sign_test(diff)  # a float-rounding difference is a tie (paired.TIE_TOLERANCE)
     return PairedComparison(
-        names[0],
-        names[1],
-        len(diff),
-        mean,
-        low,
-        high,
-        sum(1 for d in diff if d < 0),
-        sum(1 for d in diff if d == 0),
-        sum(1 for d in diff if d > 0),
+        names[0], names[1], len(diff), mean, low, high, signs.negative, signs.ties, signs.positive
     )
 
 
