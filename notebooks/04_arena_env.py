@@ -299,8 +299,8 @@ display(Markdown("Interval quantiles used above: " + "; ".join(
 # The SFT promotion gate G5 (§11) asks whether the per-case paired regret difference between two runs has
 # a 95% `mean_ci` entirely below 0. The table applies the same statistic to neighbouring pairs of
 # baselines (left minus right; negative means the left policy has lower regret). "Ties" counts cases where
-# both policies get exactly the same regret. The half-width is the smallest mean difference the 60 cases
-# could resolve when the per-case differences are this spread out. Beside it, the exact **sign test**
+# both policies get the same regret (up to float rounding: `paired.TIE_TOLERANCE`). The half-width is the
+# smallest mean difference the 60 cases could resolve when the per-case differences are this spread out. Beside it, the exact **sign test**
 # (`rftlab.analysis.paired.sign_test`) of "each policy is as likely to win a non-tied case": when most
 # cases tie, a mean difference can exclude 0 while resting on a handful of cases, and the sign test says so.
 
@@ -611,7 +611,7 @@ display(
                 f"The paired 95% interval excludes 0 for {', '.join(resolved) if resolved else 'no pair'}"
                 f"{'; it does not for ' + ', '.join(unresolved) if unresolved else ''}.",
                 f"- **Sequential vs independent: {'fragile' if seq_sign.p_value >= 0.05 else 'resolved'}.** "
-                f"They tie exactly on {seq_ind.ties} of {seq_ind.n} cases; the mean paired difference is "
+                f"They tie on {seq_ind.ties} of {seq_ind.n} cases; the mean paired difference is "
                 f"{seq_ind.mean:+.3f} (95% {interval(seq_ind.low, seq_ind.high, signed=True)}), but it rests on "
                 f"{seq_ind.left_lower} cases where sequential is better against {seq_ind.right_lower} where it is "
                 f"worse: sign test p = {seq_sign.p_value:.2f}. "
