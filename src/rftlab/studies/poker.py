@@ -17,6 +17,7 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
   entry modules ``rftlab.rollout.eval_entries.poker_mcp_eval`` (mean-instance reward),
   ``rftlab.rollout.eval_entries.poker_mcp_gain_eval`` (gain reward),
   ``rftlab.rollout.eval_entries.poker_mcp_server``
+- training: ``rftlab.training.poker`` (the task as a tinker-cookbook RL env: ``cookbook_env``)
 - launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight)
 - analysis: ``rftlab.analysis.poker``
 - studies: ``rftlab.studies.poker``
