@@ -12,10 +12,12 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - rewards: ``rftlab.rewards.poker``
 - envs: ``rftlab.envs.poker`` (engine, opponents, schedules, prompt rendering, task, env)
 - policies: ``rftlab.policies.poker`` (reference strategies, chat adapter)
-- rollout: ``rftlab.rollout.poker`` (play, dataset rows, McpGym server, scoring, what the entries share);
+- rollout: ``rftlab.rollout.poker`` (play, dataset rows, the McpGym path's chat and session, McpGym server,
+  scoring, what the entries share);
   entry modules ``rftlab.rollout.eval_entries.poker_mcp_eval`` (mean-instance reward),
   ``rftlab.rollout.eval_entries.poker_mcp_gain_eval`` (gain reward),
   ``rftlab.rollout.eval_entries.poker_mcp_server``
+- training: ``rftlab.training.poker`` (the task as a tinker-cookbook RL env: ``cookbook_env``)
 - launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight)
 - analysis: ``rftlab.analysis.poker``
 - studies: ``rftlab.studies.poker``

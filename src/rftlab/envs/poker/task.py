@@ -62,6 +62,15 @@ R_MAX = 9.4875  # BB/hand, upstream's reference maximum for the default schedule
 
 
 @dataclass(frozen=True)
+class UnreadableAction:
+    """A reply that holds no readable action, with the caller's reason (a client that parses the model's
+    text, e.g. "no poker_act tool call in the reply"): the env refuses it like any unreadable action,
+    ``Could not read the action ({why}).`` (A.6), and counts it toward the retry limit."""
+
+    why: str
+
+
+@dataclass(frozen=True)
 class PokerAction:
     """The ``PokerAction`` schema: ``action`` in FOLD/CALL/CHECK/RAISE, ``amount`` the raise-TO total
     (RAISE only; ignored otherwise), ``thinking`` free text."""
@@ -74,9 +83,11 @@ class PokerAction:
     def coerce(cls, raw: Any) -> tuple[PokerAction | None, str | None]:
         """A ``PokerAction`` from a model's structured output or tool arguments, or ``(None, reason)``.
         Accepts a mapping (``amount`` may be an int, an integral float, a numeric string, ``None`` or a
-        negative "none" sentinel) or a ``PokerAction``."""
+        negative "none" sentinel) or a ``PokerAction``; an ``UnreadableAction`` is ``(None, its reason)``."""
         if isinstance(raw, PokerAction):
             return raw, None
+        if isinstance(raw, UnreadableAction):
+            return None, str(raw.why)
         if not isinstance(raw, Mapping):
             return None, f"expected an object with 'action', got {type(raw).__name__}"
         action = raw.get("action")

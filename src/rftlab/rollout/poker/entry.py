@@ -17,8 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rftlab.rollout.poker.turns import HAND_MARKER
+
 MCP_STEPS = 300  # B.4
-HAND_MARKER = "FEEDBACK FROM PREVIOUS INSTANCE"
 RETIRED_REWARD_VARIABLE = "RFTLAB_POKER_REWARD"
 
 
@@ -45,7 +46,7 @@ def evaluation_rows() -> list[Any]:
 
     from rftlab.rollout.eval_entries import settings
     from rftlab.rollout.poker.dataset import dataset_rows
-    from rftlab.rollout.poker.mcp import poker_hands
+    from rftlab.rollout.poker.turns import poker_hands
 
     n = settings._int("RFTLAB_POKER_ROWS", 96)
     think = os.environ.get("RFTLAB_POKER_THINK", "0") != "0"

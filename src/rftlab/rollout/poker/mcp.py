@@ -20,6 +20,10 @@ cards; ``rftlab.rollout.poker.scoring.row_key`` recomputes the key from a result
 env is seeded the first time the session is touched (initial-state request or tool call), as in
 ``rftlab.rollout.spectrum.mcp``.
 
+The tool's text, the session (env + notepad) and the observation texts live in
+``rftlab.rollout.poker.turns`` (no eval-protocol there), shared with the tinker-cookbook env; their names are
+re-exported here.
+
 Launch: ``python -m rftlab.rollout.poker.mcp --port 9701`` or the launcher script
 ``rftlab/rollout/eval_entries/poker_mcp_server.py --port N`` (what ``MCPGymRolloutProcessor`` runs).
 
@@ -34,82 +38,33 @@ from typing import Any
 from eval_protocol.mcp.adapter import EnvironmentAdapter
 from mcp.server.fastmcp import Context
 
-from rftlab.envs.poker.env import ILLEGAL_RETRY_LIMIT, RFT_HANDS, PokerEnv, PokerEnvConfig
+from rftlab.envs.poker.env import PokerEnvConfig
 from rftlab.rollout.mcp_sessions import SessionSeededGym
-
-NOTEPAD_MAX_CHARS = 2000
-PLACEHOLDER_KEY = "unseeded"  # the base class builds an env before any session exists; it is never scored
-TOOL_DESCRIPTION = (
-    "Take your poker action for the current decision and optionally update your notepad. thinking: your "
-    "reasoning. action: FOLD, CALL, CHECK or RAISE. amount: the total to raise to (RAISE only; -1 "
-    "otherwise). notepad_update: replaces your notepad entirely (empty keeps it); the notepad is your "
-    "only memory across hands."
+from rftlab.rollout.poker.turns import (
+    NOTEPAD_MAX_CHARS,
+    PLACEHOLDER_KEY,
+    POKER_TOOL,
+    TOOL_DESCRIPTION,
+    PokerSession,
+    initial_text,
+    mcp_config,
+    poker_hands,
+    step_text,
 )
 
-
-def poker_hands() -> int:
-    raw = (os.environ.get("RFTLAB_POKER_HANDS") or "").strip()
-    if not raw:
-        return RFT_HANDS
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 4 and 1 <= int(raw) <= 200):
-        raise ValueError(f"RFTLAB_POKER_HANDS must be an integer from 1 to 200, got {raw[:40]!r}")
-    return int(raw)
-
-
-def mcp_config(hands: int | None = None) -> PokerEnvConfig:
-    return PokerEnvConfig(mode="rft", hands=hands or poker_hands(), illegal_retry_limit=ILLEGAL_RETRY_LIMIT)
-
-
-def initial_text(obs: Any) -> str:
-    """The first message: the first hand's prompt ("" when every hand ended before the first decision)."""
-    return obs.next_query.prompt if obs.next_query is not None else ""
-
-
-def step_text(obs: Any, notepad: str) -> str:
-    """A step's observation text (module docstring, B.1)."""
-    if not obs.instance_complete:
-        prompt = obs.next_query.prompt if obs.next_query is not None else ""
-        return f"FEEDBACK: {obs.content}\n\n{prompt}"
-    parts = [f"FEEDBACK FROM PREVIOUS INSTANCE:\n{obs.content}"]
-    if notepad:
-        parts.append(f"=== YOUR NOTEPAD ===\n{notepad}\n===================")
-    if obs.next_query is not None:
-        parts.append(obs.next_query.prompt)
-    return "\n\n".join(parts)
-
-
-class PokerSession:
-    """One session's env and notepad: ``act`` applies the notepad update, steps the env and returns
-    ``(observation text, instance_complete, reward, done)``."""
-
-    def __init__(self, config: PokerEnvConfig, key: Any = PLACEHOLDER_KEY):
-        self.env = PokerEnv(config)
-        self.reset(key)
-
-    def reset(self, key: Any) -> None:
-        self.first = self.env.reset(key)
-        self.notepad = ""
-        self.last_text = initial_text(self.first)
-        self.instance_complete = False
-        self.done = False
-
-    def act(self, action: str, thinking: str = "", amount: int = -1, notepad_update: str = ""):
-        if self.done:  # a call after the episode ended changes nothing
-            return self.last_text, self.instance_complete, 0.0, True
-        if isinstance(notepad_update, str) and notepad_update.strip():
-            self.notepad = notepad_update[:NOTEPAD_MAX_CHARS]
-        name = action.strip().upper() if isinstance(action, str) else action
-        args = {
-            "action": name,
-            "amount": int(amount) if isinstance(amount, int | float) and amount >= 0 else None,
-            "thinking": thinking if isinstance(thinking, str) else "",
-        }
-        result = self.env.step(args)
-        obs = result.observation
-        self.last_text = step_text(obs, self.notepad)
-        self.instance_complete = bool(obs.instance_complete)
-        self.done = bool(result.done)
-        return self.last_text, self.instance_complete, float(result.reward), self.done
+__all__ = [
+    "NOTEPAD_MAX_CHARS",
+    "PLACEHOLDER_KEY",
+    "TOOL_DESCRIPTION",
+    "PokerAdapter",
+    "PokerMcpGym",
+    "PokerSession",
+    "initial_text",
+    "main",
+    "mcp_config",
+    "poker_hands",
+    "step_text",
+]
 
 
 class PokerAdapter(EnvironmentAdapter):
@@ -160,7 +115,7 @@ class PokerMcpGym(SessionSeededGym):
         return {"observation": obs.last_text, "instance_complete": bool(obs.instance_complete)}
 
     def _register_tools(self) -> None:
-        @self.mcp.tool(name="poker_act", description=TOOL_DESCRIPTION)
+        @self.mcp.tool(name=POKER_TOOL, description=TOOL_DESCRIPTION)
         def poker_act(
             ctx: Context, action: str, thinking: str = "", amount: int = -1, notepad_update: str = ""
         ) -> dict[str, Any]:
