@@ -1,11 +1,14 @@
 """``rftlab arm ...``: launch an arm spec on a backend and look at its status.
 
     rftlab arm launch data/specs/spectrum_C.json --backend local [--root runs]
+    rftlab arm launch data/specs/spectrum_C.json --backend tinker [--base-model rftlab/tiny-qwen3-agent]
     rftlab arm status data/specs/spectrum_C.json [--root runs]
 
 The ``local`` backend trains the simulated policy (``rftlab.launch.spectrum.local``) in-process; re-launching a
 finished spec reuses its run. The ``fireworks`` backend needs the Fireworks launcher
-(``rftlab.launch.fireworks``).
+(``rftlab.launch.fireworks``). The ``tinker`` backend trains a language model through the Tinker API
+(``rftlab.launch.spectrum.tinker``: ``TINKER_BASE_URL``'s server, hosted Tinker with ``TINKER_API_KEY``, else
+the in-process local service). Without ``--backend`` the spec's ``backend`` field decides (default local).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 
 from rftlab.cli import UsageError, add_root_argument
 
-BACKENDS = ("local", "fireworks")
+BACKENDS = ("local", "fireworks", "tinker")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("launch", help="run an arm spec (reuses a finished run of the same spec)")
     p.add_argument("spec", help="arm spec JSON file (data/specs/spectrum_*.json)")
-    p.add_argument("--backend", choices=BACKENDS, default="local", help="where the arm runs (default local)")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="where the arm runs (default: the spec's backend field, else local)",
+    )
+    p.add_argument(
+        "--base-model",
+        default=None,
+        help="tinker backend: the base model (default: rftlab/tiny-qwen3-agent on a local target, the spec's "
+        "model on hosted Tinker)",
+    )
     add_root_argument(p)
     p.add_argument("--force", action="store_true", help="start a new run even if a finished one exists")
     p.add_argument("--no-resume", action="store_true", help="do not resume an unfinished run of the spec")
@@ -36,7 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="status of the newest run of an arm spec")
     p.add_argument("spec", help="arm spec JSON file")
     p.add_argument(
-        "--backend", choices=BACKENDS, default="local", help="the backend whose runs are looked up"
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="the backend whose runs are looked up (default: the spec's, else local)",
     )
     add_root_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -79,14 +96,24 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     from rftlab.studies.spectrum import launch_arm
 
     spec = _load(args.spec)
+    backend = args.backend or spec.backend or "local"
+    if args.base_model and backend != "tinker":
+        raise UsageError("--base-model is for --backend tinker")
     print(
-        f"{spec.arm}: {args.backend} backend: preflight, then {spec.epochs} epochs (or reuse a finished run "
+        f"{spec.arm}: {backend} backend: preflight, then {spec.epochs} epochs (or reuse a finished run "
         "of this spec); progress follows on a terminal",
         file=sys.stderr,
         flush=True,
     )
     try:
-        done = launch_arm(spec, args.backend, args.root, resume=not args.no_resume, force=args.force)
+        done = launch_arm(
+            spec,
+            backend,
+            args.root,
+            resume=not args.no_resume,
+            force=args.force,
+            **({"base_model": args.base_model} if args.base_model else {}),
+        )
     except Exception as exc:  # a launcher's refusal (no key, failed preflight, firectl error) is one line
         if type(exc).__name__ not in ("LaunchRefused", "FirectlError", "PreflightFailed"):
             raise

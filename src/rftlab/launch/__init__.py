@@ -4,8 +4,11 @@ or ``tinker`` backend. Each launcher satisfies ``rftlab.types.Launcher``. Family
 family that launches on Fireworks RFT."""
 
 
-def launcher_for(backend: str):
-    """The launcher of ``backend`` (``local`` or ``fireworks``), with a clear error for anything else."""
+def launcher_for(backend: str, **options):
+    """The launcher of ``backend`` (``local``, ``fireworks`` or ``tinker``), with a clear error for anything
+    else. ``options`` are the tinker launcher's (``base_model``, ``service``, implementation settings)."""
+    if options and backend != "tinker":
+        raise ValueError(f"launcher options {sorted(options)} are for the tinker backend only")
     if backend == "local":
         from rftlab.launch.spectrum.local import LocalLauncher
 
@@ -14,4 +17,8 @@ def launcher_for(backend: str):
         from rftlab.launch.fireworks import FireworksLauncher
 
         return FireworksLauncher()
-    raise ValueError(f"unknown backend {backend!r}: use 'local' or 'fireworks'")
+    if backend == "tinker":
+        from rftlab.launch.spectrum.tinker import TinkerLauncher
+
+        return TinkerLauncher(progress=None, **options)
+    raise ValueError(f"unknown backend {backend!r}: use 'local', 'fireworks' or 'tinker'")

@@ -19,8 +19,8 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
   ``rftlab.rollout.eval_entries.spectrum_turn``, ``rftlab.rollout.eval_entries.spectrum_mcp_eval``,
   ``rftlab.rollout.eval_entries.spectrum_mcp_server``
 - training: ``rftlab.training.spectrum`` (local GRPO of the simulated policy, group rollouts, calibration,
-  the tinker-cookbook env)
-- launch: ``rftlab.launch.spectrum`` (arm spec, preflight, local launcher)
+  the tinker-cookbook env, GRPO of a language model through the Tinker API)
+- launch: ``rftlab.launch.spectrum`` (arm spec, preflight, local launcher, Tinker launcher)
 - analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
   episode summaries)
 - studies: ``rftlab.studies.spectrum``
@@ -60,16 +60,20 @@ def as_spec(spec: SpectrumArmSpec | str | Path) -> SpectrumArmSpec:
 
 def launch_arm(
     spec: SpectrumArmSpec | str | Path,
-    backend: str = "local",
+    backend: str | None = None,
     root: str | Path | None = None,
     resume: bool = True,
     force: bool = False,
+    **launcher_options: Any,
 ) -> ArmLaunch:
     """Run one arm on ``backend``: reuse a finished run of the same spec, resume an unfinished one (unless
-    ``resume`` is false), or start a new one (always, with ``force``)."""
+    ``resume`` is false), or start a new one (always, with ``force``). ``backend`` ``None``: the spec's own
+    ``backend``, else ``local``. ``launcher_options`` go to the launcher (``tinker``: ``base_model``,
+    ``service``, implementation settings such as ``max_tokens``)."""
     spec = as_spec(spec)
+    backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
-    launcher = launcher_for(backend)
+    launcher = launcher_for(backend, **launcher_options)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
     ref = launcher.launch(spec, root=root, resume=resume, **({"force": True} if force else {}))
     reused = before is not None and before.path == ref.path and not force
@@ -87,11 +91,13 @@ def launch_arms(
 
 
 def arm_status(
-    spec: SpectrumArmSpec | str | Path, backend: str = "local", root: str | Path | None = None
+    spec: SpectrumArmSpec | str | Path, backend: str | None = None, root: str | Path | None = None
 ) -> ArmLaunch:
-    """The status of the newest ``backend`` run of ``spec``; ``ValueError`` when there is none."""
+    """The status of the newest ``backend`` run of ``spec`` (``None``: the spec's backend, else ``local``);
+    ``ValueError`` when there is none."""
     label = spec.arm if isinstance(spec, SpectrumArmSpec) else str(spec)
     spec = as_spec(spec)
+    backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
     runs = [
         r

@@ -56,9 +56,16 @@ class SpectrumArmSpec(BaseModel):
     seed: SpecInt = Field(0, ge=0, le=2**31 - 1)
     # --- Fireworks-only settings (None: the arm is local-only)
     fireworks: FireworksJobSettings | None = None
+    # --- where the arm runs when no backend is named (None: "local", the simulated policy)
+    backend: Literal["local", "fireworks", "tinker"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The spec as JSON data; ``backend`` only when set, so a spec without it keeps the hash it had
+        before the field existed."""
+        data = self.model_dump(mode="json")
+        if data.get("backend") is None:
+            data.pop("backend", None)
+        return data
 
     def sha256(self) -> str:
         return spec_sha256(self.to_dict())

@@ -47,14 +47,19 @@ class TinyModelSpec:
     max_position_embeddings: int = 1024
     init_seed: int = 1234
     tokenizer: str = "bpe"
-    """``"bpe"`` (the task-trained byte-level BPE, see ``bpe_tokenizer``) or ``"bytes"``."""
+    """``"bpe"`` (the task-trained byte-level BPE, see ``bpe_tokenizer``), ``"agent"`` (the agent tasks' BPE,
+    see ``agent_bpe_tokenizer``) or ``"bytes"``."""
 
 
 BUILTIN_MODELS: dict[str, TinyModelSpec] = {
     TINY_MODEL: TinyModelSpec(),
     "rftlab/tiny-qwen3-wide": TinyModelSpec(hidden_size=128, intermediate_size=384, num_hidden_layers=3),
     "rftlab/tiny-qwen3-bytes": TinyModelSpec(tokenizer="bytes"),
+    # the agent tasks (spectrum, poker): their chat-trained BPE and a context one spectrum episode fits in
+    "rftlab/tiny-qwen3-agent": TinyModelSpec(max_position_embeddings=8192, tokenizer="agent"),
 }
+AGENT_MODEL = "rftlab/tiny-qwen3-agent"
+"""The built-in model for the multi-turn agent tasks (docs/spectrum.md, "Training through the Tinker API")."""
 
 LORA_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 LORA_MLP = ("gate_proj", "up_proj", "down_proj")
@@ -148,7 +153,97 @@ def _cached_bpe_tokenizer() -> Any:
     return train_chat_bpe(corpus, BPE_VOCAB, 1024)
 
 
-TOKENIZERS = {"bpe": bpe_tokenizer, "bytes": byte_tokenizer}
+AGENT_BPE_VOCAB = 2048
+AGENT_CONTEXT = 8192
+AGENT_CORPUS_ROWS = 4  # rows per (prompt, memory) arm of the spectrum task
+AGENT_CORPUS_SCANS = 6
+
+
+def _qwen_turn(role: str, text: str) -> str:
+    """One chat-template message as Qwen3 writes it (special tokens are added separately by the trainer)."""
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def spectrum_corpus_texts() -> list[str]:
+    """The spectrum turn path's chat text, deterministically: for ``AGENT_CORPUS_ROWS`` rows of every
+    (prompt, memory) arm, the system prompt, the tool schemas, and ``AGENT_CORPUS_SCANS`` scans of one
+    episode whose replies are ``submit_report`` calls (the scan's detected peaks; in the notepad arm a
+    ``notepad_write`` first), with the env's tool results and echoes (``rftlab.rollout.spectrum.turns``)."""
+    import json
+
+    from rftlab.envs.spectrum.rft import AssistantTurn, SpectrumRFTConfig, SpectrumRFTEnv, ToolCall
+    from rftlab.rollout.spectrum.dataset import dataset_rows
+    from rftlab.rollout.spectrum.turns import first_messages, followup_messages, system_messages, turn_config
+
+    texts: list[str] = []
+    for prompt in ("explicit", "weak"):
+        for memory in ("none", "echo", "scrambled", "notepad"):
+            config = SpectrumRFTConfig(memory=memory, num_scans=AGENT_CORPUS_SCANS)  # type: ignore[arg-type]
+            for row in dataset_rows(AGENT_CORPUS_ROWS, prompt=prompt, memory=memory, config=config):
+                meta = row["input_metadata"]
+                env = SpectrumRFTEnv(turn_config(meta.get("dataset_info")))
+                obs = env.reset(str(meta["row_id"]), salt="corpus")
+                texts += [_qwen_turn("system", m["content"]) for m in system_messages(row["messages"])]
+                texts += [json.dumps(t["function"]) for t in env.tools()]
+                texts += [_qwen_turn("user", m["content"]) for m in first_messages(obs)]
+                while not obs.done:
+                    freqs = [p["freq_mhz"] for p in obs.peaks]
+                    calls = [ToolCall("submit_report", {"center_freqs": freqs})]
+                    if memory == "notepad":
+                        calls.insert(0, ToolCall("notepad_write", {"text": ", ".join(map(str, freqs))}))
+                    reply = "".join(
+                        "<tool_call>\n"
+                        + json.dumps({"name": c.name, "arguments": c.arguments})
+                        + "\n</tool_call>"
+                        for c in calls
+                    )
+                    texts.append(_qwen_turn("assistant", reply))
+                    obs = env.step(AssistantTurn(tuple(calls))).observation
+                    for m in followup_messages(obs):
+                        body = (
+                            m["content"]
+                            if m["role"] == "user"
+                            else f"<tool_response>\n{m['content']}\n</tool_response>"
+                        )
+                        texts.append(_qwen_turn(m["role"], body))
+    return texts
+
+
+def poker_corpus_texts() -> list[str]:
+    """The poker task's chat text the project can build without playing (its dataset rows' system prompts,
+    with and without thinking); empty when the poker family is not installed."""
+    try:
+        from rftlab.rollout.poker.dataset import dataset_rows as poker_rows
+    except ImportError:
+        return []
+    return [
+        _qwen_turn("system", m["content"])
+        for think in (False, True)
+        for row in poker_rows(2, thinking=think)
+        for m in row["messages"]
+    ]
+
+
+def agent_corpus(spectrum: bool = True, poker: bool = True) -> list[str]:
+    """The agent tokenizer's training corpus: the spectrum chat and the poker text (either may be left
+    out), plus the chat-template words. Deterministic: the same code gives the same corpus."""
+    corpus = (spectrum_corpus_texts() if spectrum else []) + (poker_corpus_texts() if poker else [])
+    return corpus + ["user\n", "assistant\n", "system\n", "tool\n", "\n\n"] * 20
+
+
+def agent_bpe_tokenizer() -> Any:
+    """The agent tasks' byte-level BPE (``train_chat_bpe`` on ``agent_corpus()``, at most 2,048 symbols,
+    digits single, an 8,192-token context): a spectrum prompt is several times shorter than with the math
+    task's BPE. Any text still round-trips."""
+    return _cached_agent_bpe_tokenizer()
+
+
+@cache
+def _cached_agent_bpe_tokenizer() -> Any:
+    return train_chat_bpe(agent_corpus(), AGENT_BPE_VOCAB, AGENT_CONTEXT)
+
+
+TOKENIZERS = {"bpe": bpe_tokenizer, "bytes": byte_tokenizer, "agent": agent_bpe_tokenizer}
 
 
 def register_builtin_tokenizers() -> None:
