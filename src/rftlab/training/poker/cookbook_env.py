@@ -76,9 +76,8 @@ mapping from parsed replies to tool calls and refusals, the rewards and the roll
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from typing import Any
 
 import chz
@@ -86,12 +85,9 @@ import tinker
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     Env,
-    EnvGroupBuilder,
-    RLDataset,
     RLDatasetBuilder,
     StepResult,
     StopReason,
-    Trajectory,
 )
 
 from rftlab.envs.model_json import load_model_json
@@ -108,8 +104,16 @@ from rftlab.rollout.poker.turns import (
     tool_result_content,
 )
 from rftlab.rollout.windowing import window_chat
+from rftlab.training.cookbook_envs import (
+    DEFAULT_RENDERER,
+    ArmRowsDataset,
+    EpisodeRewardGroup,
+    decode,
+    make_renderer,
+    message_text,
+    numeric,
+)
 
-DEFAULT_RENDERER = "qwen3"
 DEFAULT_BASE_MODEL = "rftlab/tiny-qwen3"
 
 
@@ -179,20 +183,6 @@ class PokerCookbookConfig:
         )
 
 
-@cache
-def make_renderer(base_model: str, renderer_name: str = DEFAULT_RENDERER) -> Any:
-    """The cookbook renderer ``renderer_name`` on ``base_model``'s tokenizer (cached; built-in tiny models'
-    tokenizers are registered first)."""
-    from tinker_cookbook import renderers
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
-
-    from rftlab.training.local_tinker import BUILTIN_MODELS, register_builtin_tokenizers
-
-    if base_model in BUILTIN_MODELS:
-        register_builtin_tokenizers()
-    return renderers.get_renderer(renderer_name, get_tokenizer(base_model))
-
-
 def row_context(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row's ``environment_context`` (``{}`` when absent)."""
     info = (row.get("input_metadata") or {}).get("dataset_info") or {}
@@ -235,22 +225,6 @@ class ParsedReply:
     structural: str | None = None  # why the reply did not end cleanly
 
 
-def _message_text(content: Any) -> str:
-    """A message's text (text parts joined; thinking left out)."""
-    if isinstance(content, str):
-        return content
-    return "".join(
-        p.get("text", "") for p in content or () if isinstance(p, Mapping) and p.get("type") == "text"
-    )
-
-
-def _decode(tokenizer: Any, tokens: Sequence[int]) -> str:
-    try:
-        return str(tokenizer.decode(list(tokens)))
-    except Exception:  # noqa: BLE001 - model output must not crash the rollout (ids out of vocabulary)
-        return ""
-
-
 def _arguments(raw: Any) -> Any:
     """Tool arguments as the model meant them: JSON text decoded (an OpenAI-style string), else as is."""
     if isinstance(raw, str):
@@ -284,7 +258,7 @@ def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") 
     try:
         message, termination = renderer.parse_response(list(tokens))
     except Exception as exc:  # noqa: BLE001 - e.g. RendererError on two stop tokens; refused, never raised
-        text = _decode(renderer.tokenizer, tokens)
+        text = decode(renderer.tokenizer, tokens)
         reason = f"{type(exc).__name__}: {exc}"[:500]
         return ParsedReply((), {"role": "assistant", "content": text}, structural=reason)
     if not termination.is_clean:
@@ -297,7 +271,7 @@ def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") 
     ]
     unparsed = list(message.get("unparsed_tool_calls") or ())
     recovered = [_recover(u.raw_text, u.error) for u in unparsed]
-    text = _message_text(message["content"])
+    text = message_text(message["content"])
     kept = [u.raw_text for u, r in zip(unparsed, recovered, strict=True) if r.name is None]
     if kept:  # the unusable blocks stay in the conversation as text, as a provider would show them
         text = text + "".join(kept)
@@ -331,15 +305,6 @@ def poker_act_arguments(arguments: Any) -> tuple[dict[str, Any] | None, str | No
 
 
 # ------------------------------------------------------------------------------------ the env
-
-
-def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The cookbook's ``Metrics``: numbers only (``None`` and lists left out, booleans as 0/1)."""
-    out: dict[str, float] = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool | int | float):
-            out[k] = float(v)
-    return out
 
 
 def _cookbook_message(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -530,7 +495,7 @@ class PokerCookbookEnv(Env):
             env_reward += self._last_reward()
         self.valid_calls += valid
         hands_now = len(self.env.task.records) if self.env.task else 0
-        metrics = _numeric(
+        metrics = numeric(
             {
                 "hand_index": self.env.task.position if self.env.task else 0,
                 "hands_completed": hands_now - before_hands,
@@ -572,7 +537,7 @@ class PokerCookbookEnv(Env):
     def episode_metrics(self) -> dict[str, float]:
         """The evaluator's reward and metrics, the env's task metrics and counters, and the reply counts."""
         m = self.env.metrics()
-        out = _numeric({k: v for k, v in m.items() if k not in ("illegal_actions",)})
+        out = numeric({k: v for k, v in m.items() if k not in ("illegal_actions",)})
         out.update(self.scores())
         out.update(
             env_illegal_actions=float(m.get("illegal_actions", 0)),
@@ -617,7 +582,7 @@ class PokerCookbookEnv(Env):
 
 
 @dataclass(frozen=True)
-class PokerEnvGroupBuilder(EnvGroupBuilder):
+class PokerEnvGroupBuilder(EpisodeRewardGroup):
     """One dataset row: ``group_size`` candidates on the row's deal (opponent and card seed). Holds only JSON
     data and names, so it pickles; the renderer is made in ``make_envs``."""
 
@@ -657,46 +622,15 @@ class PokerEnvGroupBuilder(EnvGroupBuilder):
         self.envs[:] = envs
         return envs
 
-    async def compute_group_rewards(
-        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
-    ) -> list[tuple[float, dict[str, float]]]:
-        """No reward on top of the episode's (it is the last step's); each episode's metrics."""
-        return [
-            (0.0, env.episode_metrics() if isinstance(env, PokerCookbookEnv) else {}) for env in env_group
-        ]
-
     def logging_tags(self) -> list[str]:
         opponent, _seed = row_deal(self.row)
         return ["poker", f"poker_{opponent}"]
 
 
-class PokerRLDataset(RLDataset):
+class PokerRLDataset(ArmRowsDataset):
     """The arm's rows in batches of ``batch_rows``, epoch after epoch (``epochs``, e.g. ``range(2)``; a
     resumed run passes the epochs still to do). Batch ``i`` is batch ``i % batches_per_epoch`` of epoch
     ``epochs[i // batches_per_epoch]``; the deals are the rows', the same every epoch."""
-
-    def __init__(self, config: PokerCookbookConfig, epochs: Iterable[int] = (0,)):
-        self.config = config
-        self.epochs = [int(e) for e in epochs]
-        self.rows = config.dataset_rows()
-        self.batches_per_epoch = -(-len(self.rows) // config.batch_rows)
-
-    def __len__(self) -> int:
-        return len(self.epochs) * self.batches_per_epoch
-
-    def epoch_of(self, index: int) -> int:
-        return self.epochs[index // self.batches_per_epoch]
-
-    def get_batch(self, index: int) -> list[PokerEnvGroupBuilder]:
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch {index} out of range (the dataset has {len(self)} batches)")
-        epoch = self.epoch_of(index)
-        start = (index % self.batches_per_epoch) * self.config.batch_rows
-        return [self.builder(row, epoch) for row in self.rows[start : start + self.config.batch_rows]]
-
-    def epoch_builders(self, epoch: int) -> list[PokerEnvGroupBuilder]:
-        """Every row's group builder in ``epoch``."""
-        return [self.builder(row, epoch) for row in self.rows]
 
     def builder(self, row: Mapping[str, Any], epoch: int) -> PokerEnvGroupBuilder:
         cfg = self.config

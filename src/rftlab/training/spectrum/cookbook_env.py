@@ -74,9 +74,8 @@ section "The tinker-cookbook env" of docs/spectrum.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from typing import Any
 
 import chz
@@ -84,12 +83,9 @@ import tinker
 from tinker_cookbook.rl.types import (
     STOP_METRIC_PREFIX,
     Env,
-    EnvGroupBuilder,
-    RLDataset,
     RLDatasetBuilder,
     StepResult,
     StopReason,
-    Trajectory,
 )
 
 from rftlab.envs.model_json import load_model_json
@@ -109,8 +105,16 @@ from rftlab.rollout.spectrum.turns import (
     turn_config,
 )
 from rftlab.rollout.windowing import window_chat
+from rftlab.training.cookbook_envs import (
+    DEFAULT_RENDERER,
+    ArmRowsDataset,
+    EpisodeRewardGroup,
+    decode,
+    make_renderer,
+    message_text,
+    numeric,
+)
 
-DEFAULT_RENDERER = "qwen3"
 DEFAULT_BASE_MODEL = "rftlab/tiny-qwen3"
 
 
@@ -188,20 +192,6 @@ class SpectrumCookbookConfig:
         )
 
 
-@cache
-def make_renderer(base_model: str, renderer_name: str = DEFAULT_RENDERER) -> Any:
-    """The cookbook renderer ``renderer_name`` on ``base_model``'s tokenizer (cached; built-in tiny models'
-    tokenizers are registered first)."""
-    from tinker_cookbook import renderers
-    from tinker_cookbook.tokenizer_utils import get_tokenizer
-
-    from rftlab.training.local_tinker import BUILTIN_MODELS, register_builtin_tokenizers
-
-    if base_model in BUILTIN_MODELS:
-        register_builtin_tokenizers()
-    return renderers.get_renderer(renderer_name, get_tokenizer(base_model))
-
-
 def tool_specs(env: SpectrumRFTEnv) -> list[dict[str, Any]]:
     """The env's tools as cookbook ``ToolSpec``s (the ``function`` part of the OpenAI schemas)."""
     return [dict(t["function"]) for t in env.tools()]
@@ -224,16 +214,7 @@ class ParsedReply:
 
     @property
     def text(self) -> str:
-        return _message_text(self.message.get("content"))
-
-
-def _message_text(content: Any) -> str:
-    """A message's text (text parts joined; thinking left out)."""
-    if isinstance(content, str):
-        return content
-    return "".join(
-        p.get("text", "") for p in content or () if isinstance(p, Mapping) and p.get("type") == "text"
-    )
+        return message_text(self.message.get("content"))
 
 
 def _recover(raw_text: str) -> ToolCall | None:
@@ -251,19 +232,12 @@ def _recover(raw_text: str) -> ToolCall | None:
     return None
 
 
-def _decode(tokenizer: Any, tokens: Sequence[int]) -> str:
-    try:
-        return str(tokenizer.decode(list(tokens)))
-    except Exception:  # noqa: BLE001 - model output must not crash the rollout (ids out of vocabulary)
-        return ""
-
-
 def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") -> ParsedReply:
     """A sampled reply (token ids) → ``ParsedReply`` (rules in the module docstring). Never raises."""
     try:
         message, termination = renderer.parse_response(list(tokens))
     except Exception as exc:  # noqa: BLE001 - e.g. RendererError on two stop tokens; scored, never raised
-        text = _decode(renderer.tokenizer, tokens)
+        text = decode(renderer.tokenizer, tokens)
         reason = f"{type(exc).__name__}: {exc}"[:500]
         return ParsedReply(AssistantTurn((), text), {"role": "assistant", "content": text}, structural=reason)
     if not termination.is_clean:
@@ -284,7 +258,7 @@ def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") 
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
         history["content"] = parts + [{"type": "text", "text": u.raw_text} for u in unparsed]
     return ParsedReply(
-        AssistantTurn(tuple(calls), _message_text(history["content"])),  # type: ignore[arg-type]  # None: not a tool call (the env's rule)
+        AssistantTurn(tuple(calls), message_text(history["content"])),  # type: ignore[arg-type]  # None: not a tool call (the env's rule)
         history,
         parsed_calls=len(message.get("tool_calls") or ()),
         unparsed=tuple(u.error for u in unparsed),
@@ -293,17 +267,6 @@ def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") 
 
 
 # ------------------------------------------------------------------------------------ the env
-
-
-def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The cookbook's ``Metrics``: numbers only (``None`` left out, booleans as 0/1)."""
-    out: dict[str, float] = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool):
-            out[k] = float(v)
-        elif isinstance(v, int | float):
-            out[k] = float(v)
-    return out
 
 
 class SpectrumCookbookEnv(Env):
@@ -378,7 +341,7 @@ class SpectrumCookbookEnv(Env):
         valid = info.scored and all(note.malformed is None for note in info.actions)
         self.valid_submits += int(valid)
         self.parse_errors += int(reply.structural is not None)
-        metrics: dict[str, float] = _numeric(
+        metrics: dict[str, float] = numeric(
             {
                 "scan": info.scan,
                 "scored": info.scored,
@@ -416,7 +379,7 @@ class SpectrumCookbookEnv(Env):
     def episode_metrics(self) -> dict[str, float]:
         """The env's episode metrics (numeric ones, unchanged) with the trajectory's reward and counts."""
         m = self.spectrum.metrics()
-        out = _numeric(
+        out = numeric(
             {k: v for k, v in m.items() if k not in ("band_seed", "channels_drawn", "channels_placed")}
         )
         cost = self.notepad_write_cost * m["notepad_writes"]
@@ -476,7 +439,7 @@ def _jsonable(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class SpectrumEnvGroupBuilder(EnvGroupBuilder):
+class SpectrumEnvGroupBuilder(EpisodeRewardGroup):
     """One dataset row in one epoch: ``group_size`` candidates on the row's band ``band_seed(row_id, salt)``.
     Holds only JSON data and names, so it pickles; the renderer is made in ``make_envs``."""
 
@@ -510,46 +473,15 @@ class SpectrumEnvGroupBuilder(EnvGroupBuilder):
         self.envs[:] = envs
         return envs
 
-    async def compute_group_rewards(
-        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
-    ) -> list[tuple[float, dict[str, float]]]:
-        """No reward on top of the episode's (it is the last step's); each episode's metrics."""
-        return [
-            (0.0, env.episode_metrics() if isinstance(env, SpectrumCookbookEnv) else {}) for env in env_group
-        ]
-
     def logging_tags(self) -> list[str]:
         memory = self.row["input_metadata"]["dataset_info"]["environment_context"].get("memory", "")
         return ["spectrum", f"spectrum_{memory}"] if memory else ["spectrum"]
 
 
-class SpectrumRLDataset(RLDataset):
+class SpectrumRLDataset(ArmRowsDataset):
     """The arm's rows in batches of ``batch_rows``, epoch after epoch (``epochs``, e.g. ``range(12)``; a
     resumed run passes the epochs still to do). Batch ``i`` is batch ``i % batches_per_epoch`` of epoch
     ``epochs[i // batches_per_epoch]``; each epoch has its own salt, so its bands are fresh."""
-
-    def __init__(self, config: SpectrumCookbookConfig, epochs: Iterable[int] = (0,)):
-        self.config = config
-        self.epochs = [int(e) for e in epochs]
-        self.rows = config.dataset_rows()
-        self.batches_per_epoch = -(-len(self.rows) // config.batch_rows)
-
-    def __len__(self) -> int:
-        return len(self.epochs) * self.batches_per_epoch
-
-    def epoch_of(self, index: int) -> int:
-        return self.epochs[index // self.batches_per_epoch]
-
-    def get_batch(self, index: int) -> list[SpectrumEnvGroupBuilder]:
-        if not 0 <= index < len(self):
-            raise IndexError(f"batch {index} out of range (the dataset has {len(self)} batches)")
-        epoch = self.epoch_of(index)
-        start = (index % self.batches_per_epoch) * self.config.batch_rows
-        return [self.builder(row, epoch) for row in self.rows[start : start + self.config.batch_rows]]
-
-    def epoch_builders(self, epoch: int) -> list[SpectrumEnvGroupBuilder]:
-        """Every row's group builder in ``epoch``."""
-        return [self.builder(row, epoch) for row in self.rows]
 
     def builder(self, row: Mapping[str, Any], epoch: int) -> SpectrumEnvGroupBuilder:
         cfg = self.config
