@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from rftlab.runs.store import atomic_write_text
+from rftlab.training.backend_fields import loss_sum
 from rftlab.training.gs1.advantages import group_mean, kernel_baseline
 from rftlab.training.gs1.rl_loop import (
     IMPLAUSIBLE_DUPLICATE_PROB,
@@ -341,7 +342,7 @@ def check_loss_and_gradient(
     g1 = _flat_gradients(c1.last_gradients())
     out2 = c2.forward_backward([strip_mask(d) for d in cookbook], loss_fn="importance_sampling").result()
     g2 = _flat_gradients(c2.last_gradients())
-    l1, l2 = float(out1.metrics["loss:sum"]), float(out2.metrics["loss:sum"])
+    l1, l2 = loss_sum(out1), loss_sum(out2)
     tl, tg = tolerances["baseline_loss"], tolerances["baseline_gradient"]
     loss_ok = math.isfinite(l1) and math.isclose(l1, l2, rel_tol=tl["rtol"], abs_tol=tl["atol"])
     grad = compare_arrays(g1, g2, tg["atol"], tg["rtol"])
@@ -415,7 +416,7 @@ def check_one_step(
         )
     fb = client.forward_backward(datums[:1], loss_fn=config.loss_fn)
     op = client.optim_step(config.adam_params())
-    loss = float(fb.result().metrics["loss:sum"])
+    loss = loss_sum(fb.result())
     op.result()
     first = next(r for r in batch.records if r.get("in_batch"))
     ok = math.isfinite(loss)

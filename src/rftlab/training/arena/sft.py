@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rftlab.rollout.arena.evaluation import score_validation_reply
+from rftlab.training.backend_fields import loss_sum
 
 RENDERER_NAME = "qwen3_instruct"
 END_OF_TURN = "<|im_end|>"
@@ -176,7 +177,7 @@ def train_steps(
             learning_rate=lr, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.gradient_clip_norm
         )
         training.optim_step(params).result()
-        loss = float(result.metrics["loss:sum"]) / max(1.0, weight_total)
+        loss = loss_sum(result) / max(1.0, weight_total)
         losses.append(loss)
         if on_step is not None:
             on_step(step, loss, lr)

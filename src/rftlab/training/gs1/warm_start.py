@@ -33,6 +33,7 @@ import torch
 from tinker import types
 
 from rftlab.envs.gs1 import QUESTION_SUFFIX, MathProblem, reward, train_problems
+from rftlab.training.backend_fields import loss_sum
 from rftlab.training.local_tinker.clients import LocalServiceClient, LocalTrainingClient, torch_threads
 from rftlab.training.local_tinker.model import TINY_MODEL, register_builtin_tokenizers
 
@@ -166,7 +167,7 @@ def warm_start(
         fb = tc.forward_backward([datums[i] for i in batch], "cross_entropy")
         tc.optim_step(adam).result()
         n_tokens = sum(float(datums[i].loss_fn_inputs["weights"].to_torch().sum()) for i in batch)
-        nll = fb.result().metrics["loss:sum"] / max(n_tokens, 1.0)
+        nll = loss_sum(fb.result()) / max(n_tokens, 1.0)
         step += 1
         if step % config.eval_every == 0 or step == config.max_steps:
             sampler = tc.save_weights_and_get_sampling_client().result()
