@@ -2,6 +2,7 @@
 
 rftlab poker play --policy exploit --schedule default --json
 rftlab poker dataset --n 64 --out data/poker64.jsonl
+rftlab poker launch data/specs/poker_seed.json --backend tinker   # GRPO through the Tinker API
 """
 
 from __future__ import annotations
@@ -44,8 +45,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ds.add_argument("--hands", type=int, default=16, help="hands per rollout (default 16, as upstream)")
     ds.set_defaults(func=_dataset)
 
-    launch = sub.add_parser("launch", help="preflight, then dataset + RFT job on Fireworks (see --dry-run)")
+    launch = sub.add_parser(
+        "launch",
+        help="Fireworks: preflight, then dataset + RFT job (see --dry-run); tinker: GRPO through the Tinker API",
+    )
     launch.add_argument("spec", help="poker arm spec JSON (data/specs/poker_*.json)")
+    launch.add_argument(
+        "--backend",
+        choices=("fireworks", "tinker"),
+        help="where the arm runs (default: the spec's backend field, else fireworks)",
+    )
+    launch.add_argument(
+        "--base-model",
+        help="tinker backend: the base model (default: rftlab/tiny-qwen3-agent on a local target, the spec's "
+        "model under its Tinker name on hosted Tinker)",
+    )
     launch.add_argument(
         "--dry-run", action="store_true", help="print the Prime->Fireworks mapping and the commands"
     )
@@ -107,9 +121,39 @@ def _launch(args: argparse.Namespace) -> int:
         spec = load_poker_arm_spec(args.spec)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    backend = args.backend or spec.backend or "fireworks"
+    if args.base_model and backend != "tinker":
+        raise UsageError("--base-model is for --backend tinker")
+    if backend == "tinker":
+        return _launch_tinker(spec, args)
     launcher = fireworks_launcher(args.account_id)
     mapping = prime_mapping(spec)
     notes = ["Prime/verifiers setting -> Fireworks"] + [
         f"  {m['prime']} = {m['value']}  ->  {m['fireworks']}" for m in mapping
     ]
     return launch_or_plan(launcher, spec, args, notes=notes, extra={"mapping": mapping})
+
+
+def _launch_tinker(spec, args: argparse.Namespace) -> int:
+    from rftlab.studies.poker import launch_arm
+
+    if args.dry_run:
+        raise UsageError("--dry-run shows the Fireworks plan; the tinker backend has none")
+    print(f"{spec.arm}: tinker backend: {spec.epochs} epochs (or reuse a finished run)", file=sys.stderr)
+    try:
+        done = launch_arm(
+            spec, "tinker", args.root, **({"base_model": args.base_model} if args.base_model else {})
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    ref = done.ref
+    out = {
+        "run_dir": str(ref.path),
+        "run_id": ref.run_id,
+        "arm": ref.arm,
+        "backend": ref.backend,
+        "state": done.status.state,
+        "reused": done.reused,
+    }
+    print(json.dumps(out, indent=2) if args.json else f"launched {spec.arm}: {ref.path}")
+    return 0

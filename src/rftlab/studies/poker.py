@@ -4,8 +4,9 @@
 schedule and summarises BB per hand with intervals over deals, ``reference_study`` plays every reference
 strategy over a schedule and over RFT-mode rows, plus the shortcut strategies (blind counters, which ignore
 the opponent's name, and the position-aware sandbagger) for the notebook's tables, ``fireworks_launcher`` is the Fireworks launcher with the poker preflight and
-dataset rows (what ``rftlab poker launch`` runs and the notebook's plan shows). Bad input raises
-``ValueError``.
+dataset rows (what ``rftlab poker launch`` runs and the notebook's plan shows), ``launch_arm`` runs an arm spec
+on the Fireworks or the Tinker backend (``rftlab poker launch --backend tinker``: GRPO of a language model
+through the Tinker API). Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
@@ -17,8 +18,9 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
   entry modules ``rftlab.rollout.eval_entries.poker_mcp_eval`` (mean-instance reward),
   ``rftlab.rollout.eval_entries.poker_mcp_gain_eval`` (gain reward),
   ``rftlab.rollout.eval_entries.poker_mcp_server``
-- training: ``rftlab.training.poker`` (the task as a tinker-cookbook RL env: ``cookbook_env``)
-- launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight)
+- training: ``rftlab.training.poker`` (the task as a tinker-cookbook RL env: ``cookbook_env``; GRPO of a
+  language model through the Tinker API: ``tinker_rl``)
+- launch: ``rftlab.launch.poker`` (arm spec and the Prime → Fireworks mapping, preflight, Tinker launcher)
 - analysis: ``rftlab.analysis.poker``
 - studies: ``rftlab.studies.poker``
 - cli: ``rftlab.cli.poker``
@@ -204,3 +206,48 @@ def fireworks_launcher(account_id: str | None = None):
         preflight=poker_preflight,
         dataset_rows=lambda s: dataset_rows(s.rows, hands=s.hands, thinking=s.thinking, reward=s.reward),
     )
+
+
+@dataclass(frozen=True)
+class ArmLaunch:
+    """What launching an arm gave: the run, its status, and whether a finished run was reused."""
+
+    ref: Any
+    status: Any
+    reused: bool
+
+
+def launch_arm(
+    spec: Any,
+    backend: str | None = None,
+    root: Any = None,
+    resume: bool = True,
+    force: bool = False,
+    account_id: str | None = None,
+    **launcher_options: Any,
+) -> ArmLaunch:
+    """Run one poker arm spec (a ``PokerArmSpec`` or its file) on ``backend`` (``None``: the spec's
+    ``backend``, else ``fireworks``): reuse a finished run of the same spec, resume an unfinished one (unless
+    ``resume`` is false), or start a new one (always, with ``force``). ``launcher_options`` go to the Tinker
+    launcher (``base_model``, ``service``, ``close_session``, implementation settings such as
+    ``max_tokens``)."""
+    from rftlab.launch.poker.spec import PokerArmSpec, load_poker_arm_spec
+    from rftlab.launch.poker.tinker import PokerTinkerLauncher
+    from rftlab.runs import RunStore
+    from rftlab.runs.paths import runs_root
+
+    spec = spec if isinstance(spec, PokerArmSpec) else load_poker_arm_spec(spec)
+    backend = backend or spec.backend or "fireworks"
+    if backend not in ("fireworks", "tinker"):
+        raise ValueError(f"unknown poker backend {backend!r}: use 'fireworks' or 'tinker'")
+    if launcher_options and backend != "tinker":
+        raise ValueError(f"launcher options {sorted(launcher_options)} are for the tinker backend only")
+    root = runs_root() if root is None else root
+    if backend == "tinker":
+        launcher: Any = PokerTinkerLauncher(progress=None, **launcher_options)
+    else:
+        launcher = fireworks_launcher(account_id)
+    before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
+    ref = launcher.launch(spec, root=root, resume=resume, **({"force": True} if force else {}))
+    reused = before is not None and before.path == ref.path and not force
+    return ArmLaunch(ref, launcher.poll(ref), reused)

@@ -62,6 +62,8 @@ class PokerArmSpec(BaseModel):
     temperature: SpecFloat = Field(1.0, gt=0.0, le=10.0)
     seed: SpecInt = Field(0, ge=0, le=2**31 - 1)
     fireworks: FireworksJobSettings | None = None
+    # where the arm runs when no backend is named (None: fireworks); "tinker": rftlab.launch.poker.tinker
+    backend: Literal["fireworks", "tinker"] | None = None
 
     @field_validator("assignment")
     @classmethod
@@ -99,7 +101,12 @@ class PokerArmSpec(BaseModel):
         return EVALUATOR_ENTRIES[self.reward]
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The spec as JSON data; ``backend`` only when set, so a spec without it keeps the hash it had
+        before the field existed."""
+        data = self.model_dump(mode="json")
+        if data.get("backend") is None:
+            data.pop("backend", None)
+        return data
 
     def sha256(self) -> str:
         return spec_sha256(self.to_dict())

@@ -1,0 +1,120 @@
+"""The ``tinker`` backend of poker arms: an arm spec → GRPO of a language model through the Tinker API
+(``rftlab.training.poker.tinker_rl``), a run in the run store. docs/poker.md, "Training through the Tinker
+API"; where it runs and how the run is launched, reused or resumed is shared with spectrum
+(``rftlab.launch.tinker``).
+
+``trainer_config(spec, base_model)`` maps the arm spec's own fields: ``rows``, ``hands``, ``reward``,
+``illegal_retry_limit``, ``thinking``, ``response_candidates`` (group size), ``seed``, ``temperature``,
+``epochs``, ``learning_rate`` (used as is), ``fireworks.max_output_tokens`` (max tokens per reply, 1024 when
+the arm has no Fireworks block) and ``fireworks.lora_rank`` (32 when unset); the advantage is ``grpo``. The
+base model is the Fireworks block's under its Tinker name (``Qwen/Qwen3-8B`` for the seed arms), except on
+a local or ``TINKER_BASE_URL`` target, where it is the built-in ``rftlab/tiny-qwen3-agent`` (8192
+positions; a poker arm's first prompt is about 1,010 of its tokens, so a 1024-token reply fits).
+
+    PokerTinkerLauncher().launch(load_poker_arm_spec("data/specs/poker_seed.json"), root="runs")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rftlab.launch.poker.spec import PokerArmSpec
+from rftlab.launch.tinker import (
+    base_model_for,
+    context_window,
+    launch_tinker_arm,
+    poll_run,
+    tinker_target,
+)
+from rftlab.training.poker.cookbook_env import PokerCookbookConfig
+from rftlab.training.poker.tinker_rl import PokerTinkerConfig, train_poker_tinker
+from rftlab.training.tinker_rl import DEFAULT_LORA_RANK
+from rftlab.types import RunRef, RunStatus
+
+DEFAULT_BATCH_ROWS = 8
+DEFAULT_MAX_TOKENS = 1024
+
+
+def default_base_model(spec: PokerArmSpec, target: str) -> str:
+    """The arm's base model on ``target`` (module docstring)."""
+    return base_model_for(
+        spec.fireworks.base_model if spec.fireworks else None, "accounts/fireworks/models/qwen3-8b", target
+    )
+
+
+def trainer_config(spec: PokerArmSpec, base_model: str, **overrides: Any) -> PokerTinkerConfig:
+    """The Tinker trainer's config for a poker arm spec; ``overrides`` set implementation settings
+    (``max_tokens``, ``batch_rows``, ``renderer_name``, ``max_env_steps``, ``lora_rank``,
+    ``context_window``)."""
+    fw = spec.fireworks
+    max_tokens = overrides.pop("max_tokens", fw.max_output_tokens if fw else DEFAULT_MAX_TOKENS)
+    task_keys = ("batch_rows", "renderer_name", "max_env_steps")
+    task_over = {k: overrides.pop(k) for k in task_keys if k in overrides}
+    task = PokerCookbookConfig.from_arm_spec(
+        spec,
+        base_model=base_model,
+        max_tokens=max_tokens,
+        batch_rows=task_over.pop("batch_rows", min(DEFAULT_BATCH_ROWS, spec.rows)),
+        **task_over,
+    )
+    values: dict[str, Any] = {
+        "task": task,
+        "epochs": spec.epochs,
+        "learning_rate": spec.learning_rate,
+        "max_tokens": max_tokens,
+        "lora_rank": (fw.lora_rank if fw and fw.lora_rank else DEFAULT_LORA_RANK),
+        "advantage": "grpo",
+        "context_window": context_window(base_model),
+    }
+    values.update(overrides)
+    return PokerTinkerConfig(**values)
+
+
+class PokerTinkerLauncher:
+    """``rftlab.types.Launcher`` for poker arms on backend ``tinker`` (module docstring). ``service``
+    replaces the target's client (a test's ``LocalServiceClient`` or SDK client); ``base_model`` and
+    ``overrides`` set the model and implementation settings."""
+
+    backend = "tinker"
+
+    def __init__(
+        self,
+        progress: bool | None = None,
+        *,
+        service: Any = None,
+        base_model: str | None = None,
+        close_session: bool = True,
+        **overrides: Any,
+    ):
+        self.progress = progress
+        self.service = service
+        self.base_model = base_model
+        self.close_session = close_session
+        self.overrides = overrides
+
+    def launch(
+        self, spec: PokerArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+    ) -> RunRef:
+        """Reuse a finished run of the same spec, resume an unfinished one after its last finished epoch, or
+        train a new one; blocks until training is done."""
+        target = "given" if self.service is not None else tinker_target()
+        base_model = self.base_model or default_base_model(spec, target)
+        config = trainer_config(spec, base_model, **self.overrides)
+        return launch_tinker_arm(
+            spec,
+            config,
+            train_poker_tinker,
+            family="poker",
+            root=root,
+            resume=resume,
+            force=force,
+            service=self.service,
+            target=target,
+            progress=self.progress,
+            close_session=self.close_session,
+            backend=self.backend,
+        )
+
+    def poll(self, run: RunRef) -> RunStatus:
+        return poll_run(run)
