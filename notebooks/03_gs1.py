@@ -10,7 +10,7 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (rftlab)
 #     language: python
 #     name: python3
 # ---
@@ -57,6 +57,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis import gs1 as ana
+from rftlab.analysis.display import markdown_table
 from rftlab.launch.gs1.backend import make_gs1_backend
 from rftlab.runs.store import load_run
 from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, decision_table, design, load_spec, run_study
@@ -217,7 +218,7 @@ preflight = json.loads(Path(summary["preflight"]["path"]).read_text())
 pre_table = pd.DataFrame(
     [{"check": c["id"], "status": c["status"], "detail": c["detail"]} for c in preflight["checks"]]
 )
-display(Markdown(pre_table.to_markdown(index=False)))
+display(Markdown(markdown_table(pre_table, round3=False)))
 display(Markdown(f"Preflight status: **{preflight['status']}** on backend `{preflight['backend']}`."))
 
 # %% [markdown]

@@ -67,10 +67,15 @@ _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{8}\b")  # rftlab.runs run ids: th
 _PROGRESS = re.compile(r"\d+%\|[^|\n]{0,60}\||\[\d\d:\d\d<|\d\s*(?:it/s|s/it)\]")
 
 
+KERNEL_DISPLAY_NAME = "Python 3 (rftlab)"
+"""The kernel ``make setup`` registers; the committed notebooks name it, so a save in JupyterLab changes nothing."""
+
+
 def report_problems(text: str) -> list[str]:
     """Every line of a rendered report that a reader must not see: an absolute path (a machine's folder
-    layout), a warning, a traceback, a progress bar, or a run id (new on every rebuild, it would make a
-    rebuilt report differ); as ``"line N: <kind>: <text>"``. Empty when clean."""
+    layout), a warning, a traceback, a progress bar, a run id (new on every rebuild, it would make a
+    rebuilt report differ), or a table row cut by an unescaped ``|``; as ``"line N: <kind>: <text>"``. Empty
+    when clean."""
     problems = []
     for number, line in enumerate(text.splitlines(), start=1):
         for kind, pattern in (
@@ -81,6 +86,27 @@ def report_problems(text: str) -> list[str]:
         ):
             if pattern.search(line):
                 problems.append(f"line {number}: {kind}: {line.strip()[:160]}")
+    return problems + _table_shape_problems(text)
+
+
+def _cells(line: str) -> int:
+    """Cells of a Markdown table row: ``|`` not escaped (``\\|``), less the two outer ones."""
+    return len(re.findall(r"(?<!\\)\|", line.strip())) - 1
+
+
+def _table_shape_problems(text: str) -> list[str]:
+    """Table rows with another number of cells than their table's header (an unescaped ``|`` in a cell)."""
+    problems, header = [], None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.lstrip().startswith("|"):
+            header = None
+            continue
+        if header is None:
+            header = _cells(line)
+        elif _cells(line) != header:
+            problems.append(
+                f"line {number}: table row of {_cells(line)} cells, header {header}: {line.strip()[:160]}"
+            )
     return problems
 
 
@@ -161,7 +187,7 @@ def execute_notebook(
     from tqdm.auto import tqdm
 
     nb = jupytext.read(notebook)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
     # The kernel inherits this process's environment: set the size and the inline figure backend for it.
     kernel_env = {**KERNEL_ENV, "RFTLAB_QUICK": "1" if quick else "0", **(env or {})}
     workdir = Path(cwd) if cwd is not None else Path(notebook).resolve().parent

@@ -166,3 +166,33 @@ def test_check_reports_counts_problems_and_stamps(tmp_path, capsys):
     assert "different commits" in capsys.readouterr().out
     (tmp_path / "RESULTS_c.md").write_text(head.format(c="aaaa") + "0%|   | 0/1 [00:00<?, ?it/s]\n")
     assert check_reports(tmp_path) == 1
+
+
+def test_a_table_row_cut_by_an_unescaped_pipe_is_named():
+    table = "| check | detail |\n|:--|:--|\n| a | max |diff| 0 |\n| b | max \\|diff\\| 0 |\n\nprose | with a bar\n"
+    problems = report_problems(table)
+    assert problems == ["line 3: table row of 4 cells, header 2: | a | max |diff| 0 |"]
+
+
+def test_markdown_tables_escape_pipes_in_text_so_the_row_keeps_its_cells():
+    import pandas as pd
+
+    from rftlab.analysis.display import fixed_digits_table, markdown_table
+
+    df = pd.DataFrame([{"check": "loss", "detail": "max |diff| 0.0", "value": 0.5}])
+    for rendered in (markdown_table(df), fixed_digits_table(df)):
+        assert "max \\|diff\\| 0.0" in rendered
+        assert report_problems(rendered) == []
+
+
+def test_every_notebook_names_the_kernel_make_setup_registers():
+    """A notebook naming another kernel is rewritten by JupyterLab on its first save (a dirty tree)."""
+    from rftlab.reports import KERNEL_DISPLAY_NAME
+    from rftlab.runs.paths import PROJECT_ROOT
+
+    notebooks = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for nb in notebooks:
+        assert json.loads(nb.read_text())["metadata"]["kernelspec"]["display_name"] == KERNEL_DISPLAY_NAME, nb
+        assert f"display_name: {KERNEL_DISPLAY_NAME}" in nb.with_suffix(".py").read_text(), nb
+    assert f'--display-name "{KERNEL_DISPLAY_NAME}"' in (PROJECT_ROOT / "Makefile").read_text()

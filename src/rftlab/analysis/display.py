@@ -49,10 +49,15 @@ def interval(low: float, high: float, signed: bool = False, digits: int = 3) -> 
     return f"[{number(low, digits, signed)}, {number(high, digits, signed)}]"
 
 
+def _escape_pipes(df: Any) -> Any:
+    """``df`` with ``|`` in text cells escaped (``\\|``): a bare one would end the Markdown cell."""
+    return df.map(lambda x: x.replace("|", "\\|") if isinstance(x, str) else x)
+
+
 def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:
     """A DataFrame as a Markdown table: with ``round3`` numbers are rounded to 3 decimals (no negative
-    zero); undefined cells (NaN/None) print as ``–``."""
-    df = df.copy()
+    zero); undefined cells (NaN/None) print as ``–``; ``|`` in text is escaped."""
+    df = _escape_pipes(df.copy())
     if round3:
         numeric = df.select_dtypes("number").columns
         df[numeric] = df[numeric].round(3) + 0.0
@@ -62,7 +67,8 @@ def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:
 
 def fixed_digits_table(df: Any, digits: int = 3) -> str:
     """A DataFrame as a Markdown table with every float at ``digits`` decimals (no negative zero),
-    integers and booleans as they are, ``–`` where undefined; strings are never re-parsed as numbers."""
+    integers and booleans as they are, ``–`` where undefined; strings are never re-parsed as numbers and their
+    ``|`` is escaped."""
 
     def cell(x: Any) -> str:
         if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -78,7 +84,7 @@ def fixed_digits_table(df: Any, digits: int = 3) -> str:
             return f"{round(x, digits) + 0.0:.{digits}f}"
         return str(x)
 
-    shown = df.astype(object).map(cell)
+    shown = _escape_pipes(df.astype(object).map(cell))
     return shown.to_markdown(index=False, disable_numparse=True)
 
 
