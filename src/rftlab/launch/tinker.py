@@ -139,3 +139,51 @@ def launch_tinker_arm(
         else:
             train(config, run, service, progress=say)
     return RunRef(spec.experiment, spec.arm, run.run_id, run.path, backend)
+
+
+class TinkerArmLauncher:
+    """A family's ``rftlab.types.Launcher`` for backend ``tinker``: ``service`` replaces the target's client
+    (a test's ``LocalServiceClient`` or SDK client); ``base_model`` and ``overrides`` set the model and
+    implementation settings. A family names itself (``family``) and gives ``train`` (its trainer),
+    ``trainer_config(spec, base_model, **overrides)`` and ``default_base_model(spec, target)``."""
+
+    backend = "tinker"
+    family: str
+
+    def __init__(
+        self,
+        progress: bool | None = None,
+        *,
+        service: Any = None,
+        base_model: str | None = None,
+        close_session: bool = True,
+        **overrides: Any,
+    ):
+        self.progress = progress
+        self.service = service
+        self.base_model = base_model
+        self.close_session = close_session
+        self.overrides = overrides
+
+    def launch(
+        self, spec: Any, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+    ) -> RunRef:
+        """Reuse a finished run of the same spec, resume an unfinished one after its last finished epoch, or
+        train a new one; blocks until training is done."""
+        target = "given" if self.service is not None else tinker_target()
+        base_model = self.base_model or self.default_base_model(spec, target)
+        config = self.trainer_config(spec, base_model, **self.overrides)
+        return launch_tinker_arm(
+            spec,
+            config,
+            self.train,
+            family=self.family,
+            root=root,
+            resume=resume,
+            force=force,
+            service=self.service,
+            target=target,
+            progress=self.progress,
+            close_session=self.close_session,
+            backend=self.backend,
+        )

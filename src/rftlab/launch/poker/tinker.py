@@ -16,16 +16,14 @@ positions; a poker arm's first prompt is about 1,010 of its tokens, so a 1024-to
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rftlab.launch.poker.spec import PokerArmSpec
 from rftlab.launch.tinker import (
+    TinkerArmLauncher,
     base_model_for,
     context_window,
-    launch_tinker_arm,
     poll_run,
-    tinker_target,
 )
 from rftlab.training.poker.cookbook_env import PokerCookbookConfig
 from rftlab.training.poker.tinker_rl import PokerTinkerConfig, train_poker_tinker
@@ -71,50 +69,13 @@ def trainer_config(spec: PokerArmSpec, base_model: str, **overrides: Any) -> Pok
     return PokerTinkerConfig(**values)
 
 
-class PokerTinkerLauncher:
-    """``rftlab.types.Launcher`` for poker arms on backend ``tinker`` (module docstring). ``service``
-    replaces the target's client (a test's ``LocalServiceClient`` or SDK client); ``base_model`` and
-    ``overrides`` set the model and implementation settings."""
+class PokerTinkerLauncher(TinkerArmLauncher):
+    """``rftlab.types.Launcher`` for poker arms on backend ``tinker`` (module docstring; ``TinkerArmLauncher``)."""
 
-    backend = "tinker"
-
-    def __init__(
-        self,
-        progress: bool | None = None,
-        *,
-        service: Any = None,
-        base_model: str | None = None,
-        close_session: bool = True,
-        **overrides: Any,
-    ):
-        self.progress = progress
-        self.service = service
-        self.base_model = base_model
-        self.close_session = close_session
-        self.overrides = overrides
-
-    def launch(
-        self, spec: PokerArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
-    ) -> RunRef:
-        """Reuse a finished run of the same spec, resume an unfinished one after its last finished epoch, or
-        train a new one; blocks until training is done."""
-        target = "given" if self.service is not None else tinker_target()
-        base_model = self.base_model or default_base_model(spec, target)
-        config = trainer_config(spec, base_model, **self.overrides)
-        return launch_tinker_arm(
-            spec,
-            config,
-            train_poker_tinker,
-            family="poker",
-            root=root,
-            resume=resume,
-            force=force,
-            service=self.service,
-            target=target,
-            progress=self.progress,
-            close_session=self.close_session,
-            backend=self.backend,
-        )
+    family = "poker"
+    train = staticmethod(train_poker_tinker)
+    trainer_config = staticmethod(trainer_config)
+    default_base_model = staticmethod(default_base_model)
 
     def poll(self, run: RunRef) -> RunStatus:
         return poll_run(run)

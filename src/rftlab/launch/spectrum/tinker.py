@@ -27,16 +27,15 @@ from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.launch.tinker import (
     LOCAL_KEY,
     TINKER_MODELS,
+    TinkerArmLauncher,
     base_model_for,
     context_window,
-    launch_tinker_arm,
     make_service,
     tinker_target,
 )
 from rftlab.launch.tinker import local_storage_dir as _local_storage_dir
 from rftlab.training.spectrum.cookbook_env import SpectrumCookbookConfig
 from rftlab.training.spectrum.tinker_rl import DEFAULT_LORA_RANK, SpectrumTinkerConfig, train_spectrum_tinker
-from rftlab.types import RunRef
 
 __all__ = [
     "LOCAL_KEY",
@@ -90,47 +89,11 @@ def local_storage_dir(root: Path | str) -> Path:
     return _local_storage_dir(root, "spectrum")
 
 
-class TinkerLauncher(LocalLauncher):
-    """``rftlab.types.Launcher`` for backend ``tinker`` (module docstring). ``service`` replaces the target's
-    client (a test's ``LocalServiceClient`` or SDK client); ``base_model`` and ``overrides`` set the model
-    and implementation settings."""
+class TinkerLauncher(TinkerArmLauncher, LocalLauncher):
+    """``rftlab.types.Launcher`` for spectrum arms on backend ``tinker`` (module docstring;
+    ``TinkerArmLauncher``); ``poll`` is the local launcher's."""
 
-    backend = "tinker"
-
-    def __init__(
-        self,
-        progress: bool | None = None,
-        *,
-        service: Any = None,
-        base_model: str | None = None,
-        close_session: bool = True,
-        **overrides: Any,
-    ):
-        super().__init__(progress=progress)
-        self.service = service
-        self.base_model = base_model
-        self.close_session = close_session
-        self.overrides = overrides
-
-    def launch(
-        self, spec: SpectrumArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
-    ) -> RunRef:
-        """Reuse a finished run of the same spec, resume an unfinished one after its last finished epoch, or
-        train a new one; blocks until training is done."""
-        target = "given" if self.service is not None else tinker_target()
-        base_model = self.base_model or default_base_model(spec, target)
-        config = trainer_config(spec, base_model, **self.overrides)
-        return launch_tinker_arm(
-            spec,
-            config,
-            train_spectrum_tinker,
-            family="spectrum",
-            root=root,
-            resume=resume,
-            force=force,
-            service=self.service,
-            target=target,
-            progress=self.progress,
-            close_session=self.close_session,
-            backend=self.backend,
-        )
+    family = "spectrum"
+    train = staticmethod(train_spectrum_tinker)
+    trainer_config = staticmethod(trainer_config)
+    default_base_model = staticmethod(default_base_model)
