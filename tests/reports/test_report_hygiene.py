@@ -156,16 +156,17 @@ def test_the_stamp_names_the_last_input_change_so_committing_reports_keeps_it(tm
     assert code_state(repo)["dirty"] is False  # a changed report does not make the inputs dirty
 
 
-def test_check_reports_counts_problems_and_stamps(tmp_path, capsys):
-    head = "<!-- Generated -->\n<!-- rftlab code at commit {c}; quick mode: no -->\n\n"
-    (tmp_path / "RESULTS_a.md").write_text(head.format(c="aaaa") + "fine\n")
-    (tmp_path / "RESULTS_b.md").write_text(head.format(c="aaaa") + "fine\n")
+def test_check_reports_counts_problems(tmp_path, capsys):
+    from rftlab.reports.inputs import report_inputs, write_record
+    from rftlab.runs.paths import NOTEBOOKS_DIR
+
+    head = "<!-- Generated -->\n<!-- rftlab code at commit aaaa; quick mode: no -->\n\n"
+    write_record(tmp_path, "RESULTS_methods", report_inputs(NOTEBOOKS_DIR / "00_methods.py", False), 0)
+    (tmp_path / "RESULTS_methods.md").write_text(head + "fine\n")
     assert check_reports(tmp_path) == 0
-    (tmp_path / "RESULTS_c.md").write_text(head.format(c="bbbb") + "fine\n")
+    (tmp_path / "RESULTS_methods.md").write_text(head + "0%|   | 0/1 [00:00<?, ?it/s]\n")
     assert check_reports(tmp_path) == 1
-    assert "different commits" in capsys.readouterr().out
-    (tmp_path / "RESULTS_c.md").write_text(head.format(c="aaaa") + "0%|   | 0/1 [00:00<?, ?it/s]\n")
-    assert check_reports(tmp_path) == 1
+    assert "1 report(s), 1 problem(s), 0 stale" in capsys.readouterr().out
 
 
 def test_a_table_row_cut_by_an_unescaped_pipe_is_named():

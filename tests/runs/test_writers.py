@@ -33,7 +33,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("src/rftlab/training/arena/stage1.py", "_locked"): (
         "an empty lock file held with flock (the single-evaluation rule); never read as data"
     ),
-    ("src/rftlab/reports.py", "append_build_log"): (
+    ("src/rftlab/reports/__init__.py", "append_build_log"): (
         "the untracked, append-only build log (durations, stderr): a kill cuts at most its last line, and no "
         "result is ever read from it"
     ),

@@ -9,15 +9,24 @@ its Markdown tables and its figures (PNG files in ``reports/RESULTS_<name>_files
 
 A report is what a reviewer reads, so it holds results only (``report_problems`` checks each one):
 no stderr stream (warnings and progress bars go to the untracked build log ``reports/build.log``
-with the build's durations), no absolute path, no warning line, no progress bar, no traceback. The header
-names the commit of the code the report was built from: the last commit that changed the inputs
-(``src/``, ``notebooks/``, ``data/``, ``pyproject.toml``), so committing the rebuilt reports does not
-change it and a rebuild of the same code leaves ``git status`` clean.
+with the build's durations), no absolute path, no warning line, no progress bar, no traceback.
+
+Builds are incremental and parallel. Beside each report, ``RESULTS_<name>.inputs.json`` records what it was
+built from by content (``rftlab.reports.inputs``: the notebook, every ``rftlab`` module it can import, the
+project's data and ``pyproject.toml``); a report whose inputs did not change is skipped, and the console and
+the build log say which reports were skipped and why the others were rebuilt (``--force`` rebuilds all).
+Notebooks that need a rebuild run ``--jobs`` at a time (default: one per CPU core), each kernel with one
+BLAS/OpenMP thread, so a report's bytes do not depend on the number of workers or their order. The header
+names the commit of the code the report was built from: the last commit that changed one of *its* inputs,
+so committing the rebuilt reports does not change it and a rebuild of the same code leaves ``git status``
+clean.
 
 Usage::
 
     python -m rftlab.reports                      # every notebook, full size, into reports/
     python -m rftlab.reports notebooks/00_methods.py --quick --out /tmp/reports
+    python -m rftlab.reports --jobs 1 --force     # one at a time, every report rebuilt
+    python -m rftlab.reports --check              # run nothing: hygiene and staleness of reports/
 """
 
 from __future__ import annotations
@@ -35,11 +44,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rftlab.reports.inputs import (
+    RECORD_SUFFIX,
+    ReportInputs,
+    read_record,
+    report_inputs,
+    stale_reasons,
+    write_record,
+)
 from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.paths import NOTEBOOKS_DIR, PROJECT_ROOT, REPORTS_DIR
 
 NOTEBOOK_RE = re.compile(r"^\d\d_(?P<name>[A-Za-z0-9_]+)\.py$")
-# What a report is built from: a change anywhere else (reports, README, tests) does not change its stamp.
+# The folders a report can be built from (its own inputs, ``rftlab.reports.inputs``, are files in these).
 REPORT_INPUTS = ("src", "notebooks", "data", "pyproject.toml")
 BUILD_LOG = "build.log"
 HEARTBEAT_SECONDS = 20.0  # without a progress bar, a console line at most this often during a notebook
@@ -52,6 +69,11 @@ KERNEL_ENV = {
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+    # one BLAS/OpenMP thread per kernel: parallel builds do not oversubscribe the cores, and no result
+    # depends on how many threads a reduction was split over (the number of workers never changes a byte)
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
 }
 
 # ------------------------------------------------------------------------------ report hygiene
@@ -125,6 +147,8 @@ class BuiltReport:
     figures: int
     seconds: float
     stderr: list[str] = field(default_factory=list)  # stderr the notebook printed (build log, not report)
+    rebuilt: bool = True  # False: its inputs had not changed, the report on disk was kept
+    reason: str = ""  # why it was rebuilt or skipped (also in the build log)
 
 
 def report_name(notebook: Path) -> str:
@@ -238,9 +262,12 @@ def execute_notebook(
     return nb
 
 
-def code_state(repo: Path = PROJECT_ROOT) -> dict[str, str | bool | None]:
-    """``{"commit", "dirty"}`` of the report inputs (``REPORT_INPUTS``): the last commit that changed one
-    of them, and whether they hold uncommitted changes; both ``None`` outside a git checkout."""
+def code_state(
+    repo: Path = PROJECT_ROOT, paths: tuple[str, ...] = REPORT_INPUTS
+) -> dict[str, str | bool | None]:
+    """``{"commit", "dirty"}`` of ``paths`` (default: every report input folder): the last commit that
+    changed one of them, and whether they hold uncommitted changes (an untracked file named in ``paths``
+    counts); both ``None`` outside a git checkout."""
 
     def git(*args: str) -> str | None:
         try:
@@ -251,11 +278,21 @@ def code_state(repo: Path = PROJECT_ROOT) -> dict[str, str | bool | None]:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("log", "-1", "--format=%H", "--", *REPORT_INPUTS)
+    commit = git("log", "-1", "--format=%H", "--", *paths)
     if not commit:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no", "--", *REPORT_INPUTS)
+    untracked = "--untracked-files=no" if paths == REPORT_INPUTS else "--untracked-files=normal"
+    status = git("status", "--porcelain", untracked, "--", *paths)
     return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def report_header(source: Path, quick: bool, git: dict) -> str:
+    """The two comment lines that open a report: where it comes from and the code state it was built at."""
+    commit = (git["commit"] or "unknown")[:12] + (" (uncommitted changes)" if git["dirty"] else "")
+    return (
+        f"<!-- Generated by `make reports` from {source.as_posix()} — do not edit by hand. -->\n"
+        f"<!-- rftlab code at commit {commit}; quick mode: {'yes' if quick else 'no'} -->\n\n"
+    )
 
 
 def split_stderr(nb) -> list[str]:
@@ -280,7 +317,7 @@ def render_markdown(
     """Write ``<out_dir>/<name>.md`` and its figures; returns what was written. Stderr streams are left
     out (``split_stderr``), and a report failing ``report_problems`` is refused (``ReportRejected``).
 
-    ``git`` is the code state to stamp in the header (``code_state``, taken once per build)."""
+    ``git`` is the code state to stamp in the header (``code_state`` of the report's inputs)."""
     from nbconvert import MarkdownExporter
 
     stderr = split_stderr(nb)
@@ -294,12 +331,7 @@ def render_markdown(
     outputs = resources.get("outputs", {})
     for rel_path, data in outputs.items():
         atomic_write_bytes(out_dir / rel_path, data)
-    git = git or code_state(PROJECT_ROOT)
-    commit = (git["commit"] or "unknown")[:12] + (" (uncommitted changes)" if git["dirty"] else "")
-    header = (
-        f"<!-- Generated by `make reports` from {source.as_posix()} — do not edit by hand. -->\n"
-        f"<!-- rftlab code at commit {commit}; quick mode: {'yes' if quick else 'no'} -->\n\n"
-    )
+    header = report_header(source, quick, git or code_state(PROJECT_ROOT))
     body = re.sub(r"^[ \t]+$", "", body, flags=re.MULTILINE)  # nbconvert pads figure blocks with spaces
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
     problems = report_problems(body)
@@ -321,6 +353,116 @@ def append_build_log(out_dir: Path, entry: dict) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One notebook of a build: what it is built from and why it is (or is not) rebuilt."""
+
+    notebook: Path
+    name: str
+    source: Path
+    inputs: ReportInputs
+    reasons: tuple[str, ...]
+    git: dict
+
+
+def _plan(notebook: Path, out_dir: Path, quick: bool, force: bool) -> _Job:
+    notebook = Path(notebook).resolve()
+    name = report_name(notebook)
+    try:
+        source = notebook.relative_to(PROJECT_ROOT)
+    except ValueError:
+        source = Path(notebook.name)
+    inputs = report_inputs(notebook, quick)
+    reasons = stale_reasons(out_dir, name, inputs)
+    if force and not reasons:
+        reasons = ["--force"]
+    project_paths = tuple(p for p in sorted(inputs.files) if (PROJECT_ROOT / p).is_file())
+    git = code_state(PROJECT_ROOT, project_paths or REPORT_INPUTS)
+    return _Job(notebook, name, source, inputs, tuple(reasons), git)
+
+
+def _execute_and_render(
+    job: _Job, out_dir: Path, quick: bool, progress: bool, cwd: Path | None, env: dict | None
+) -> BuiltReport:
+    """Run one notebook and write its report and inputs record (in a worker process when parallel)."""
+    start = time.perf_counter()
+    nb = execute_notebook(job.notebook, quick=quick, progress=progress, cwd=cwd, env=env)
+    report = render_markdown(nb, job.name, Path(out_dir), job.source, quick, job.git)
+    write_record(Path(out_dir), job.name, job.inputs, report.figures)
+    seconds = time.perf_counter() - start
+    return BuiltReport(
+        job.notebook, report.report, report.figures, seconds, report.stderr, reason="; ".join(job.reasons)
+    )
+
+
+def _restamp(report: Path, header: str) -> bool:
+    """Give an up-to-date report the current header (its inputs' last commit, now committed) without
+    rebuilding it; whether anything changed."""
+    text = report.read_text(encoding="utf-8")
+    lines = text.split("\n", 2)
+    if len(lines) < 3 or not (lines[0].startswith("<!--") and lines[1].startswith("<!--")):
+        return False
+    new = header + lines[2].lstrip("\n")
+    if new == text:
+        return False
+    atomic_write_text(report, new)
+    return True
+
+
+def _last_durations(out_dir: Path) -> dict[str, float]:
+    """Each notebook's duration in the last build that ran it (``build.log``), for scheduling only."""
+    seconds: dict[str, float] = {}
+    try:
+        lines = (Path(out_dir) / BUILD_LOG).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return seconds
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            if not entry.get("skipped"):
+                seconds[str(entry["notebook"])] = float(entry["seconds"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return seconds
+
+
+def _run(todo: list[_Job], jobs: int, out_dir: Path, quick: bool, progress: bool, cwd, env):
+    """Yield ``(job, BuiltReport)`` as each notebook finishes: in this process when one worker suffices,
+    else in ``jobs`` spawned worker processes (each kernel gets its own process and environment). On a
+    failure the notebooks not yet started are cancelled and the error is raised."""
+    if jobs <= 1 or len(todo) <= 1:
+        for job in todo:
+            yield job, _execute_and_render(job, out_dir, quick, progress, cwd, env)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+        futures = {
+            pool.submit(_execute_and_render, job, out_dir, quick, False, cwd, env): job for job in todo
+        }
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _log_entry(job: _Job, quick: bool, **fields: Any) -> dict:
+    return {
+        "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "notebook": job.source.as_posix(),
+        "report": f"{job.name}.md",
+        "commit": job.git["commit"],
+        "dirty": job.git["dirty"],
+        "quick": quick,
+        "inputs": job.inputs.digest,
+        **fields,
+    }
+
+
 def build_reports(
     notebooks: list[Path] | None = None,
     out_dir: Path = REPORTS_DIR,
@@ -328,48 +470,78 @@ def build_reports(
     progress: bool = False,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    jobs: int = 1,
+    force: bool = False,
 ) -> list[BuiltReport]:
-    """Execute each notebook (in ``cwd``, default its own folder; ``env`` added to the kernel's
-    environment) and write its report, printing progress; stops at the first failure. Durations and
-    stderr go to ``<out_dir>/build.log``, never into a report."""
+    """Write the report of each notebook whose inputs changed since its report was built (every one with
+    ``force``), ``jobs`` notebooks at a time; the others are skipped (their header restamped if the
+    commit of their inputs moved). Each runs in ``cwd`` (default its own folder) with ``env`` added to
+    the kernel's environment. Stops at the first failure. Durations, stderr and the reason for each
+    rebuild or skip go to ``<out_dir>/build.log``, never into a report. Returns every report, in notebook
+    order (``rebuilt`` False for the skipped ones)."""
     notebooks = notebooks or discover_notebooks()
     if not notebooks:
         raise FileNotFoundError("no notebooks/NN_name.py notebooks found")
-    built = []
-    git = code_state(PROJECT_ROOT)  # once, so every report of a build carries the same stamp
-    for index, notebook in enumerate(notebooks, start=1):
-        notebook = Path(notebook).resolve()
-        name = report_name(notebook)
-        print(
-            f"[{index}/{len(notebooks)}] executing {notebook.name} ({'quick' if quick else 'full'}) ...",
-            flush=True,
+    out_dir = Path(out_dir)
+    plan = [_plan(notebook, out_dir, quick, force) for notebook in notebooks]
+    total, results = len(plan), {}
+    for index, job in enumerate(plan, start=1):
+        if job.reasons:
+            print(f"[{index}/{total}] {job.notebook.name}: rebuilding ({'; '.join(job.reasons)})", flush=True)
+            continue
+        report = out_dir / f"{job.name}.md"
+        restamped = _restamp(report, report_header(job.source, quick, job.git))
+        why = f"inputs unchanged (digest {job.inputs.digest[:12]})" + (
+            "; header restamped" if restamped else ""
         )
-        start = time.perf_counter()
-        nb = execute_notebook(notebook, quick=quick, progress=progress, cwd=cwd, env=env)
-        try:
-            source = notebook.relative_to(PROJECT_ROOT)
-        except ValueError:
-            source = Path(notebook.name)
-        report = render_markdown(nb, name, Path(out_dir), source, quick, git)
-        seconds = time.perf_counter() - start
-        built.append(BuiltReport(notebook, report.report, report.figures, seconds, report.stderr))
+        print(f"[{index}/{total}] {job.notebook.name}: up to date, skipped — {why}", flush=True)
+        record = read_record(out_dir, job.name) or {}
+        results[job.name] = BuiltReport(
+            job.notebook, report, int(record.get("figures") or 0), 0.0, rebuilt=False, reason=why
+        )
+        append_build_log(out_dir, _log_entry(job, quick, skipped=True, reason=why))
+    todo = [job for job in plan if job.reasons]
+    durations = _last_durations(out_dir)
+    todo.sort(key=lambda job: -durations.get(job.source.as_posix(), 0.0))  # longest first: shortest build
+    for job, built in _run(todo, jobs, out_dir, quick, progress and jobs <= 1, cwd, env):
+        results[job.name] = built
         log = append_build_log(
-            Path(out_dir),
-            {
-                "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "notebook": source.as_posix(),
-                "report": report.report.name,
-                "commit": git["commit"],
-                "dirty": git["dirty"],
-                "quick": quick,
-                "seconds": round(seconds, 1),
-                "figures": report.figures,
-                "stderr": report.stderr,
-            },
+            out_dir,
+            _log_entry(
+                job,
+                quick,
+                seconds=round(built.seconds, 1),
+                figures=built.figures,
+                stderr=built.stderr,
+                reason=built.reason,
+            ),
         )
-        note = f"; {len(report.stderr)} stderr output(s) kept in {log}" if report.stderr else ""
-        print(f"      wrote {report.report} ({report.figures} figures) in {seconds:.1f} s{note}", flush=True)
-    return built
+        note = f"; {len(built.stderr)} stderr output(s) kept in {log}" if built.stderr else ""
+        print(
+            f"      wrote {built.report} ({built.figures} figures) in {built.seconds:.1f} s{note}", flush=True
+        )
+    return [results[job.name] for job in plan]
+
+
+def default_jobs() -> int:
+    """Workers for a build: ``$RFTLAB_REPORT_JOBS`` when set, else one per CPU core this process may use."""
+    configured = os.environ.get("RFTLAB_REPORT_JOBS", "").strip()
+    if configured:
+        return max(1, int(configured))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 256, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,44 +550,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPORTS_DIR, help="report folder (default: reports/)")
     parser.add_argument("--quick", action="store_true", help="smoke-size run (RFTLAB_QUICK=1)")
     parser.add_argument(
+        "--jobs", type=_positive, default=None, help="notebooks run at once (default: one per CPU core)"
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild every report, changed inputs or not")
+    parser.add_argument(
         "--check",
         action="store_true",
-        help="run nothing: check every RESULTS_*.md in --out with report_problems (exit 1 on a problem)",
+        help="run nothing: check every RESULTS_*.md in --out for what a reader must not see, and that each "
+        "is current with its inputs (exit 1 on a problem)",
     )
     args = parser.parse_args(argv)
     if args.check:
         return check_reports(args.out)
     quick = args.quick or os.environ.get("RFTLAB_QUICK") == "1"
     try:
-        build_reports(args.notebooks or None, args.out, quick=quick, progress=sys.stderr.isatty())
+        jobs = args.jobs or default_jobs()
+        build_reports(
+            args.notebooks or None,
+            args.out,
+            quick=quick,
+            progress=sys.stderr.isatty(),
+            jobs=jobs,
+            force=args.force,
+        )
     except (NotebookFailed, ReportRejected, FileNotFoundError, ValueError) as exc:
         print(f"rftlab reports: error: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
+def report_staleness(folder: Path, report: Path) -> list[str]:
+    """Why ``report`` in ``folder`` is not current with its inputs as the tree holds them now (empty
+    when current): no inputs record, its notebook gone, or inputs changed since it was built."""
+    name = report.stem
+    record = read_record(folder, name)
+    if record is None:
+        return [f"no readable inputs record ({name}{RECORD_SUFFIX}): rebuild it with make reports"]
+    notebook = PROJECT_ROOT / str(record.get("notebook", ""))
+    if not notebook.is_file():
+        return [f"its notebook {record.get('notebook')} is not in this project"]
+    reasons = stale_reasons(folder, name, report_inputs(notebook, bool(record.get("quick"))))
+    return [f"stale, rebuild it with make reports: {reason}" for reason in reasons]
+
+
 def check_reports(folder: Path = REPORTS_DIR) -> int:
-    """Print every problem of every ``RESULTS_*.md`` in ``folder`` and the stamps they carry; exit code 1
-    if a report has a problem or the reports were rendered from different commits."""
+    """Print every problem of every ``RESULTS_*.md`` in ``folder`` (``report_problems``) and every report
+    not current with its inputs (``report_staleness``); exit code 1 if there is one."""
     reports = sorted(Path(folder).glob("RESULTS_*.md"))
-    bad = 0
-    stamps: dict[str, list[str]] = {}
+    bad = stale = 0
     for report in reports:
         text = report.read_text(encoding="utf-8")
-        stamp = re.search(r"at commit ([0-9a-f]+|unknown)|rftlab commit ([0-9a-f]+|unknown)", text)
-        key = next((g for g in stamp.groups() if g), "?") if stamp else "?"
-        stamps.setdefault(key, []).append(report.name)
         for problem in report_problems(text):
             bad += 1
             print(f"{report.name}: {problem}")
-    if len(stamps) > 1:
-        print(
-            "reports rendered from different commits: "
-            + "; ".join(f"{k}: {', '.join(v)}" for k, v in stamps.items())
-        )
-    print(f"{len(reports)} report(s), {bad} problem(s), {len(stamps)} commit stamp(s)")
-    return 1 if bad or len(stamps) > 1 else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        for reason in report_staleness(Path(folder), report):
+            stale += 1
+            print(f"{report.name}: {reason}")
+    print(f"{len(reports)} report(s), {bad} problem(s), {stale} stale")
+    return 1 if bad or stale else 0

@@ -1,0 +1,231 @@
+"""What a report is built from, by content: the notebook, every ``rftlab`` module it can import, the
+project's data, ``pyproject.toml`` and the renderer (``rftlab.reports``).
+
+``make reports`` rebuilds a report only when one of these changed since the report was written. The
+record of what it was built from is ``reports/RESULTS_<name>.inputs.json`` beside the report: the SHA-256
+of each input file and one digest over them all (and the quick flag). Whether a rebuild is needed, and
+why, is a comparison of that record with the tree as it is now (``stale_reasons``).
+
+The library code a notebook depends on is its *import closure*: every ``rftlab`` module named by an
+``import`` anywhere in the notebook (module level or inside a function), then every module those name,
+and so on, with each module's parent packages (their ``__init__`` runs on import). A string constant that
+names an ``rftlab`` module (``importlib.import_module("rftlab.x")``) counts too. The closure is a
+superset of what one run executes, which is the safe side: a change it holds triggers a rebuild that may
+turn out to change nothing, never the other way round. All of ``data/`` counts for every notebook (a spec
+is named at run time, not imported). Installed third-party packages are not inputs; after upgrading them,
+rebuild with ``--force``.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rftlab.runs.atomic import atomic_write_text
+from rftlab.runs.paths import PROJECT_ROOT
+
+PACKAGE = "rftlab"
+DATA_FOLDER = "data"
+PROJECT_FILES = ("pyproject.toml",)
+# The renderer shapes every report's bytes (header, whitespace, what is refused): an input of each one.
+RENDERER = "rftlab.reports"
+RECORD_SUFFIX = ".inputs.json"
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """The files one report is built from (project-relative POSIX path → SHA-256) and the build mode."""
+
+    notebook: str
+    files: dict[str, str]
+    quick: bool
+
+    @property
+    def digest(self) -> str:
+        """One SHA-256 over the quick flag and every (path, file digest) pair, in path order."""
+        payload = json.dumps({"quick": self.quick, "files": self.files}, sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def record(self, figures: int) -> dict:
+        return {
+            "version": RECORD_VERSION,
+            "notebook": self.notebook,
+            "quick": self.quick,
+            "digest": self.digest,
+            "figures": figures,
+            "files": dict(sorted(self.files.items())),
+        }
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _module_file(module: str, src: Path) -> Path | None:
+    """The source file of ``module`` under ``src`` (``a.b`` → ``a/b.py`` or ``a/b/__init__.py``)."""
+    base = src.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_of(path: Path, src: Path) -> tuple[str, bool]:
+    """``(dotted name, is a package)`` of a module file under ``src``."""
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts.pop()
+    return ".".join(parts), is_package
+
+
+def named_modules(source: str, module: str | None = None, is_package: bool = False) -> set[str]:
+    """Every dotted module name an import in ``source`` can load (relative imports resolved against
+    ``module``), plus each ``from m import n`` as ``m.n`` (``n`` may be a submodule) and every string
+    constant that looks like an ``rftlab`` module name."""
+    tree = ast.parse(source)
+    package = (module or "") if is_package else (module or "").rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if (
+                node.value.startswith(PACKAGE + ".")
+                and node.value.replace(".", "").replace("_", "").isalnum()
+            ):
+                names.add(node.value)
+    return names
+
+
+def import_closure(source: str, src: Path) -> list[Path]:
+    """The files of every ``rftlab`` module that ``source`` (a notebook's Python text) can import,
+    transitively, with their parent packages; sorted."""
+    seen: set[Path] = set()
+    pending = list(named_modules(source))
+    while pending:
+        name = pending.pop()
+        if name != PACKAGE and not name.startswith(PACKAGE + "."):
+            continue
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):  # the module and every package above it
+            path = _module_file(".".join(parts[:end]), src)
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            module, is_package = _module_of(path, src)
+            pending.extend(named_modules(path.read_text(encoding="utf-8"), module, is_package))
+    return sorted(seen)
+
+
+def _git_files(root: Path, folder: str) -> list[str] | None:
+    """Files under ``folder`` that git tracks or would track (ignored ones left out); ``None`` outside git."""
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", folder],
+            cwd=root,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return sorted({name for name in done.stdout.decode("utf-8").split("\0") if name})
+
+
+def data_files(root: Path = PROJECT_ROOT) -> list[str]:
+    """The project's data files (project-relative): git's view where there is one (generated, ignored
+    folders such as the rebuilt SFT dataset are not inputs), otherwise every file under ``data/``."""
+    listed = _git_files(root, DATA_FOLDER)
+    if listed is None:
+        folder = root / DATA_FOLDER
+        listed = sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file())
+    return [name for name in listed if (root / name).is_file()]
+
+
+def notebook_key(notebook: Path, root: Path = PROJECT_ROOT) -> str:
+    """The notebook as a record names it: project-relative, or its file name when outside the project."""
+    try:
+        return Path(notebook).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return Path(notebook).name
+
+
+def report_inputs(notebook: Path, quick: bool, root: Path = PROJECT_ROOT) -> ReportInputs:
+    """Every input of ``notebook``'s report, hashed now."""
+    notebook = Path(notebook).resolve()
+    files = {notebook_key(notebook, root): file_digest(notebook)}
+    source = notebook.read_text(encoding="utf-8") + f"\nimport {RENDERER}\n"
+    for path in import_closure(source, root / "src"):
+        files[path.relative_to(root).as_posix()] = file_digest(path)
+    for name in [*data_files(root), *PROJECT_FILES]:
+        if (root / name).is_file():
+            files[name] = file_digest(root / name)
+    return ReportInputs(notebook=notebook_key(notebook, root), files=files, quick=quick)
+
+
+def record_path(out_dir: Path, name: str) -> Path:
+    return Path(out_dir) / f"{name}{RECORD_SUFFIX}"
+
+
+def write_record(out_dir: Path, name: str, inputs: ReportInputs, figures: int) -> Path:
+    path = record_path(out_dir, name)
+    atomic_write_text(path, json.dumps(inputs.record(figures), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_record(out_dir: Path, name: str) -> dict | None:
+    """The inputs record of report ``name`` in ``out_dir``; ``None`` when absent or unreadable (a
+    damaged record only means the report is rebuilt)."""
+    try:
+        record = json.loads(record_path(out_dir, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+        return None
+    if not isinstance(record.get("files"), dict):
+        return None
+    return record
+
+
+def changed_inputs(record: dict, inputs: ReportInputs) -> list[str]:
+    """The input paths whose content differs between ``record`` and ``inputs`` (added and removed ones
+    included), sorted."""
+    old, new = record.get("files", {}), inputs.files
+    return sorted(path for path in set(old) | set(new) if old.get(path) != new.get(path))
+
+
+def stale_reasons(out_dir: Path, name: str, inputs: ReportInputs) -> list[str]:
+    """Why report ``name`` in ``out_dir`` must be rebuilt from ``inputs``; empty when it is current."""
+    report = Path(out_dir) / f"{name}.md"
+    if not report.is_file():
+        return ["no report yet"]
+    record = read_record(out_dir, name)
+    if record is None:
+        return [f"no readable inputs record ({record_path(out_dir, name).name})"]
+    reasons = []
+    if record.get("quick") != inputs.quick:
+        reasons.append(f"built {'quick' if record.get('quick') else 'full'}-size")
+    changed = changed_inputs(record, inputs)
+    if changed:
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        reasons.append(f"changed: {shown}")
+    figures = int(record.get("figures") or 0)
+    if figures and not (Path(out_dir) / f"{name}_files").is_dir():
+        reasons.append(f"its figure folder {name}_files/ is missing")
+    return reasons
