@@ -62,6 +62,7 @@ from rftlab.analysis.spectrum.study import (
     replicate_pool,
     residual_sd,
     seed_comparison,
+    small_k_sensitivity,
 )
 from rftlab.launch.spectrum.preflight import spectrum_preflight
 from rftlab.policies.spectrum.simulated import PARAM_NAMES
@@ -94,6 +95,8 @@ sim = "simulated policy" if BACKEND == "local" else f"backend {BACKEND}"
 
 seed_rows = seed_comparison(plan, rollouts)
 disagree = [r for r in seed_rows if not r["agree"]]
+sensitivity = small_k_sensitivity(plan, rollouts, study.contrasts)
+primary_sens = next(r for r in sensitivity if r["id"] == primary.id)
 trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
 slope_of = {(r["arm"], r["metric"]): r["fit"] for r in trend_rows}
 c_carry, bp_carry = slope_of["C", "carry"], slope_of["B_prime", "carry"]
@@ -137,6 +140,22 @@ display(
                 f"- **B − probe occ** (the scrambled control against the untrained probe, same bands): "
                 f"{b_probe.sentence(sim)}: {b_probe.verdict()}.",
                 f"- **A − B carry** (explicit prompt, real vs scrambled list): {a_b.sentence(sim)}: {a_b.verdict()}.",
+                "",
+                f"**Small-k sensitivity** (§5; added after the plan, not pre-registered). With {primary_sens['pairs']} "
+                f"seed-matched pairs the Hartung–Knapp scale of the primary pool is q = {primary_sens['HK scale q']:.2f}; "
+                f"truncated to q* = max(1, q) its Holm-adjusted p is {primary_sens['p (Holm), truncated HK']:.3g} "
+                f"({primary_sens['verdict, truncated HK']}), against {mg.p_adjusted:.3g} as registered. With the pair "
+                f"of runs as the unit, the exact sign-flip test over the {primary_sens['pairs']} pairs' slopes gives "
+                f"p = {primary_sens['sign-flip p over pairs']:.3g}, the smallest attainable with "
+                f"{primary_sens['pairs']} pairs being {primary_sens['smallest attainable']:.3g}: "
+                + (
+                    "the verdict holds under both."
+                    if mg.claim and primary_sens["p (Holm), truncated HK"] < plan.alpha and primary_sens["sign-flip p over pairs"] < plan.alpha
+                    else "the registered verdict does not hold under every small-k reading, so read it as provisional: "
+                    "more seed-matched pairs would settle it."
+                    if mg.claim
+                    else "no reading supports a claim."
+                ),
                 "",
                 "**What it does not show.** The learner is a simulated policy (a few log-linear choices with "
                 "calibrated starting values), not an LLM: the study shows what this design detects when the "
@@ -321,6 +340,20 @@ table = pd.DataFrame([c.row() for c in study.contrasts])
 ci_col = f"{plan.interval_level:.0%} CI"
 table[ci_col] = [interval(*ci, signed=True, digits=4) for ci in table[ci_col]]
 display(fixed_digits_markdown(table, digits=4))
+
+# %% [markdown]
+# **Small-k sensitivity (added after the plan; not pre-registered).** The plan pools the seed-matched
+# pairs with the plain Hartung–Knapp interval. With few pairs its scale `q` can fall below 1, which makes
+# the interval narrower than the DerSimonian–Laird one; the truncated variant `q* = max(1, q)` (Knapp and
+# Hartung 2003) never is, and is the usual sensitivity analysis at small `k`. Beside it, the exact
+# sign-flip test over the pairs' own slopes takes the pair of runs as the unit (difference hypotheses
+# only); with `n` pairs it cannot go below `2 / 2ⁿ`. Holm runs over the same confirmatory family in both.
+
+# %%
+sens = pd.DataFrame(sensitivity).drop(columns="id")
+for col in ("CI, plan (HK)", "CI, truncated HK"):
+    sens[col] = [interval(*ci, signed=True, digits=4) for ci in sens[col]]
+display(fixed_digits_markdown(sens, digits=4))
 
 # %% [markdown]
 # The same contrasts as a picture: each slope with its CI, the plan's ±ε band shaded grey.

@@ -161,6 +161,32 @@ def test_random_effects_pool_equals_statsmodels_dersimonian_laird_with_hartung_k
     assert pool.df == 3
 
 
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.InvalidTestWarning")
+@pytest.mark.parametrize(
+    "b, se, rows",
+    [
+        # Q < k - 1: tau^2 = 0, so the random-effects rows equal the fixed-effect ones (statsmodels' chi2
+        # estimator does not floor tau^2 at 0, hence its fixed rows); q < 1 and truncation widens
+        ([0.0020, 0.0021, 0.0019, 0.0020], [0.0004, 0.0005, 0.0006, 0.0003], "fixed effect"),
+        ([0.0022, 0.0010, 0.0035, 0.0019], [0.0004, 0.0005, 0.0006, 0.0003], "random effect"),
+    ],
+)
+def test_truncated_hartung_knapp_is_the_wider_of_the_hk_and_the_plain_random_effects_interval(b, se, rows):
+    """Knapp & Hartung's q* = max(1, q): statsmodels gives both the HK ("wls") and the plain standard
+    error of the pooled estimate; the truncated one is the larger of the two."""
+    b, se = np.array(b), np.array(se)
+    plain, truncated = random_effects_pool(b, se), random_effects_pool(b, se, truncate=True)
+    ref = combine_effects(b, se**2, method_re="chi2", use_t=True)
+    frame = ref.summary_frame()
+    hk_se, re_se = frame.loc[f"{rows} wls", "sd_eff"], frame.loc[rows, "sd_eff"]
+    assert plain.hk_q == pytest.approx(ref.scale_hksj_fe if rows == "fixed effect" else ref.scale_hksj_re)
+    assert plain.se == pytest.approx(hk_se, rel=1e-9)
+    assert truncated.se == pytest.approx(max(hk_se, re_se), rel=1e-9)
+    assert truncated.estimate == plain.estimate and truncated.p_value >= plain.p_value
+    assert (truncated.se > plain.se) == (plain.hk_q < 1)
+    assert truncated.truncated and "max(1, q)" in truncated.method and not plain.truncated
+
+
 def test_random_effects_pool_without_heterogeneity_and_its_agreement_count():
     # identical estimates: Q = 0, tau2 = 0, I2 = 0; every run excludes 0 on the positive side
     pool = random_effects_pool([0.002, 0.002, 0.002], [0.0005, 0.0005, 0.0005])

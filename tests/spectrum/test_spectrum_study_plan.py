@@ -232,3 +232,24 @@ def test_a_contrast_reads_as_one_sentence_with_its_unit_and_source():
     )
     assert text.endswith("3 of 3 runs; simulated policy)")
     assert "rows = bands, 1 run; backend fireworks)" in single.sentence("backend fireworks")
+
+
+def test_the_small_k_sensitivity_never_narrows_and_holds_the_plans_own_numbers():
+    from rftlab.analysis.runlevel import sign_flip_exact_p
+    from rftlab.analysis.spectrum.study import small_k_sensitivity
+
+    plan = load_study_plan(PLAN).plan
+    runs = _runs()
+    results = study_contrasts(plan, runs)
+    rows = {r["id"]: r for r in small_k_sensitivity(plan, runs, results)}
+    pooled = [r for r in results if r.planned.family == "confirmatory" and r.pooled is not None]
+    assert len(rows) == len(pooled) >= 1
+    for c in pooled:
+        row = rows[c.id]
+        assert row["CI, plan (HK)"] == c.ci and row["p (Holm), plan"] == c.p_adjusted
+        low, high = row["CI, truncated HK"]
+        assert low <= c.ci[0] + 1e-15 and high >= c.ci[1] - 1e-15  # q* = max(1, q) only widens
+        assert row["p (Holm), truncated HK"] >= c.p_adjusted - 1e-15
+        if c.planned.hypothesis == "difference":
+            assert row["sign-flip p over pairs"] == sign_flip_exact_p([f.slope for *_, f in c.fits])
+            assert row["smallest attainable"] == 2 / 2 ** len(c.fits)

@@ -19,7 +19,9 @@ result for an equivalence verdict within ``±epsilon``.
 DerSimonian–Laird ``τ²``, Cochran's ``Q``, ``I² = max(0, (Q − (k−1))/Q)`` and a Hartung–Knapp–Sidik–
 Jonkman interval (``t`` on ``k − 1`` degrees of freedom), which keeps its level with few runs where the
 normal interval does not. ``k of n`` is reported beside it: how many runs' own intervals exclude 0 on the
-pooled estimate's side.
+pooled estimate's side. With few runs the Hartung–Knapp scale ``q`` can fall below 1 and make the interval
+narrower than the fixed-effect one; ``truncate=True`` gives the truncated variant (``q* = max(1, q)``,
+Knapp & Hartung 2003; recommended as a sensitivity analysis for small ``k``).
 """
 
 from __future__ import annotations
@@ -280,6 +282,8 @@ class RandomEffectsPool:
     fixed_se: float
     k_excluding_zero: int
     n_same_sign: int
+    hk_q: float = 1.0  # the Hartung-Knapp scale q (its variance is q / sum of the random-effects weights)
+    truncated: bool = False  # whether the interval used q* = max(1, q)
     method: str = "DerSimonian-Laird tau^2, Hartung-Knapp-Sidik-Jonkman t interval"
     replication_unit: str = "run"
 
@@ -298,9 +302,11 @@ def random_effects_pool(
     ses: Sequence[float],
     level: float = 0.95,
     dfs: Sequence[float] | None = None,
+    truncate: bool = False,
 ) -> RandomEffectsPool:
     """Pool per-run estimates (``ses`` their standard errors; ``dfs`` the degrees of freedom of each run's
-    own interval, normal when omitted) by random effects; needs at least 2 runs."""
+    own interval, normal when omitted) by random effects; needs at least 2 runs. ``truncate`` floors the
+    Hartung–Knapp scale at 1 (``q* = max(1, q)``), never narrower than the DerSimonian–Laird interval."""
     b = np.asarray(estimates, dtype=float)
     s = np.asarray(ses, dtype=float)
     k = b.size
@@ -318,8 +324,8 @@ def random_effects_pool(
     i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
     ws = 1.0 / (s**2 + tau2)
     mu = float(np.sum(ws * b) / np.sum(ws))
-    hk = float(np.sum(ws * (b - mu) ** 2) / ((k - 1) * np.sum(ws)))
-    se = math.sqrt(hk)
+    hk_q = float(np.sum(ws * (b - mu) ** 2) / (k - 1))
+    se = math.sqrt((max(1.0, hk_q) if truncate else hk_q) / float(np.sum(ws)))
     tq = sps.t.ppf(0.5 + level / 2.0, k - 1)
     p = float(2 * sps.t.sf(abs(mu) / se, k - 1)) if se > 0 else (0.0 if mu != 0 else 1.0)
     if dfs is None:
@@ -343,4 +349,8 @@ def random_effects_pool(
         fixed_se=float(1.0 / math.sqrt(np.sum(w))),
         k_excluding_zero=excl,
         n_same_sign=int(np.sum(np.sign(b) == side)) if side != 0 else 0,
+        hk_q=hk_q,
+        truncated=truncate,
+        method="DerSimonian-Laird tau^2, Hartung-Knapp-Sidik-Jonkman t interval"
+        + (", truncated q* = max(1, q)" if truncate else ""),
     )

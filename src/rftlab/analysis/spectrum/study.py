@@ -28,6 +28,7 @@ from rftlab.analysis.contrasts import (
 )
 from rftlab.analysis.display import interval, number
 from rftlab.analysis.multiplicity import holm_adjust
+from rftlab.analysis.runlevel import sign_flip_exact_p
 from rftlab.analysis.spectrum.plan import METRIC_LABELS, PlannedContrast, StudyPlan
 from rftlab.analysis.trends import slope_flatness
 
@@ -252,9 +253,13 @@ def metric_value(metric: str):
 
 
 def compute_contrast(
-    plan: StudyPlan, contrast: PlannedContrast, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+    plan: StudyPlan,
+    contrast: PlannedContrast,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    truncated_hk: bool = False,
 ) -> tuple[tuple[tuple[int, str, str, ContrastFit], ...], RandomEffectsPool | None]:
-    """The row-paired fit of every replicate pair of ``contrast`` and, with two or more, their pool."""
+    """The row-paired fit of every replicate pair of ``contrast`` and, with two or more, their pool
+    (``truncated_hk``: the truncated Hartung–Knapp interval, a sensitivity analysis)."""
     pairs = replicate_pairs(plan, contrast, rollouts)
     if not pairs:
         raise ValueError(f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}")
@@ -270,18 +275,22 @@ def compute_contrast(
             [f.slope_se for *_, f in fits],
             plan.interval_level,
             dfs=[f.df_resid for *_, f in fits],
+            truncate=truncated_hk,
         )
     return fits, pooled
 
 
 def study_contrasts(
-    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], truncated_hk: bool = False
 ) -> list[ContrastResult]:
     """Every contrast of the plan on the runs given (arm name -> per-epoch rollout records), with Holm's
-    adjustment across the confirmatory family. A contrast whose arms have no runs is refused."""
+    adjustment across the confirmatory family. A contrast whose arms have no runs is refused.
+
+    ``truncated_hk`` pools replicate pairs with the truncated Hartung–Knapp interval (``q* = max(1, q)``):
+    the small-``k`` sensitivity analysis, reported beside the plan's own (plain) analysis, never instead."""
     partial = []
     for contrast in plan.contrasts:
-        fits, pooled = compute_contrast(plan, contrast, rollouts)
+        fits, pooled = compute_contrast(plan, contrast, rollouts, truncated_hk)
         if pooled is not None:
             est, se, ci, df, p = pooled.estimate, pooled.se, pooled.ci, float(pooled.df), pooled.p_value
         else:
@@ -314,6 +323,42 @@ def study_contrasts(
             )
         )
     return out
+
+
+def small_k_sensitivity(
+    plan: StudyPlan,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    contrasts: Sequence[ContrastResult],
+) -> list[dict[str, Any]]:
+    """The plan's confirmatory contrasts that pool seed-matched pairs, under two small-``k`` sensitivity
+    analyses beside the plan's own: the truncated Hartung–Knapp interval (``q* = max(1, q)``, Holm
+    over the same family) and the exact sign-flip test over the pairs' own slopes (the pair of runs as
+    the unit; difference hypotheses only). Neither replaces the registered analysis; both are reported."""
+    truncated = {c.id: c for c in study_contrasts(plan, rollouts, truncated_hk=True)}
+    rows = []
+    for c in contrasts:
+        if c.planned.family != "confirmatory" or c.pooled is None:
+            continue
+        t = truncated[c.id]
+        slopes = [f.slope for *_, f in c.fits]
+        exact = sign_flip_exact_p(slopes) if c.planned.hypothesis == "difference" else None
+        rows.append(
+            {
+                "id": c.id,
+                "contrast": f"{c.planned.treatment} − {c.planned.control}",
+                "metric": METRIC_LABELS[c.planned.metric],
+                "pairs": len(c.fits),
+                "HK scale q": c.pooled.hk_q,
+                "CI, plan (HK)": c.ci,
+                "CI, truncated HK": t.ci,
+                "p (Holm), plan": c.p_adjusted,
+                "p (Holm), truncated HK": t.p_adjusted,
+                "verdict, truncated HK": t.verdict(),
+                "sign-flip p over pairs": exact,
+                "smallest attainable": min(1.0, 2.0 / 2 ** len(slopes)) if exact is not None else None,
+            }
+        )
+    return rows
 
 
 # ------------------------------------------------------------------ single arms, replicates, the seed
