@@ -240,3 +240,30 @@ def test_a_reports_stamp_is_the_last_commit_of_its_own_inputs(tmp_path):
     assert code_state(tmp_path, ("src/mine.py",)) == {"commit": mine, "dirty": False}
     _tree(tmp_path, {"src/new.py": "z = 1\n"})  # untracked, but one of this report's inputs
     assert code_state(tmp_path, ("src/mine.py", "src/new.py")) == {"commit": mine, "dirty": True}
+
+
+def test_a_report_built_in_another_environment_is_rebuilt_but_not_called_stale(tmp_path):
+    """Float rounding differs between CPUs and library versions: a report from another machine is not this
+    machine's result (a fresh clone's build runs every notebook), though its inputs are current."""
+    from rftlab.reports import _plan
+    from rftlab.reports.inputs import environment, environment_change
+
+    notebook = NOTEBOOKS_DIR / "00_methods.py"
+    inputs = report_inputs(notebook, quick=False)
+    (tmp_path / "RESULTS_methods.md").write_text("<!-- a -->\n<!-- b -->\n\nfine\n")
+    write_record(tmp_path, "RESULTS_methods", inputs, figures=0)
+    assert environment_change(read_record(tmp_path, "RESULTS_methods")) is None
+    assert _plan(notebook, tmp_path, quick=False, force=False).reasons == ()
+    record = read_record(tmp_path, "RESULTS_methods")
+    record["environment"] = {**environment(), "cpu": "Another CPU"}
+    (tmp_path / "RESULTS_methods.inputs.json").write_text(json.dumps(record))
+    assert _plan(notebook, tmp_path, quick=False, force=False).reasons == (
+        f"built with cpu 'Another CPU', this is {environment()['cpu']!r}",
+    )
+    packages = dict(environment()["packages"], numpy="0.0")
+    record["environment"] = {**environment(), "packages": packages}
+    (tmp_path / "RESULTS_methods.inputs.json").write_text(json.dumps(record))
+    assert (
+        environment_change(record) == f"built with numpy 0.0, this has {environment()['packages']['numpy']}"
+    )
+    assert report_staleness(tmp_path, tmp_path / "RESULTS_methods.md") == []  # --check: inputs are current

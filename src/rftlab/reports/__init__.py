@@ -13,8 +13,9 @@ with the build's durations), no absolute path, no warning line, no progress bar,
 
 Builds are incremental and parallel. Beside each report, ``RESULTS_<name>.inputs.json`` records what it was
 built from by content (``rftlab.reports.inputs``: the notebook, every ``rftlab`` module it can import, the
-project's data and ``pyproject.toml``); a report whose inputs did not change is skipped, and the console and
-the build log say which reports were skipped and why the others were rebuilt (``--force`` rebuilds all).
+project's data and ``pyproject.toml``); a report whose inputs did not change since it was built in this
+environment (CPU, Python, package versions) is skipped, and the console and the build log say which reports
+were skipped and why the others were rebuilt (``--force`` rebuilds all).
 Notebooks that need a rebuild run ``--jobs`` at a time (default: one per CPU core), each kernel with one
 BLAS/OpenMP thread, so a report's bytes do not depend on the number of workers or their order. The header
 names the commit of the code the report was built from: the last commit that changed one of *its* inputs,
@@ -47,6 +48,7 @@ from typing import Any
 from rftlab.reports.inputs import (
     RECORD_SUFFIX,
     ReportInputs,
+    environment_change,
     read_record,
     report_inputs,
     stale_reasons,
@@ -374,6 +376,10 @@ def _plan(notebook: Path, out_dir: Path, quick: bool, force: bool) -> _Job:
         source = Path(notebook.name)
     inputs = report_inputs(notebook, quick)
     reasons = stale_reasons(out_dir, name, inputs)
+    record = read_record(out_dir, name)
+    moved = environment_change(record) if record is not None and not reasons else None
+    if moved:
+        reasons = [moved]
     if force and not reasons:
         reasons = ["--force"]
     project_paths = tuple(p for p in sorted(inputs.files) if (PROJECT_ROOT / p).is_file())

@@ -12,8 +12,13 @@ and so on, with each module's parent packages (their ``__init__`` runs on import
 names an ``rftlab`` module (``importlib.import_module("rftlab.x")``) counts too. The closure is a
 superset of what one run executes, which is the safe side: a change it holds triggers a rebuild that may
 turn out to change nothing, never the other way round. All of ``data/`` counts for every notebook (a spec
-is named at run time, not imported). Installed third-party packages are not inputs; after upgrading them,
-rebuild with ``--force``.
+is named at run time, not imported).
+
+The record also names the environment it was built in (``environment``: Python, the CPU, the installed
+versions of the project's declared dependencies). It is not a content input and ``--check`` does not read
+it, but a build in another environment rebuilds every report: float rounding differs between CPUs and
+library versions (the local GS1 study's numbers do), so a report built on another machine is not this
+machine's result, and a fresh clone's ``make reports`` runs every notebook.
 """
 
 from __future__ import annotations
@@ -21,8 +26,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import platform
+import re
 import subprocess
+import tomllib
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 
 from rftlab.runs.atomic import atomic_write_text
@@ -54,12 +64,70 @@ class ReportInputs:
     def record(self, figures: int) -> dict:
         return {
             "version": RECORD_VERSION,
+            "environment": environment(),
             "notebook": self.notebook,
             "quick": self.quick,
             "digest": self.digest,
             "figures": figures,
             "files": dict(sorted(self.files.items())),
         }
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or "unknown"
+    match = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.MULTILINE)
+    return match.group(1).strip() if match else platform.processor() or "unknown"
+
+
+def _declared_dependencies(root: Path = PROJECT_ROOT) -> list[str]:
+    """Distribution names of every dependency ``pyproject.toml`` declares, extras included."""
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    specs = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        specs.extend(extra)
+    names = {re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0].lower() for spec in specs}
+    return sorted(name for name in names if name)
+
+
+@cache
+def environment() -> dict:
+    """What the build ran on (not a content input; see the module docstring): Python, machine, CPU
+    model, and the installed version of every declared dependency (``None`` when not installed)."""
+    versions = {}
+    for name in _declared_dependencies():
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu": _cpu_model(),
+        "packages": versions,
+    }
+
+
+def environment_change(record: dict) -> str | None:
+    """How the environment of ``record`` differs from this one, in words; ``None`` when it does not."""
+    old, new = record.get("environment"), environment()
+    if old == new:
+        return None
+    if not isinstance(old, dict):
+        return "built in an unrecorded environment"
+    for key in ("python", "machine", "cpu"):
+        if old.get(key) != new[key]:
+            return f"built with {key} {old.get(key)!r}, this is {new[key]!r}"
+    packages = old.get("packages") if isinstance(old.get("packages"), dict) else {}
+    for name, version in new["packages"].items():
+        if packages.get(name) != version:
+            return f"built with {name} {packages.get(name)}, this has {version}"
+    return "built in another environment"
 
 
 def file_digest(path: Path) -> str:
