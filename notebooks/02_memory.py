@@ -34,6 +34,7 @@ SIZE_OVERRIDES = {"rows": 4, "response_candidates": 4, "epochs": 4} if QUICK els
 CEILING_BANDS = 12 if QUICK else 400  # rows bl0_<i>, unsalted: the bands of notebook 01
 CALIBRATION_ROWS = 4 if QUICK else 48
 POWER_NSIM = 300 if QUICK else 4000
+TRUTH_PAIRS = 2 if QUICK else 8  # independent C/B′ pairs that estimate the simulator's true contrasts
 
 # %%
 # (imports follow the parameters cell, which must come first)
@@ -72,7 +73,7 @@ from rftlab.rollout.spectrum.ceilings import (
     ceiling_table,
     naive_ceiling_search,
 )
-from rftlab.studies.spectrum import run_memory_study
+from rftlab.studies.spectrum import run_memory_study, simulation_truth
 from rftlab.training.spectrum.calibration import calibration_check
 from rftlab.training.spectrum.grpo import final_theta
 
@@ -96,6 +97,7 @@ sim = "simulated policy" if BACKEND == "local" else f"backend {BACKEND}"
 seed_rows = seed_comparison(plan, rollouts)
 disagree = [r for r in seed_rows if not r["agree"]]
 sensitivity = small_k_sensitivity(plan, rollouts, study.contrasts)
+truth = simulation_truth(study, TRUTH_PAIRS, BACKEND, ROOT) if BACKEND == "local" else []
 primary_sens = next(r for r in sensitivity if r["id"] == primary.id)
 trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
 slope_of = {(r["arm"], r["metric"]): r["fit"] for r in trend_rows}
@@ -155,6 +157,23 @@ display(
                     "more seed-matched pairs would settle it."
                     if mg.claim
                     else "no reading supports a claim."
+                ),
+                "",
+                (
+                    f"**The simulator's truth** (known here because the policy is a simulation; computed after "
+                    f"the plan): from {truth[0].n_pairs} independent seed-matched pairs at seeds the study never "
+                    "used, the expected C − B′ slopes per epoch (± Monte Carlo s.e.) are "
+                    + "; ".join(
+                        f"{METRIC_LABELS[t.contrast.planned.metric]} {t.truth:+.4f} ± {t.truth_se:.4f}, "
+                        f"{'inside' if t.covers else 'outside'} the registered CI "
+                        f"{interval(*t.contrast.ci, signed=True, digits=4)}"
+                        for t in truth
+                    )
+                    + f". The registered intervals cover the truth for {sum(t.covers for t in truth)} of {len(truth)} "
+                    f"confirmatory C − B′ contrasts (truncated HK: {sum(t.covers_truncated for t in truth)} of {len(truth)}); "
+                    "one study's coverage is one draw, not a coverage rate."
+                    if truth
+                    else "**The simulator's truth** is not computed on this backend (it is not a simulation)."
                 ),
                 "",
                 "**What it does not show.** The learner is a simulated policy (a few log-linear choices with "
@@ -354,6 +373,23 @@ sens = pd.DataFrame(sensitivity).drop(columns="id")
 for col in ("CI, plan (HK)", "CI, truncated HK"):
     sens[col] = [interval(*ci, signed=True, digits=4) for ci in sens[col]]
 display(fixed_digits_markdown(sens, digits=4))
+
+# %% [markdown]
+# **The simulator's truth (computed after the plan).** Because the policy is a simulation, the contrast
+# each confirmatory test estimates has a true value: the expected slope of C − B′ under this design. It is
+# estimated here from independent seed-matched pairs of C and B′ at seeds the study never used (1000 on,
+# experiment `spectrum_memory_truth` in the run store), each fitted exactly as the study's pairs are, with
+# its Monte Carlo standard error (the pairs' s.d. / √n). "covers" says whether the study's interval holds
+# the estimated truth; with a Monte Carlo error of this size, a truth near an interval's edge is a
+# borderline call.
+
+# %%
+if truth:
+    truth_table = pd.DataFrame([t.row() for t in truth])
+    truth_table["study CI (plan)"] = [interval(*ci, signed=True, digits=4) for ci in truth_table["study CI (plan)"]]
+    display(fixed_digits_markdown(truth_table, digits=4))
+else:
+    display(Markdown("Not computed on this backend: only the local simulated policy has a known truth."))
 
 # %% [markdown]
 # The same contrasts as a picture: each slope with its CI, the plan's ±ε band shaded grey.

@@ -253,3 +253,37 @@ def test_the_small_k_sensitivity_never_narrows_and_holds_the_plans_own_numbers()
         if c.planned.hypothesis == "difference":
             assert row["sign-flip p over pairs"] == sign_flip_exact_p([f.slope for *_, f in c.fits])
             assert row["smallest attainable"] == 2 / 2 ** len(c.fits)
+
+
+def test_truth_checks_recover_the_generating_slopes_and_judge_coverage():
+    """Independent pairs drawn from the same generator estimate its true C − B′ slopes (memory_gain
+    0.003, occ 0.001, carry 0); an interval placed away from the truth is reported as not covering it."""
+    import dataclasses
+
+    from rftlab.analysis.spectrum.study import truth_checks
+
+    plan = load_study_plan(PLAN).plan
+    results = study_contrasts(plan, _runs())
+    truncated = study_contrasts(plan, _runs(), truncated_hk=True)
+    truth_rollouts, pairs = {}, []
+    for s in range(1, 7):
+        runs = _runs(seed=s)
+        truth_rollouts[f"C_t{s}"], truth_rollouts[f"B_t{s}"] = runs["C"], runs["B_prime"]
+        pairs.append({"C": f"C_t{s}", "B_prime": f"B_t{s}"})
+    checks = {t.contrast.id: t for t in truth_checks(plan, results, truncated, truth_rollouts, pairs)}
+    assert set(checks) == {"C-B_prime.memory_gain", "C-B_prime.mean_occ", "C-B_prime.carry"}
+    for cid, true_slope in [
+        ("C-B_prime.memory_gain", 0.003),
+        ("C-B_prime.mean_occ", 0.001),
+        ("C-B_prime.carry", 0.0),
+    ]:
+        check = checks[cid]
+        assert check.n_pairs == 6
+        assert abs(check.truth - true_slope) < 4 * check.truth_se + 1e-4
+        assert check.covers and check.covers_truncated
+    primary = checks["C-B_prime.memory_gain"].contrast
+    moved = dataclasses.replace(primary, ci=(primary.ci[1] + 0.001, primary.ci[1] + 0.002))
+    (away,) = [t for t in truth_checks(plan, [moved], truncated, truth_rollouts, pairs)]
+    assert not away.covers and away.covers_truncated  # the truncated interval is the unmoved one
+    with pytest.raises(ValueError, match="at least 2"):
+        truth_checks(plan, results, truncated, truth_rollouts, pairs[:1])

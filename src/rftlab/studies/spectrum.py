@@ -36,7 +36,13 @@ from typing import Any
 
 from rftlab.analysis.spectrum.plan import LoadedPlan, StudyPlan, load_study_plan
 from rftlab.analysis.spectrum.power import ReplicateDesign, replicates_for_power
-from rftlab.analysis.spectrum.study import ContrastResult, compute_contrast, study_contrasts
+from rftlab.analysis.spectrum.study import (
+    ContrastResult,
+    TruthCheck,
+    compute_contrast,
+    study_contrasts,
+    truth_checks,
+)
 from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
@@ -217,6 +223,52 @@ def run_memory_study(
         rollouts.update({arm: _rollouts(run) for arm, run in new.items()})
         specs.update(extra)
     return MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts))
+
+
+TRUTH_EXPERIMENT = "spectrum_memory_truth"
+TRUTH_FIRST_SEED = 1000  # far from the study's seeds 0..max_runs-1: the truth never reuses a study band
+
+
+def truth_specs(
+    study: MemoryStudy, n_pairs: int, first_seed: int = TRUTH_FIRST_SEED
+) -> dict[str, SpectrumArmSpec]:
+    """Seed-matched pairs of the plan's replicated arms (C and B′) at seeds the study never ran, as the
+    study ran them (same sizes), kept apart in the run store under ``spectrum_memory_truth``."""
+    out: dict[str, SpectrumArmSpec] = {}
+    for seed in range(first_seed, first_seed + n_pairs):
+        for arm in study.plan.plan.replicates.arms:
+            name = f"{arm}_truth_seed{seed}"
+            spec = replicate_spec(study.specs[arm], seed, name)
+            out[name] = spec.model_copy(
+                update={
+                    "experiment": TRUTH_EXPERIMENT,
+                    "description": f"{spec.description} Simulation truth.",
+                }
+            )
+    return out
+
+
+def simulation_truth(
+    study: MemoryStudy,
+    n_pairs: int,
+    backend: str = "local",
+    root: str | Path | None = None,
+    first_seed: int = TRUTH_FIRST_SEED,
+) -> list[TruthCheck]:
+    """The simulator's expected C − B′ contrasts, from ``n_pairs`` independent replicate pairs run (or
+    reused) only for this, and whether each confirmatory interval of ``study`` covers them (plain and
+    truncated Hartung–Knapp). Only meaningful on the local backend, where the policy is a simulation."""
+    if backend != "local":
+        raise ValueError("the simulation truth exists only for the simulated policy (backend 'local')")
+    specs = truth_specs(study, n_pairs, first_seed)
+    runs = launch_arms(specs, backend, root)
+    rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
+    arms = study.plan.plan.replicates.arms
+    pairs = [
+        {arm: f"{arm}_truth_seed{seed}" for arm in arms} for seed in range(first_seed, first_seed + n_pairs)
+    ]
+    truncated = study_contrasts(study.plan.plan, study.rollouts, truncated_hk=True)
+    return truth_checks(study.plan.plan, study.contrasts, truncated, rollouts, pairs)
 
 
 BENCH90_EXPERIMENT = "spectrum_bench90"

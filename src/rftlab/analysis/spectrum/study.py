@@ -361,6 +361,85 @@ def small_k_sensitivity(
     return rows
 
 
+@dataclass(frozen=True)
+class TruthCheck:
+    """A confirmatory contrast's interval against the simulator's own expected contrast.
+
+    ``truth`` is the mean slope over ``n_pairs`` independent seed-matched pairs run only to estimate it
+    (seeds the study never used), ``truth_se`` its Monte Carlo standard error (pair slopes' s.d. / √n);
+    ``covers`` whether the study's interval holds ``truth``, ``covers_truncated`` the same for the
+    truncated-HK interval."""
+
+    contrast: ContrastResult
+    truth: float
+    truth_se: float
+    n_pairs: int
+    covers: bool
+    covers_truncated: bool
+
+    @property
+    def truth_interval(self) -> tuple[float, float]:
+        return (self.truth - 1.96 * self.truth_se, self.truth + 1.96 * self.truth_se)
+
+    def row(self) -> dict[str, Any]:
+        c = self.contrast
+        return {
+            "contrast": f"{c.planned.treatment} − {c.planned.control}",
+            "metric": METRIC_LABELS[c.planned.metric],
+            "study estimate": c.estimate,
+            "study CI (plan)": c.ci,
+            "true slope (simulator)": self.truth,
+            "± MC s.e.": self.truth_se,
+            "truth pairs": self.n_pairs,
+            "CI covers truth": "yes" if self.covers else "no",
+            "truncated CI covers": "yes" if self.covers_truncated else "no",
+            "verdict": c.verdict(),
+        }
+
+
+def truth_checks(
+    plan: StudyPlan,
+    contrasts: Sequence[ContrastResult],
+    truncated: Sequence[ContrastResult],
+    truth_rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+    pairs: Sequence[Mapping[str, str]],
+) -> list[TruthCheck]:
+    """For each confirmatory contrast between the plan's replicated arms: the simulator's expected slope,
+    estimated from the row-paired slopes of the independent truth ``pairs`` (each maps an arm of the plan
+    to the name of its truth run in ``truth_rollouts``), and whether the study's intervals cover it."""
+    if len(pairs) < 2:
+        raise ValueError("the simulation truth needs at least 2 independent pairs")
+    by_id = {c.id: c for c in truncated}
+    out = []
+    for c in contrasts:
+        arms = {c.planned.treatment, c.planned.control}
+        if c.planned.family != "confirmatory" or arms != set(plan.replicates.arms):
+            continue
+        value = metric_value(c.planned.metric)
+        slopes = np.array(
+            [
+                paired_contrast(
+                    truth_rollouts[pair[c.planned.treatment]], truth_rollouts[pair[c.planned.control]], value
+                ).slope
+                for pair in pairs
+            ],
+            dtype=float,
+        )
+        truth, se = float(slopes.mean()), float(slopes.std(ddof=1) / np.sqrt(slopes.size))
+        t_ci = by_id[c.id].ci
+        out.append(
+            TruthCheck(
+                contrast=c,
+                truth=truth,
+                truth_se=se,
+                n_pairs=int(slopes.size),
+                covers=bool(c.ci[0] <= truth <= c.ci[1]),
+                covers_truncated=bool(t_ci[0] <= truth <= t_ci[1]),
+            )
+        )
+    return out
+
+
 # ------------------------------------------------------------------ single arms, replicates, the seed
 
 
