@@ -267,11 +267,17 @@ def _summary(**kw):
 def test_summary_opens_with_design_then_decisions_and_flags_an_override(registered):
     d = ana.RuleDesign.from_dict(registered["design"])
     plain = ana.report_summary(_summary(despite_failed_gate=False), [d], "a tiny model")
-    assert plain[0].startswith("**Question.**") and plain[1].startswith("**Design, before any run:**")
+    assert plain[0].startswith("**Question.**") and plain[1].startswith("**Assay sensitivity")
+    assert plain[2].startswith("**Design, before any run:**")
     pre = next(i for i, line in enumerate(plain) if "pre-registered rule, hoeffding" in line)
     rev = next(i for i, line in enumerate(plain) if "revised rule, betting, permutation seed 20" in line)
-    assert 1 < pre < rev and "these seed-0 checkpoints" in plain[pre]
-    assert "untrained base 0.4541" in "\n".join(plain) and "Assay sensitivity" in "\n".join(plain)
+    assert 2 < pre < rev and "these seed-0 checkpoints" in plain[pre]
+    assert "untrained base 0.4541" in "\n".join(plain)
+    both = ana.report_summary(_summary(), [d, d], None)
+    assert both[2].startswith("**Design, before any run:**")
+    assert both[3].startswith(
+        "**Design of the revised rule, written after the earlier local results were seen:**"
+    )
     assert "a tiny model" in plain[-1] and "one seed per arm" in plain[-1]
     override = ana.report_summary(_summary(despite_failed_gate=True), [d], None)
     assert override[0].startswith("**Override: DESPITE_FAILED_GATE = True.**")

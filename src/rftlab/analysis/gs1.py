@@ -593,9 +593,11 @@ def report_summary(
     local_model: str | None = None,
     local_detail: str | None = None,
 ) -> list[str]:
-    """The opening bullets of ``RESULTS_gs1.md``: any gate override first, then the design numbers, the
-    decisions (the pre-registered one first) on these seed-0 checkpoints, base/GRPO/GS1 with paired
-    contrasts, assay sensitivity, monitoring alerts and what the result does not show. ``local_model``
+    """The opening bullets of ``RESULTS_gs1.md``: any gate override first, then the question, assay
+    sensitivity (what a noninferiority verdict against this control can tell, before any verdict), the
+    design numbers (the pre-registered rule's before any run; a revised rule's labelled as written after
+    the earlier local results), the decisions (the pre-registered one first) on these seed-0 checkpoints,
+    base/GRPO/GS1 with paired contrasts, monitoring alerts and what the result does not show. ``local_model``
     names the simulation the numbers come from next to each of them (``None`` on the Tinker service);
     ``local_detail`` describes it once, at the end."""
     out = []
@@ -612,8 +614,16 @@ def report_summary(
         "sample) no worse than GRPO (8 prompts × 8 samples, group-mean baseline) by more than 3 points of "
         "exact-match accuracy?"
     )
-    out += [f"**Design, before any run:** {design_sentence(d)}." for d in designs]
     decision = summary.get("decision")
+    if decision is not None:  # what a noninferiority verdict at this margin can tell, before the verdicts
+        out.append(assay_sentence(decision["assay_sensitivity"]))
+    for k, d in enumerate(designs):
+        label = (
+            "Design, before any run"
+            if k == 0
+            else "Design of the revised rule, written after the earlier local results were seen"
+        )
+        out.append(f"**{label}:** {design_sentence(d)}.")
     if decision is None:
         out.append(f"**No decision:** {summary.get('stopped', 'both arms must be trained and evaluated')}.")
     else:
@@ -621,7 +631,6 @@ def report_summary(
             if dec:
                 out.append(_decision_sentence(dec, bool(decision.get("gate_passed")), tag, bool(local_model)))
         out.append(_accuracy_sentence(decision["contrasts"], tag))
-        out.append(assay_sentence(decision["assay_sensitivity"]))
     alerts = _monitoring_alerts(summary.get("monitor") or {})
     if alerts:
         out.append("**Monitoring during training:** " + "; ".join(alerts) + ".")
