@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rftlab.reports.exports import take_svg_figures, write_table_exports
 from rftlab.reports.inputs import (
     RECORD_SUFFIX,
     ReportInputs,
@@ -76,7 +77,15 @@ KERNEL_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    # vector figures (rftlab.reports.exports) carry no build date, so their bytes repeat
+    "SOURCE_DATE_EPOCH": "0",
 }
+# Every figure is rendered as PNG (the report shows it) and SVG (the vector export); a fixed salt makes the
+# SVG's element ids the same on every rebuild.
+KERNEL_ARGUMENTS = (
+    "--InlineBackend.figure_formats={'png', 'svg'}",
+    "--InlineBackend.rc={'svg.hashsalt': 'rftlab'}",
+)
 
 # ------------------------------------------------------------------------------ report hygiene
 _ABS_PATH = re.compile(
@@ -247,6 +256,7 @@ def execute_notebook(
             kernel_name="python3",
             resources={"metadata": {"path": str(workdir)}},
             on_cell_executed=cell_done,
+            extra_arguments=list(KERNEL_ARGUMENTS),
         )
         client.execute()
     except CellExecutionError as exc:
@@ -323,6 +333,7 @@ def render_markdown(
     from nbconvert import MarkdownExporter
 
     stderr = split_stderr(nb)
+    vectors = take_svg_figures(nb, name)
     exporter = MarkdownExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     files_dir = f"{name}_files"
     body, resources = exporter.from_notebook_node(
@@ -341,6 +352,15 @@ def render_markdown(
         raise ReportRejected(
             f"{source.as_posix()}: the report would show what a reader must not see:\n  "
             + "\n  ".join(problems[:20])
+        )
+    (out_dir / files_dir).mkdir(parents=True, exist_ok=True)
+    for file_name, svg in vectors.items():
+        atomic_write_text(out_dir / files_dir / file_name, svg)
+    tables = write_table_exports(body, name, out_dir / files_dir)
+    if tables or vectors:
+        body += (
+            f"\n*Exports: {tables} table(s) as CSV and LaTeX (booktabs) and {len(vectors)} figure(s) as SVG in "
+            f"`{files_dir}/`.*\n"
         )
     report = out_dir / f"{name}.md"
     atomic_write_text(report, header + body)
