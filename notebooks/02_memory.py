@@ -164,7 +164,7 @@ display(
                     f"the plan): from {truth[0].n_pairs} independent seed-matched pairs at seeds the study never "
                     "used, the expected C − B′ slopes per epoch (± Monte Carlo s.e.) are "
                     + "; ".join(
-                        f"{METRIC_LABELS[t.contrast.planned.metric]} {t.truth:+.4f} ± {t.truth_se:.4f}, "
+                        f"{METRIC_LABELS[t.contrast.planned.metric]} {t.truth:+.4f} ± {t.truth_se:.2g}, "
                         f"{'inside' if t.covers else 'outside'} the registered CI "
                         f"{interval(*t.contrast.ci, signed=True, digits=4)}"
                         for t in truth
@@ -172,6 +172,14 @@ display(
                     + f". The registered intervals cover the truth for {sum(t.covers for t in truth)} of {len(truth)} "
                     f"confirmatory C − B′ contrasts (truncated HK: {sum(t.covers_truncated for t in truth)} of {len(truth)}); "
                     "one study's coverage is one draw, not a coverage rate."
+                    + "".join(
+                        f" Where the registered interval misses it ({METRIC_LABELS[t.contrast.planned.metric]}), the study's "
+                        f"estimate {t.contrast.estimate:+.4f} is {t.contrast.estimate / t.truth:.1f} times the truth, "
+                        f"{'with the same sign' if t.contrast.estimate * t.truth > 0 else 'of the opposite sign'}: "
+                        "the verdict's direction can be right while its size is not."
+                        for t in truth
+                        if not t.covers and t.truth != 0
+                    )
                     if truth
                     else "**The simulator's truth** is not computed on this backend (it is not a simulation)."
                 ),
@@ -387,6 +395,7 @@ display(fixed_digits_markdown(sens, digits=4))
 if truth:
     truth_table = pd.DataFrame([t.row() for t in truth])
     truth_table["study CI (plan)"] = [interval(*ci, signed=True, digits=4) for ci in truth_table["study CI (plan)"]]
+    truth_table["± MC s.e."] = [f"{se:.2g}" for se in truth_table["± MC s.e."]]
     display(fixed_digits_markdown(truth_table, digits=4))
 else:
     display(Markdown("Not computed on this backend: only the local simulated policy has a known truth."))
