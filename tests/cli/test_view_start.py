@@ -155,3 +155,16 @@ def test_a_store_without_rollouts_is_one_clear_line(tmp_path):
     assert "no rollouts found" in done.stderr and "Traceback" not in done.stderr
     with pytest.raises(ViewerError, match="no such file"):
         scan_sources(tmp_path / "missing")
+
+
+def test_a_record_the_row_model_refuses_is_named_and_the_rows_before_it_kept(tmp_path):
+    (run,) = make_store(tmp_path / "runs", runs=1)
+    with open(run / "rollouts" / "epoch-0.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"prompt_id": "bad", "evaluation_result": {"score": "high"}}) + "\n")
+    (source,) = scan_sources(run)[0]
+    reported = []
+    index = RowIndex([source], report=lambda path, why: reported.append((path, why)))
+    assert len(index.rows(source)) == 3
+    ((path, why),) = reported
+    assert path == str(run) and why.startswith("row 4 cannot be shown (ValidationError")
+    assert index.problems == {path: why}

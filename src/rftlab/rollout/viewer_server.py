@@ -108,6 +108,12 @@ class RowIndex:
                     chunk = []
         except OSError as exc:
             self._problem(str(source.path), f"cannot be read ({exc.strerror or exc})")
+        except (ValueError, TypeError) as exc:  # a record eval-protocol's row model refuses
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            shown = len(entry.texts) + len(chunk)
+            self._problem(
+                str(source.path), f"row {shown + 1} cannot be shown ({type(exc).__name__}: {first[:160]})"
+            )
         finally:
             with self._changed:
                 entry.texts.extend(chunk)
