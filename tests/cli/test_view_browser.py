@@ -1,17 +1,21 @@
 """``rftlab view``: a run's rollouts in eval-protocol's log viewer, checked in a real headless Chromium.
 
 A small local spectrum GRPO run (the run store's real writer, the simulated policy) and a GS1-style run
-with text transcripts are written to a temporary store; ``rftlab.rollout.viewer`` copies them into an
-eval-protocol store and starts the viewer on 127.0.0.1; Debian's Chromium, driven by selenium, loads the
-page, finds the run's rollouts listed (tagged with experiment/arm and run id), opens one and reads its
-transcript and reward. The browser runs with background networking off and there is no route out of the
-machine: the page works offline.
+with text transcripts are written to a temporary store; ``rftlab view`` serves them on 127.0.0.1 (the rows
+reach the page over its websocket, ``rftlab.rollout.viewer_server``); Debian's Chromium, driven by
+selenium, loads the page, finds the run's rollouts listed (tagged with experiment/arm and run id), opens
+one and reads its transcript and reward. Hostile transcripts (markup, script, event handlers) stay text:
+no payload creates an element or runs. The browser runs with background networking off and there is no
+route out of the machine: the page works offline.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,14 +23,7 @@ import pytest
 
 pytest.importorskip("eval_protocol")
 
-from rftlab.rollout.viewer import (  # noqa: E402
-    ViewerError,
-    free_port,
-    prepare,
-    rows_from_path,
-    start_viewer,
-    wait_until_up,
-)
+from rftlab.rollout.viewer import ViewerError, free_port, rows_from_path  # noqa: E402
 from rftlab.runs import RunStore  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -132,18 +129,35 @@ def _wait_for(driver, predicate, timeout=60.0):
     raise AssertionError(f"timed out; the page shows:\n{driver.find_element('tag name', 'body').text[:2000]}")
 
 
+def _serve(path: Path) -> tuple[subprocess.Popen, int]:
+    """``rftlab view PATH`` on a free port, once it printed its address."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "rftlab.cli", "view", str(path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    if not proc.stdout.readline().startswith("viewer: http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError("the viewer printed no address line")
+    return proc, port
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.mark.slow
 def test_viewer_lists_the_runs_rollouts_and_shows_a_transcript_with_its_reward(tmp_path):
     from selenium.webdriver.common.by import By
 
     gs1_path, _ = make_store(tmp_path / "runs")
-    home, count = prepare(gs1_path, tmp_path / "view-home")
-    assert count == 3
-    port = free_port()
-    proc = start_viewer(home, port)
+    assert len(rows_from_path(gs1_path)) == 3
+    proc, port = _serve(gs1_path)
     driver = None
     try:
-        wait_until_up(port, proc, timeout=180)
         driver = _browser()
         driver.get(f"http://127.0.0.1:{port}/")
         assert driver.title == "EP | Log Viewer"
@@ -174,6 +188,59 @@ def test_viewer_lists_the_runs_rollouts_and_shows_a_transcript_with_its_reward(t
     finally:
         if driver is not None:
             driver.quit()
-        proc.terminate()
-        proc.wait(timeout=20)
-        shutil.rmtree(home, ignore_errors=True)
+        _stop(proc)
+
+
+HOSTILE = [
+    '<img src=x id="planted-img" onerror="window.__pwned=1">',
+    '<script id="planted-script">window.__pwned=2</script>',
+    '"><svg id="planted-svg" onload="window.__pwned=3"></svg>',
+    '<a id="planted-link" href="javascript:window.__pwned=4">x</a> <b id=planted-b>bold</b>',
+]
+
+
+@pytest.mark.slow
+def test_hostile_transcripts_stay_text_and_create_no_element(tmp_path):
+    """Markup in a prompt, a response, a tool message and a row id reaches the page over the websocket as
+    data: it is shown as text, and no element the payloads name exists, and none of them ran."""
+    from selenium.webdriver.common.by import By
+
+    store = RunStore(tmp_path / "runs")
+    run = store.create_run("gs1_vs_grpo", "hostile", {"arm": "hostile"}, backend="local")
+    run.write_rollouts(0, [
+        {"prompt_id": HOSTILE[0], "reward": 1.0, "prompt": HOSTILE[1], "response": HOSTILE[2]},
+        {"prompt_id": "p1", "reward": 0.0, "messages": [{"role": "user", "content": HOSTILE[3]},
+                                                         {"role": "tool", "content": HOSTILE[0]},
+                                                         {"role": "assistant", "content": HOSTILE[1]}]},
+    ])  # fmt: skip
+    run.finish()
+    proc, port = _serve(run.path)
+    driver = None
+    try:
+        driver = _browser()
+        driver.get(f"http://127.0.0.1:{port}/")
+        body = lambda: driver.find_element(By.TAG_NAME, "body").text  # noqa: E731
+        _wait_for(driver, lambda: "Showing all 2 rows" in body())
+        for row in [r for r in driver.find_elements(By.CSS_SELECTOR, "tbody tr") if r.text.strip()]:
+            for _attempt in range(3):
+                row.find_element(By.CSS_SELECTOR, "td").click()
+                try:
+                    _wait_for(driver, lambda: "planted-" in body() and body(), timeout=20)
+                    break
+                except AssertionError:
+                    continue
+        shown = body()
+        for text in ("planted-script", "planted-svg", "planted-link", "window.__pwned=1"):
+            assert text in shown, shown[:3000]  # the payloads are on the page, as text
+        for planted in ("planted-img", "planted-script", "planted-svg", "planted-link", "planted-b"):
+            assert driver.find_elements(By.ID, planted) == [], planted
+        assert driver.execute_script("return window.__pwned === undefined")
+        assert driver.find_elements(By.CSS_SELECTOR, "img[src='x'], svg[onload], a[href^='javascript']") == []
+        inline = [
+            e.get_attribute("innerHTML") for e in driver.find_elements(By.CSS_SELECTOR, "script:not([src])")
+        ]
+        assert all(text.strip().startswith("window.SERVER_CONFIG") for text in inline), inline
+    finally:
+        if driver is not None:
+            driver.quit()
+        _stop(proc)

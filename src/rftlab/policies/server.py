@@ -23,6 +23,8 @@ What a request may be (anything else is refused, never a traceback):
   (``ChatRequest``: ``messages`` a list of ``{role, content}`` with ``content`` a string, a list of text
   parts or null, ``tool_calls`` a list, ``tools`` a list of ``{type: function, function: {name}}``);
 - ``n`` from 1 to ``max_n`` (default 16): each choice gets its own tool-call ids;
+- ``max_tokens`` / ``max_completion_tokens``, when given, from 1 to ``context_tokens`` (default
+  ``CONTEXT_TOKENS``, the served model's context);
 - ``tool_choice``: ``"none"`` gets the action as text and no tool call; ``"auto"``/``"required"`` or a
   named function (the served tool) get the call; ``stream`` with ``stream_options.include_usage`` gets a
   final usage chunk.
@@ -30,7 +32,8 @@ What a request may be (anything else is refused, never a traceback):
 Errors are OpenAI-shaped JSON (``{"error": {"message", "type", "code"}}``): 400 (bad request or a scan the
 policy cannot answer), 401 (wrong key), 404 (unknown model or route), 405, 413 (body too large), 500
 (a defect, without a traceback). Memory is bounded: at most ``max_sessions`` episode sessions (least
-recently used dropped first) and, when a request log is kept, its last ``max_logged`` bodies.
+recently used dropped first) and, when a request log is kept, its last ``max_logged`` bodies. A client that
+disconnects before its request was read is one short warning line in the log, never a traceback.
 
 Command line (for notebooks and manual checks): ``python -m rftlab.policies.server --port 8011``; a port in
 use is one line on stderr and exit 2.
@@ -43,6 +46,7 @@ import argparse
 import copy
 import errno
 import json
+import logging
 import math
 import socket
 import sys
@@ -65,6 +69,11 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_N = 16
 MAX_LOGGED = 10_000
 MAX_LOGGED_BYTES = 64 * 1024 * 1024
+CONTEXT_TOKENS = 40_960
+"""The served model's context: the scripted policies stand in for Qwen3-1.7B, the spectrum arms' default
+base model (``rftlab.launch.spectrum.tinker``), whose config has 40,960 positions (as every Qwen3 up to
+8B); ``max_tokens`` beyond it could never be honoured."""
+_log = logging.getLogger(__name__)
 ANSWER_ERRORS = (ScanParseError, ChatPolicyError, HiddenNotAvailable, PromptParseError)
 
 
@@ -194,7 +203,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def parse_request(raw: bytes, max_n: int = MAX_N) -> ChatRequest:
+def token_limit_refusal(name: str, value: Any, limit: int) -> str | None:
+    """Why ``value`` is no ``max_tokens``-like count (an integer from 1 to ``limit``), or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+        return f"{name} must be an integer from 1 to {limit} (the served model's context), got {shown[:60]}"
+    return None
+
+
+def parse_request(raw: bytes, max_n: int = MAX_N, context_tokens: int = CONTEXT_TOKENS) -> ChatRequest:
     """A request body → ``ChatRequest``, or ``RequestRefused(400)`` saying what is wrong in one line."""
     try:
         body = json.loads(raw or b"{}", parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -219,6 +238,9 @@ def parse_request(raw: bytes, max_n: int = MAX_N) -> ChatRequest:
     n = 1 if request.n is None else request.n
     if not 1 <= n <= max_n:
         raise RequestRefused(400, f"n must be an integer from 1 to {max_n}, got {n}")
+    for name in ("max_tokens", "max_completion_tokens"):
+        if (why := token_limit_refusal(name, getattr(request, name), context_tokens)) is not None:
+            raise RequestRefused(400, why)
     return request
 
 
@@ -340,10 +362,26 @@ async def _read_body(request: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def quiet_disconnects(app: Any) -> None:
+    """A client that hangs up before its request body was read gets nothing (it is gone) and costs one
+    short warning line in the log: not the framework's traceback."""
+    from starlette.requests import ClientDisconnect
+    from starlette.responses import Response
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request, exc: ClientDisconnect):
+        _log.warning(
+            "client disconnected mid-request (%s %s); not answered", request.method, request.url.path
+        )
+        return Response(status_code=400)
+
+
 def _install_error_handlers(app: Any) -> None:
     """Every error the framework raises (unknown route, wrong method) or a handler did not expect gets
     the OpenAI error shape, never FastAPI's ``{"detail": ...}`` or a traceback."""
     from starlette.exceptions import HTTPException
+
+    quiet_disconnects(app)
 
     @app.exception_handler(RequestRefused)
     async def refused(request, exc: RequestRefused):
@@ -461,6 +499,7 @@ def create_app(
     chat: Callable[[Callable[[], Any]], Any] | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     max_n: int = MAX_N,
+    context_tokens: int = CONTEXT_TOKENS,
 ):
     """The FastAPI app. ``policies`` maps model names to zero-argument policy factories (default: every
     servable RFT policy). With ``api_key`` every request must carry ``Authorization: Bearer <api_key>``.
@@ -490,7 +529,7 @@ def create_app(
     async def chat_completions(request: Request):
         authorise(request)
         raw = await _read_body(request, max_body_bytes)
-        body = parse_request(raw, max_n)
+        body = parse_request(raw, max_n, context_tokens)
         if isinstance(request_log, RequestLog):
             request_log.append(json.loads(raw), len(raw))
         elif request_log is not None:

@@ -1,13 +1,13 @@
 """Look at rollouts instead of reading JSON: the project's rollouts in eval-protocol's log viewer.
 
-eval-protocol ships a local log viewer (``ep logs``: a built web app inside the wheel, served by its
-``LogsServer`` on a port of this machine) over its store of ``EvaluationRow`` objects (a SQLite file,
-``~/.eval_protocol/logs.db``). This module is the adapter: it turns what the project writes into
-``EvaluationRow`` objects and writes them into such a store, then serves the viewer over it on 127.0.0.1,
-offline (nothing is fetched: the app's files are in the wheel, and the Fireworks/Elasticsearch log
-backends are not configured).
+eval-protocol ships a local log viewer (``ep logs``: a built web app inside the wheel) over
+``EvaluationRow`` objects. This module is the adapter: it turns what the project writes into
+``EvaluationRow`` objects; ``rftlab.rollout.viewer_server`` serves the app and sends it those rows on
+127.0.0.1, offline (nothing is fetched: the app's files are in the wheel, and no Fireworks/Elasticsearch
+log backend is configured).
 
-Sources (``rows_from_path``; a folder is searched recursively):
+Sources (``scan_sources``, ``rows_from_path``; a folder is searched recursively; a damaged ``run.json``
+or ``summary.json`` is reported by path and never hides the other sources):
 
 - a run folder of the run store (``run.json``): ``rollouts/epoch-<k>.jsonl`` (local GRPO epochs of the
   spectrum and GS1 studies; the poker reference strategies' episodes, ``poker_reference``, and the bench90
@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rftlab.runs.errors import CorruptRunError
 
 DEFAULT_PORT = 8765
 TRANSCRIPT_KEYS = ("messages",)
@@ -199,9 +196,7 @@ def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int
     )
 
 
-def _run_rows(run_dir: Path) -> Iterator[Any]:
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    base = {"experiment": record.get("experiment"), "arm": record.get("arm"), "run_id": record.get("run_id")}
+def _run_rows(run_dir: Path, base: Mapping[str, Any]) -> Iterator[Any]:
     index = 0
     provider_epochs: set[int] = set()
     provider = run_dir / "provider"
@@ -231,134 +226,120 @@ def _run_rows(run_dir: Path) -> Iterator[Any]:
             index += 1
 
 
-def _arena_rows(folder: Path) -> Iterator[Any]:
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    provider = summary.get("provider") if isinstance(summary, Mapping) else None
-    arm = provider if isinstance(provider, str) else folder.name
-    tags = {"experiment": "arena_eval", "arm": arm, "run_id": folder.name}
+def _arena_rows(folder: Path, tags: Mapping[str, Any]) -> Iterator[Any]:
     for index, (_line, obj) in enumerate(_read_jsonl(folder / "rows.jsonl")):
         yield record_to_row(obj, {**tags, "epoch": "frozen", "source": "rows.jsonl"}, index)
 
 
-def rows_from_path(path: str | Path) -> list[Any]:
-    """Every rollout under ``path`` (a run folder, a store or part of one, an arena evaluation folder,
-    or a JSONL file) as tagged ``EvaluationRow`` objects; ``ViewerError`` when there is none."""
+# ------------------------------------------------------------------------------------------- sources
+@dataclass(frozen=True)
+class Source:
+    """One place rows come from: a run folder (``run``), an arena evaluation folder (``arena``) or a
+    JSONL file (``file``), with the tags its rows carry."""
+
+    kind: str
+    path: Path
+    tags: tuple[tuple[str, Any], ...]
+
+    def files(self) -> list[Path]:
+        """The files its rows are read from (their sizes and mtimes are the cache key)."""
+        if self.kind == "file":
+            return [self.path]
+        if self.kind == "arena":
+            return [self.path / "rows.jsonl", self.path / "summary.json"]
+        found = [self.path / "run.json", self.path / "eval.jsonl"]
+        for sub in ("provider", "rollouts"):
+            if (self.path / sub).is_dir():
+                found.extend(sorted((self.path / sub).iterdir()))
+        return found
+
+    def key(self) -> tuple:
+        """Changes when any of its files changes (``(name, size, mtime_ns)`` of each)."""
+        out = []
+        for path in self.files():
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            out.append((path.name, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def rows(self) -> Iterator[Any]:
+        """Its rows as tagged ``EvaluationRow`` objects (read now, in file order)."""
+        tags = dict(self.tags)
+        if self.kind == "file":
+            for i, (_n, obj) in enumerate(_read_jsonl(self.path)):
+                yield record_to_row(obj, tags, i)
+        elif self.kind == "arena":
+            yield from _arena_rows(self.path, tags)
+        else:
+            yield from _run_rows(self.path, tags)
+
+
+def _run_source(folder: Path) -> Source:
+    """A run folder as a source; ``CorruptRunError`` (naming ``run.json``) when its record is unreadable."""
+    from rftlab.runs import load_run
+
+    record = load_run(folder).record
+    tags = (("experiment", record.experiment), ("arm", record.arm), ("run_id", record.run_id))
+    return Source("run", folder, tags)
+
+
+def _arena_source(folder: Path) -> Source:
+    summary_path = folder / "summary.json"
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise CorruptRunError({str(summary_path): f"not a readable evaluation summary ({first})"}) from None
+    provider = summary.get("provider") if isinstance(summary, Mapping) else None
+    arm = provider if isinstance(provider, str) else folder.name
+    return Source("arena", folder, (("experiment", "arena_eval"), ("arm", arm), ("run_id", folder.name)))
+
+
+def scan_sources(path: str | Path) -> tuple[list[Source], dict[str, str]]:
+    """``(sources, {file: problem})`` under ``path``: only the small record files are read here, never
+    the rollouts; one damaged ``run.json`` or ``summary.json`` is reported and never hides the others."""
     path = Path(path)
     if not path.exists():
         raise ViewerError(f"{path}: no such file or folder")
-    rows: list[Any] = []
     if path.is_file():
-        tags = {"experiment": "file", "arm": path.stem, "run_id": path.name, "source": path.name}
-        rows = [record_to_row(obj, tags, i) for i, (_n, obj) in enumerate(_read_jsonl(path))]
-    else:
-        folders = (
-            [path] if (path / "run.json").is_file() else sorted(p.parent for p in path.rglob("run.json"))
-        )
+        tags = (("experiment", "file"), ("arm", path.stem), ("run_id", path.name), ("source", path.name))
+        return [Source("file", path, tags)], {}
+    sources: list[Source] = []
+    problems: dict[str, str] = {}
+    runs = [path] if (path / "run.json").is_file() else sorted(p.parent for p in path.rglob("run.json"))
+    arena = [path] if (path / "rows.jsonl").is_file() else sorted(p.parent for p in path.rglob("rows.jsonl"))
+    arena = [folder for folder in arena if (folder / "summary.json").is_file()]
+    for make, folders in ((_run_source, runs), (_arena_source, arena)):
         for folder in folders:
-            rows.extend(_run_rows(folder))
-        arena = (
-            [path] if (path / "rows.jsonl").is_file() else sorted(p.parent for p in path.rglob("rows.jsonl"))
-        )
-        for folder in arena:
-            if (folder / "summary.json").is_file():
-                rows.extend(_arena_rows(folder))
+            try:
+                sources.append(make(folder))
+            except CorruptRunError as exc:
+                problems.update(exc.problems)
+    return sources, problems
+
+
+def no_rollouts(path: str | Path) -> ViewerError:
+    return ViewerError(f"{path}: no rollouts found (no rollouts/epoch-*.jsonl, eval.jsonl or rows.jsonl)")
+
+
+def rows_from_path(path: str | Path, problems: dict[str, str] | None = None) -> list[Any]:
+    """Every rollout under ``path`` (a run folder, a store or part of one, an arena evaluation folder,
+    or a JSONL file) as tagged ``EvaluationRow`` objects; ``ViewerError`` when there is none. Damaged
+    records go into ``problems`` when it is given, else they raise ``CorruptRunError`` (all named)."""
+    sources, found = scan_sources(path)
+    if problems is not None:
+        problems.update(found)
+    elif found:
+        raise CorruptRunError(found)
+    rows = [row for source in sources for row in source.rows()]
     if not rows:
-        raise ViewerError(f"{path}: no rollouts found (no rollouts/epoch-*.jsonl, eval.jsonl or rows.jsonl)")
+        raise no_rollouts(path)
     return rows
-
-
-# ---------------------------------------------------------------------------------------- the store
-def write_store(rows: Iterable[Any], home: str | Path) -> Path:
-    """Write ``rows`` into an eval-protocol store under ``home`` (``<home>/.eval_protocol/logs.db``, where
-    the viewer of a process with ``HOME=<home>`` reads); returns the database path."""
-    from eval_protocol.dataset_logger.sqlite_evaluation_row_store import SqliteEvaluationRowStore
-
-    db = Path(home) / ".eval_protocol" / "logs.db"
-    store = SqliteEvaluationRowStore(str(db))
-    for row in rows:
-        store.upsert_row(row.model_dump(exclude_none=True, mode="json"))
-    return db
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def viewer_env(home: str | Path) -> dict[str, str]:
-    """The viewer's environment: ``HOME`` at the prepared store; the SQLite log on; no Fireworks or
-    Elasticsearch backend (so no log request leaves the machine); the interpreter's bin dir on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIREWORKS_", "ELASTICSEARCH_"))}
-    env.pop("DISABLE_EP_SQLITE_LOG", None)
-    env.pop("GATEWAY_URL", None)
-    env.pop("FW_TRACING_GATEWAY_BASE_URL", None)
-    env.update(
-        HOME=str(home),
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        EP_DISABLE_AUTO_BROWSER="1",
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-    )
-    return env
-
-
-def start_viewer(home: str | Path, port: int, *, quiet: bool = True) -> subprocess.Popen:
-    """Start eval-protocol's log viewer for the store under ``home`` on 127.0.0.1:``port`` (a child
-    process: ``python -m rftlab.rollout.viewer serve``)."""
-    out = subprocess.DEVNULL if quiet else None
-    return subprocess.Popen(
-        [sys.executable, "-m", "rftlab.rollout.viewer", "serve", "--port", str(port)],
-        env=viewer_env(home),
-        stdout=out,
-        stderr=out,
-        start_new_session=True,
-    )
-
-
-def wait_until_up(port: int, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
-    """Wait until ``/health`` answers on 127.0.0.1:``port``; ``ViewerError`` if the process exits or
-    the time runs out."""
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise ViewerError(f"the viewer exited with code {proc.returncode} before it answered")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise ViewerError(f"the viewer did not answer on 127.0.0.1:{port} within {timeout:g} s")
-
-
-def prepare(path: str | Path, home: str | Path | None = None) -> tuple[Path, int]:
-    """Build the store for ``path`` in ``home`` (default: a new temporary folder); ``(home, rows)``."""
-    rows = rows_from_path(path)
-    home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="rftlab-view-"))
-    write_store(rows, home)
-    return home, len(rows)
-
-
-def serve(port: int) -> int:
-    """Run eval-protocol's ``LogsServer`` on 127.0.0.1 (the process's ``HOME`` names the store)."""
-    from eval_protocol.utils.logs_server import LogsServer
-
-    LogsServer(host="127.0.0.1", port=port).run()
-    return 0
-
-
-def cleanup(home: str | Path) -> None:
-    shutil.rmtree(home, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m rftlab.rollout.viewer")
-    parser.add_argument("command", choices=["serve"], help="serve the viewer for the store under $HOME")
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
-    )
-    sys.exit(serve(parser.parse_args().port))

@@ -4,7 +4,9 @@
 prompt with the served policy's reply text (the request's ``model`` picks the policy). ``ArenaPolicyServer``
 runs it on 127.0.0.1 with the uvicorn lifecycle of ``rftlab.policies.server.PolicyServer``, so the frozen
 evaluation's ``endpoint`` provider can be exercised end to end over real HTTP without any hosted model.
-Errors are OpenAI-shaped JSON: 400 (not an arena prompt), 401 (wrong key), 404 (unknown model).
+Errors are OpenAI-shaped JSON: 400 (not an arena prompt, or a ``max_tokens`` outside 1 to the served
+model's context, ``rftlab.policies.server.CONTEXT_TOKENS``), 401 (wrong key), 404 (unknown model). A client
+that disconnects mid-request is one short log line, never a traceback.
 """
 
 import json
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rftlab.policies.arena.providers import ScriptedProvider
-from rftlab.policies.server import PolicyServer
+from rftlab.policies.server import CONTEXT_TOKENS, PolicyServer, quiet_disconnects, token_limit_refusal
 
 
 def default_arena_policies() -> dict[str, ScriptedProvider]:
@@ -48,12 +50,15 @@ def create_arena_app(
     *,
     api_key: str | None = None,
     request_log: list[dict[str, Any]] | None = None,
+    context_tokens: int = CONTEXT_TOKENS,
 ):
-    """The FastAPI app serving ``policies`` (model name → provider). Request bodies go to ``request_log``."""
+    """The FastAPI app serving ``policies`` (model name → provider). Request bodies go to ``request_log``;
+    ``max_tokens`` / ``max_completion_tokens`` must lie in 1..``context_tokens`` when given."""
     from fastapi import FastAPI, Request
 
     served = dict(policies) if policies is not None else default_arena_policies()
     app = FastAPI(title="rftlab arena policy server", docs_url=None, redoc_url=None, openapi_url=None)
+    quiet_disconnects(app)
 
     def authorised(request: Request) -> bool:
         return api_key is None or request.headers.get("authorization", "") == f"Bearer {api_key}"
@@ -79,6 +84,9 @@ def create_arena_app(
             return _error(400, "request body must be a JSON object")
         if request_log is not None:
             request_log.append(body)
+        for name in ("max_tokens", "max_completion_tokens"):
+            if (why := token_limit_refusal(name, body.get(name), context_tokens)) is not None:
+                return _error(400, why)
         model = str(body.get("model") or "").split("/")[-1]
         if model not in served:
             return _error(
