@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.rftlab-installed
 # texasholdem engine offline (fakes stand in only for the hosted services).
 EXTRAS ?= dev,fireworks,tinker,poker
 
-.PHONY: setup test test-all reports sync lab lint format clean-venv
+.PHONY: setup test test-all reports sync lab lint format bench clean-venv
 
 setup: $(STAMP)
 
@@ -27,6 +27,12 @@ test: setup
 
 reports: setup
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m rftlab.reports
+
+# The speed table of CONTRIBUTING.md: each script prints its ratio against a baseline measured in the same run.
+bench: setup
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) benchmarks/bench_reports.py notebooks/00_methods.py notebooks/04_arena_env.py
+	$(PY) benchmarks/bench_viewer_start.py --runs 20 --rows 500 --chars 500 --repeats 1
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) benchmarks/bench_local_tinker.py --http-only
 
 sync: setup
 	$(VENV)/bin/jupytext --sync notebooks/*.py
