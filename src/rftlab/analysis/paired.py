@@ -36,6 +36,7 @@ SIGN_FLIP_TRIALS = 100_000
 SIGN_FLIP_SEED = 0
 SIGN_FLIP_TOLERANCE = 1e-12
 _CHUNK_TRIALS = 8_192
+_CHUNK_WORDS = 1 << 22  # 32-bit words per draw: 16 MiB of bits, whatever the number of units
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -49,35 +50,54 @@ def sign_flip_p_value(
     tolerance: float = SIGN_FLIP_TOLERANCE,
 ) -> float:
     """Two-sided sign-flip randomisation p-value of the mean of ``diffs`` (see the module docstring)."""
-    import numpy as np
+    return sign_flip_p_values([diffs], trials=trials, seed=seed, tolerance=tolerance)[0]
 
-    values = [float(d) for d in diffs]
-    if not values:
+
+def _flip_inputs(series: Sequence[Sequence[float]], trials: int) -> list[list[float]]:
+    rows = [[float(d) for d in diffs] for diffs in series]
+    if not rows or not rows[0]:
         raise ValueError("sign_flip_p_value needs at least one difference")
-    if not all(math.isfinite(v) for v in values):
+    if any(len(row) != len(rows[0]) for row in rows):
+        raise ValueError("sign_flip_p_values needs series of equal length")
+    if not all(math.isfinite(v) for row in rows for v in row):
         raise ValueError("sign_flip_p_value needs finite differences")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got {trials!r}")
-    observed = _mean(values)
-    if observed == 0:
-        return 1.0
-    n = len(values)
+    return rows
+
+
+def sign_flip_p_values(
+    series: Sequence[Sequence[float]],
+    trials: int = SIGN_FLIP_TRIALS,
+    seed: int = SIGN_FLIP_SEED,
+    tolerance: float = SIGN_FLIP_TOLERANCE,
+) -> list[float]:
+    """``sign_flip_p_value`` of each series (all of one length), from one shared draw of the bits.
+
+    Each series' p-value is the one a fresh ``random.Random(seed)`` gives it alone: the series see the same
+    bits, so they are drawn once. A block holds at most ``_CHUNK_WORDS`` words, whatever the length.
+    """
+    rows = _flip_inputs(series, trials)
+    n = len(rows[0])
+    observed = [_mean(row) for row in rows]
+    active = [i for i, m in enumerate(observed) if m != 0]
+    counts = dict.fromkeys(active, 0)
+    vectors = {i: np.asarray(rows[i], dtype=np.float64) for i in active}
+    totals = {i: float(vectors[i].sum()) for i in active}
     rng = random.Random(seed)
-    vector = np.asarray(values, dtype=np.float64)
-    total = float(vector.sum())
-    threshold = abs(observed) - tolerance
-    count = 0
+    per_block = max(1, min(_CHUNK_TRIALS, _CHUNK_WORDS // n))
     done = 0
-    while done < trials:
-        block = min(_CHUNK_TRIALS, trials - done)
+    while active and done < trials:
+        block = min(per_block, trials - done)
         words = block * n
         raw = rng.getrandbits(32 * words).to_bytes(4 * words, "little")
         negate = (np.frombuffer(raw, dtype="<u4") >= 2**31).reshape(block, n)  # the top bit of each word
-        # bit 1 negates (the opposite choice gives the same |mean|): sum = total - 2 * sum of the negated
-        means = (total - 2.0 * np.where(negate, vector, 0.0).sum(axis=1)) / n
-        count += int(np.count_nonzero(np.abs(means) >= threshold))
+        for i in active:
+            # bit 1 negates (the opposite choice gives the same |mean|): sum = total - 2 * sum of the negated
+            means = (totals[i] - 2.0 * np.where(negate, vectors[i], 0.0).sum(axis=1)) / n
+            counts[i] += int(np.count_nonzero(np.abs(means) >= abs(observed[i]) - tolerance))
         done += block
-    return (count + 1) / (trials + 1)
+    return [(counts[i] + 1) / (trials + 1) if i in counts else 1.0 for i in range(len(rows))]
 
 
 @dataclass(frozen=True)
