@@ -125,3 +125,39 @@ def _raises(row):
     except GSM8KRowError:
         return True
     return False
+
+
+@pytest.mark.parametrize("layout", ["missing", "empty"])
+def test_the_cli_says_it_in_one_line_without_a_traceback(tmp_path, monkeypatch, capsys, no_network, layout):
+    """`gs1 preflight --backend tinker` on a locally served model reaches the GSM8K loader first."""
+    from rftlab.cli import main
+    from rftlab.studies.gs1 import DEFAULT_SPEC
+
+    spec = json.loads(DEFAULT_SPEC.read_text(encoding="utf-8"))
+    spec["base_model"] = "rftlab/tiny-qwen3"  # a built-in model: its tokenizer is on this machine
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    folder = tmp_path / "gsm8k"
+    if layout == "empty":
+        folder.mkdir()
+        (folder / "train.jsonl").write_text("")
+        (folder / "test.jsonl").write_text(json.dumps(GOOD) + "\n")
+    monkeypatch.setenv(GSM8K_ENV, str(folder))
+    monkeypatch.setenv("TINKER_API_KEY", "not-a-real-key")
+    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9")
+    argv = [
+        "gs1",
+        "preflight",
+        "--backend",
+        "tinker",
+        "--spec",
+        str(spec_path),
+        "--root",
+        str(tmp_path / "runs"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert (
+        "is not a folder (nothing is there)" if layout == "missing" else "the train split is empty"
+    ) in err
