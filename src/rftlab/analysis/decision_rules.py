@@ -111,7 +111,7 @@ class DecisionRule(BaseModel):
     version: int = 1
     estimand: str = ""
     unit: str = "fixed_checkpoint_items"
-    alpha: float = Field(gt=0.0, lt=0.5)
+    alpha: float = Field(gt=0.0, lt=0.5, allow_inf_nan=False)
     method: str
     criteria: list[Criterion] = Field(min_length=1)
     permutation_seed: StrictInt | None = Field(default=None, ge=0)
