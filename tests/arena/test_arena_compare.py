@@ -272,3 +272,26 @@ def test_the_report_table_lists_every_endpoint_in_order_with_p_values_at_their_r
     primary = comparison["endpoints"]["primary"]
     row = next(line for line in table if line.startswith("| primary"))
     assert f"{primary['mean_difference']:+.4f}" in row and "6 / 10 / 44" in row
+
+
+def test_gates_refuse_overflowing_differences_and_an_output_over_the_spec(runs, tmp_path, capsys):
+    """A difference beyond the float range is one error line in `arena gates` too, never a traceback."""
+    huge = _copy(runs, tmp_path, "huge")
+
+    def inflate(rows):
+        for row in rows:
+            for condition in row["conditions"]:
+                condition["environment_reward"] = 1e308 if condition["condition"] == "generated" else -1e308
+        return rows
+
+    _edit_rows(huge, inflate)
+    assert main(["arena", "gates", "--base", str(runs / "base"), "--candidate", str(huge)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and "endpoint supporting" in err
+    spec = tmp_path / "spec.json"
+    from rftlab.analysis.arena.gates import DEFAULT_GATE_SPEC
+
+    spec.write_bytes(DEFAULT_GATE_SPEC.read_bytes())
+    args = ["arena", "gates", "--base", str(runs / "base"), "--candidate", str(runs / "sft")]
+    assert main([*args, "--spec", str(spec), "--output", str(spec)]) == 2
+    assert "is the input" in capsys.readouterr().err and spec.read_bytes() == DEFAULT_GATE_SPEC.read_bytes()

@@ -131,7 +131,7 @@ def test_design_cli_prints_the_table(capsys):
     [
         (["gs1", "design", "missing.json"], "file not found"),
         (["gs1", "design", "--discordance", "0"], "(0, 1]"),
-        (["gs1", "design", "--reps", "5"], "at least 100"),
+        (["gs1", "design", "--reps", "5"], "--reps must be an integer from 100 to"),
     ],
 )
 def test_design_cli_bad_input_is_a_one_line_error(argv, message, capsys):

@@ -222,3 +222,17 @@ def test_action_to_message_shapes():
     m = action_to_message({"name": "notepad_write", "arguments": {"text": "a"}})
     assert json.loads(m["tool_calls"][0]["function"]["arguments"]) == {"text": "a"}
     assert find_scans([{"role": "assistant", "content": _scan1_text()}]) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(digits=st.integers(19, 6000), which=st.sampled_from(["number", "count"]))
+def test_a_scan_header_with_a_huge_count_is_a_scan_parse_error(digits, which):
+    """``int()`` refuses more than 4300 digits with a bare ``ValueError``: the parser says why first."""
+    text = _scan1_text().split("\n")
+    header = next(i for i, ln in enumerate(text) if ln.startswith("--- Scan "))
+    big = "1" * digits
+    text[header] = f"--- Scan {big}/12 ---" if which == "number" else f"--- Scan 1/{big} ---"
+    with pytest.raises(
+        ScanParseError, match=f"line {header + 1}: scan number or count has more than 18 digits"
+    ):
+        parse_scan_text("\n".join(text))

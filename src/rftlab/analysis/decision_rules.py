@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rftlab.analysis.gates import file_sha256
 from rftlab.analysis.io import (
@@ -37,6 +45,7 @@ from rftlab.analysis.io import (
     load_item_outcomes,
     pair_outcomes,
     read_json_file,
+    validation_message,
 )
 from rftlab.analysis.noninferiority import METHODS, ORDER_DEPENDENT, bound_result
 
@@ -102,7 +111,7 @@ class DecisionRule(BaseModel):
     version: int = 1
     estimand: str = ""
     unit: str = "fixed_checkpoint_items"
-    alpha: float = Field(gt=0.0, lt=0.5)
+    alpha: float = Field(gt=0.0, lt=0.5, allow_inf_nan=False)
     method: str
     criteria: list[Criterion] = Field(min_length=1)
     permutation_seed: StrictInt | None = Field(default=None, ge=0)
@@ -201,9 +210,16 @@ def load_decision_rule(spec_path: str | Path) -> tuple[DecisionRule, str]:
     spec_path = Path(spec_path)
     spec = read_json_file(spec_path, "spec")
     block = spec.get("decision_rule", spec) if isinstance(spec, Mapping) else None
+    if block is spec and isinstance(spec, Mapping) and "criteria" not in spec:
+        raise ValueError(f"{spec_path}: no decision_rule (neither a 'decision_rule' object nor a bare rule)")
     if not isinstance(block, Mapping):
         raise ValueError(f"{spec_path}: no 'decision_rule' object")
-    return DecisionRule.model_validate(block), file_sha256(spec_path)
+    try:
+        rule = DecisionRule.model_validate(block)
+    except ValidationError as exc:  # one line naming the field, never pydantic's multi-line report
+        where = "decision_rule." if block is not spec else ""
+        raise ValueError(f"{spec_path}: {where}{validation_message(exc)}") from None
+    return rule, file_sha256(spec_path)
 
 
 def evaluate_decision_rule(

@@ -35,7 +35,7 @@ from rftlab.analysis.decision_rules import (
     evaluate_decision_rule_file,
     load_decision_rule,
 )
-from rftlab.analysis.io import load_paired_items
+from rftlab.analysis.io import load_paired_items, read_json_file
 from rftlab.analysis.noninferiority import COUNT_ONLY, ORDER_DEPENDENT, bound_result
 from rftlab.analysis.power import pass_rates, required_n
 
@@ -46,6 +46,9 @@ PLANNING_DISCORDANCE = 0.1
 in ten (the local runs disagree on fewer; ``docs/gs1.md`` §11)."""
 DESIGN_SEED = 20  # the Monte Carlo generator of the design numbers (order-dependent bounds only)
 DESIGN_REPS = 6400  # mc_reps_for(0.01, 0.8): a rate near 0.8 within ±0.01 at two standard errors
+MAX_DESIGN_ITEMS = 200_000  # the items-for-power search stops there too
+MAX_DESIGN_REPS = 1_000_000
+MAX_DESIGN_CELLS = 1 << 27  # reps x items of one Monte Carlo draw: about 1 GiB of float64 uniforms
 FINITE_SAMPLE = ("hoeffding", "empirical_bernstein", "plugin_empirical_bernstein", "betting")
 
 
@@ -172,14 +175,34 @@ def spec_label(spec: Mapping[str, Any]) -> str:
 
 def spec_design(spec_path: str | Path, **kwargs: Any) -> RuleDesign:
     """``rule_design`` of a spec file's ``decision_rule`` at its ``eval.n_examples`` items."""
-    import json
-
     rule, _ = load_decision_rule(spec_path)
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    n = int((spec.get("eval") or {}).get("n_examples") or 0)
-    if n < 2:
-        raise ValueError(f"{spec_path}: eval.n_examples must give the number of paired items")
+    spec = read_json_file(spec_path, "spec")
+    n = spec_items(spec, spec_path)
+    check_design_size(n, kwargs.get("reps", DESIGN_REPS))
     return rule_design(rule, n, spec_label(spec), **kwargs)
+
+
+def spec_items(spec: Mapping[str, Any], spec_path: str | Path) -> int:
+    """The spec's ``eval.n_examples``: an integer from 2 to ``MAX_DESIGN_ITEMS`` (``ValueError`` naming the
+    field and the limit otherwise)."""
+    block = spec.get("eval")
+    n = block.get("n_examples") if isinstance(block, Mapping) else None
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_DESIGN_ITEMS:
+        shown = type(n).__name__ if isinstance(n, dict | list) else repr(n)[:40]
+        raise ValueError(
+            f"{spec_path}: eval.n_examples must be an integer from 2 to {MAX_DESIGN_ITEMS} "
+            f"(the number of paired items), got {shown}"
+        )
+    return n
+
+
+def check_design_size(n: int, reps: int) -> None:
+    """Refuse, before any draw, a Monte Carlo design of more than ``MAX_DESIGN_CELLS`` simulated items."""
+    if reps * n > MAX_DESIGN_CELLS:
+        raise ValueError(
+            f"--reps {reps} x {n} items is more than {MAX_DESIGN_CELLS} simulated items; "
+            f"use --reps {max(1, MAX_DESIGN_CELLS // n)} or fewer"
+        )
 
 
 def candidate_designs(

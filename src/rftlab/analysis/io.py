@@ -28,7 +28,7 @@ def _open_error(path: Path, exc: OSError) -> AnalysisInputError:
     if isinstance(exc, FileNotFoundError):
         return AnalysisInputError(f"{path}: file not found")
     if isinstance(exc, IsADirectoryError):
-        return AnalysisInputError(f"{path}: is a directory, expected a file")
+        return AnalysisInputError(f"{path}: is a folder, not a file")
     if isinstance(exc, PermissionError):
         return AnalysisInputError(f"{path}: permission denied (make the file readable)")
     return AnalysisInputError(f"{path}: cannot read ({exc.strerror or exc})")
@@ -87,8 +87,65 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             yield line_number, obj
 
 
+MAX_INT_DIGITS = 4300  # Python's default limit on integer-string conversion
+
+
+@dataclass(frozen=True)
+class _HugeInt:
+    """An integer literal too long to convert, kept so that the field holding it can be named."""
+
+    digits: int
+
+
+def _parse_int(text: str) -> int | _HugeInt:
+    digits = len(text.lstrip("-"))
+    return _HugeInt(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def _find(value: object, bad, where: str = "") -> tuple[str, object] | None:
+    """``(dotted path, value)`` (``eval.n_examples``, ``arms[1].name``) of the first value or key that
+    ``bad`` accepts, depth first; ``None`` when there is none."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{where}.{key}" if where else str(key)
+            if bad(key):
+                return here, key
+            if (found := _find(item, bad, here)) is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if (found := _find(item, bad, f"{where}[{i}]")) is not None:
+                return found
+        return None
+    return (where or "the top-level value", value) if bad(value) else None
+
+
+def _undecodable(value: object) -> bool:
+    return isinstance(value, str) and any("\udc80" <= ch <= "\udcff" for ch in value)
+
+
+def _decode_json_text(raw: bytes, path: Path, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        where = f"{what} {path} line {line}"
+        try:  # inside a string, the bytes decode as lone surrogates: name the field that holds them
+            found = _find(
+                json.loads(raw.decode("utf-8", "surrogateescape"), parse_int=_parse_int), _undecodable
+            )
+        except (ValueError, RecursionError):
+            found = None
+        where += f", field {found[0]}" if found else ""
+        raise AnalysisInputError(
+            f"{where}: byte {raw[exc.start]:#04x} is not UTF-8 (save the file as UTF-8)"
+        ) from None
+
+
 def read_json_file(path: str | Path, what: str = "file") -> object:
-    """Parse one JSON document; every failure is an ``AnalysisInputError`` naming ``what`` and the file.
+    """Parse one JSON document; every failure is an ``AnalysisInputError`` naming ``what`` and the file
+    (and, for a non-UTF-8 string or an integer of more than ``MAX_INT_DIGITS`` digits, the field).
 
     ``NaN``/``Infinity`` literals are parsed (as Python floats) so that validation can name the field
     that holds them; callers decide whether a non-finite value is a bad spec or a failing value.
@@ -99,21 +156,24 @@ def read_json_file(path: str | Path, what: str = "file") -> object:
     except OSError as exc:
         error = _open_error(path, exc)
         raise AnalysisInputError(f"{what} {error}") from None
+    text = _decode_json_text(raw, path, what)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise AnalysisInputError(
-            f"{what} {path} line {line}: byte {raw[exc.start]:#04x} is not UTF-8 (save the file as UTF-8)"
-        ) from None
-    try:
-        return json.loads(text)
+        value = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise AnalysisInputError(f"{what} {path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise AnalysisInputError(f"{what} {path}: JSON nested too deeply") from None
     except ValueError as exc:
         raise AnalysisInputError(f"{what} {path}: not valid JSON ({exc})") from None
+    try:
+        huge = _find(value, lambda v: isinstance(v, _HugeInt))
+    except RecursionError:
+        raise AnalysisInputError(f"{what} {path}: JSON nested too deeply") from None
+    if huge is not None:
+        raise AnalysisInputError(
+            f"{what} {path}: field {huge[0]} is an integer of {huge[1].digits} digits (at most {MAX_INT_DIGITS})"
+        )
+    return value
 
 
 def json_safe(value: object) -> object:

@@ -10,10 +10,11 @@ docs/statistics.md §6. Two arms are played on the **same** units, and each unit
 - ``sign_flip_p_value(differences, trials=100_000, seed=0)``: the sign-flip randomisation test of the mean
   (each trial keeps or negates every difference by one bit of ``random.Random(seed).getrandbits(1)``, in
   order; ``p = (count + 1)/(trials + 1)`` over trials with ``|mean| ≥ |observed| − 1e-12``; 1 when the
-  observed mean is 0), as docs/arena.md §10.6 specifies for the arena comparison. The bits are drawn 32·m
-  at a time (CPython's ``getrandbits(32·m)`` concatenates the ``m`` 32-bit outputs whose top bits ``m``
-  calls of ``getrandbits(1)`` return), so 100,000 trials over 60 differences take a fraction of a second;
-  the tests check the result against the literal one-bit-at-a-time loop.
+  observed mean is 0), as docs/arena.md §10.6 specifies for the arena comparison. The bits are the top
+  bits of the generator's 32-bit outputs (what ``getrandbits(1)`` returns), read in blocks from numpy's
+  ``MT19937`` put in ``Random(seed)``'s state, so 100,000 trials over 60 differences take a fraction of a
+  second; ``sign_flip_p_values`` serves several series of one length from one draw. The tests check the
+  result against the literal one-bit-at-a-time loop.
 - ``bootstrap_mean_interval(values, reps=, seed=)``: the percentile bootstrap of the mean over units
   (``numpy.random.default_rng(seed)``; the seed is part of the result), optionally stratified (units
   resampled within their stratum, so a design with fixed stratum sizes keeps them). It makes no normality
@@ -36,6 +37,7 @@ SIGN_FLIP_TRIALS = 100_000
 SIGN_FLIP_SEED = 0
 SIGN_FLIP_TOLERANCE = 1e-12
 _CHUNK_TRIALS = 8_192
+_CHUNK_WORDS = 1 << 22  # 32-bit words per draw: 16 MiB of bits, whatever the number of units
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -49,35 +51,68 @@ def sign_flip_p_value(
     tolerance: float = SIGN_FLIP_TOLERANCE,
 ) -> float:
     """Two-sided sign-flip randomisation p-value of the mean of ``diffs`` (see the module docstring)."""
-    import numpy as np
+    return sign_flip_p_values([diffs], trials=trials, seed=seed, tolerance=tolerance)[0]
 
-    values = [float(d) for d in diffs]
-    if not values:
+
+def _twister_of(rng: random.Random) -> np.random.MT19937:
+    """numpy's Mersenne Twister in ``rng``'s state: ``random_raw(m)`` gives the ``m`` 32-bit outputs that
+    ``rng.getrandbits(32·m)`` concatenates (and whose top bits ``m`` calls of ``getrandbits(1)`` return),
+    without building a big integer."""
+    _, internal, _ = rng.getstate()
+    twister = np.random.MT19937()
+    twister.state = {
+        "bit_generator": "MT19937",
+        "state": {"key": np.asarray(internal[:-1], dtype=np.uint32), "pos": internal[-1]},
+    }
+    return twister
+
+
+def _flip_inputs(series: Sequence[Sequence[float]], trials: int) -> list[list[float]]:
+    rows = [[float(d) for d in diffs] for diffs in series]
+    if not rows or not rows[0]:
         raise ValueError("sign_flip_p_value needs at least one difference")
-    if not all(math.isfinite(v) for v in values):
+    if any(len(row) != len(rows[0]) for row in rows):
+        raise ValueError("sign_flip_p_values needs series of equal length")
+    if not all(math.isfinite(v) for row in rows for v in row):
         raise ValueError("sign_flip_p_value needs finite differences")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got {trials!r}")
-    observed = _mean(values)
-    if observed == 0:
-        return 1.0
-    n = len(values)
-    rng = random.Random(seed)
-    vector = np.asarray(values, dtype=np.float64)
-    total = float(vector.sum())
-    threshold = abs(observed) - tolerance
-    count = 0
+    return rows
+
+
+def sign_flip_p_values(
+    series: Sequence[Sequence[float]],
+    trials: int = SIGN_FLIP_TRIALS,
+    seed: int = SIGN_FLIP_SEED,
+    tolerance: float = SIGN_FLIP_TOLERANCE,
+) -> list[float]:
+    """``sign_flip_p_value`` of each series (all of one length), from one shared draw of the bits.
+
+    Each series' p-value is the one a fresh ``random.Random(seed)`` gives it alone: the series see the same
+    bits, so they are drawn once. A block holds at most ``_CHUNK_WORDS`` words, whatever the length.
+    """
+    rows = _flip_inputs(series, trials)
+    n = len(rows[0])
+    observed = [_mean(row) for row in rows]
+    active = [i for i, m in enumerate(observed) if m != 0]
+    counts = dict.fromkeys(active, 0)
+    matrix = np.asarray([rows[i] for i in active], dtype=np.float64).T  # (n, active series)
+    totals = matrix.sum(axis=0)
+    thresholds = np.array([abs(observed[i]) for i in active]) - tolerance
+    twister = _twister_of(random.Random(seed))
+    per_block = max(1, min(_CHUNK_TRIALS, _CHUNK_WORDS // n))
     done = 0
-    while done < trials:
-        block = min(_CHUNK_TRIALS, trials - done)
+    while active and done < trials:
+        block = min(per_block, trials - done)
         words = block * n
-        raw = rng.getrandbits(32 * words).to_bytes(4 * words, "little")
-        negate = (np.frombuffer(raw, dtype="<u4") >= 2**31).reshape(block, n)  # the top bit of each word
+        negate = (twister.random_raw(words) >> 31).astype(np.float64).reshape(block, n)  # the top bits
         # bit 1 negates (the opposite choice gives the same |mean|): sum = total - 2 * sum of the negated
-        means = (total - 2.0 * np.where(negate, vector, 0.0).sum(axis=1)) / n
-        count += int(np.count_nonzero(np.abs(means) >= threshold))
+        means = (totals - 2.0 * (negate @ matrix)) / n  # (block, active series)
+        hits = np.count_nonzero(np.abs(means) >= thresholds, axis=0)
+        for i, hit in zip(active, hits, strict=True):
+            counts[i] += int(hit)
         done += block
-    return (count + 1) / (trials + 1)
+    return [(counts[i] + 1) / (trials + 1) if i in counts else 1.0 for i in range(len(rows))]
 
 
 @dataclass(frozen=True)

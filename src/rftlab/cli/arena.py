@@ -444,8 +444,7 @@ def _compare(args: argparse.Namespace) -> int:
         load_evaluation,
     )
 
-    if args.output:
-        _check_out(args.output, "--output")
+    _check_compare_paths(args)
     try:
         base, candidate = load_evaluation(args.base), load_evaluation(args.candidate)
         comparison = compare_evaluations(base, candidate)
@@ -482,6 +481,31 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except (OSError, RuntimeError):  # a symlink loop: the path is checked again when it is used
+        return False
+
+
+def _check_compare_paths(args: argparse.Namespace, extra_inputs: tuple[Path, ...] = ()) -> None:
+    """``--base`` and ``--candidate`` are two evaluations, and ``--output`` overwrites neither."""
+    from rftlab.analysis.arena.compare import evaluation_files
+
+    base_files, candidate_files = evaluation_files(args.base), evaluation_files(args.candidate)
+    if _same_file(base_files[0].parent, candidate_files[0].parent):
+        raise UsageError(
+            f"--base and --candidate are the same evaluation ({base_files[0].parent}); give two evaluations"
+        )
+    if not args.output:
+        return
+    _check_out(args.output, "--output")
+    output = Path(args.output)
+    for given in (*base_files, *candidate_files, *extra_inputs):
+        if _same_file(output, given):
+            raise UsageError(f"--output {args.output} is the input {given}; choose another file")
+
+
 def _check_out(path: str, flag: str) -> None:
     from rftlab.runs import OutputPathError, check_output_path
 
@@ -512,8 +536,7 @@ def _gates(args: argparse.Namespace) -> int:
     )
 
     spec = Path(args.spec) if args.spec else spec_default
-    if args.output:
-        _check_out(args.output, "--output")
+    _check_compare_paths(args, (spec,))
     try:
         load_gate_spec(spec)
         candidate = load_summary(args.candidate)
@@ -525,6 +548,8 @@ def _gates(args: argparse.Namespace) -> int:
         comparison = compare_evaluations(base_run, candidate_run)
     except NotComparableError as exc:
         comparison = f"refused: {exc}"
+    except CompareError as exc:
+        raise UsageError(str(exc)) from None
     evaluation = evaluate_arena_gates(candidate, comparison, spec)
     verdict = evaluation.verdicts()
     out = {**evaluation.to_dict(), "rows": gate_rows(evaluation), "comparison": comparison}

@@ -35,6 +35,14 @@ from rftlab.studies.gs1 import (
 from rftlab.training.sessions import closing_session
 
 
+def _spec_message(path: str | Path, exc: Exception) -> str:
+    """One line for a refused spec, naming the file once (pydantic's report becomes ``field: message``)."""
+    from rftlab.analysis.io import validation_message
+
+    text = validation_message(exc)
+    return text if str(path) in text else f"{path}: {text}"
+
+
 def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
     """The study spec and its SHA-256; a bad file is a usage error."""
     from rftlab.studies.gs1 import load_spec as load
@@ -42,7 +50,7 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
     try:
         return load(path)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(_spec_message(path, exc)) from None
 
 
 def get_backend(backend: str | None, spec: dict[str, Any], root: str, quick: bool):
@@ -165,11 +173,14 @@ MAX_WINDOW = 1_000_000
 
 
 def advantages_command(args: argparse.Namespace) -> int:
+    from rftlab.studies.gs1 import check_input_file
     from rftlab.training.gs1.advantages import advantages_for_rows, parse_batch_rows
 
     path = Path(args.input)
-    if not path.is_file():
-        raise UsageError(f"batch {args.input}: file not found")
+    try:
+        check_input_file(path, "batch")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         rows = parse_batch_rows(json.loads(path.read_text(encoding="utf-8")))
     except json.JSONDecodeError as exc:
@@ -208,19 +219,21 @@ def advantages_command(args: argparse.Namespace) -> int:
 
 
 def design_command(args: argparse.Namespace) -> int:
+    from rftlab.analysis.gs1 import MAX_DESIGN_REPS
+    from rftlab.cli import print_json
     from rftlab.studies.gs1 import design
 
     load_spec(args.spec)
-    if args.reps is not None and args.reps < 100:
-        raise UsageError("--reps must be at least 100")
+    if args.reps is not None and not 100 <= args.reps <= MAX_DESIGN_REPS:
+        raise UsageError(f"--reps must be an integer from 100 to {MAX_DESIGN_REPS}, got {args.reps}")
     if args.discordance is not None and not all(0 < r <= 1 for r in args.discordance):
         raise UsageError("--discordance values must lie in (0, 1]")
     try:
         out = design(args.spec, candidates=args.candidates, discordances=args.discordance, reps=args.reps)
-    except ValueError as exc:
-        raise UsageError(f"{args.spec}: {exc}") from None
+    except ValueError as exc:  # the message names the spec file (and the field)
+        raise UsageError(_spec_message(args.spec, exc)) from None
     if args.json:
-        print(json.dumps(out, indent=2, default=str))
+        print_json(json.loads(json.dumps(out, default=str)))
         return 0
     d = out["design"]
     print(f"design of {Path(args.spec).name} (sha256 {out['spec_sha256'][:16]}…)")
@@ -341,16 +354,16 @@ def print_step(m: dict[str, Any]) -> None:
 
 
 def decide_command(args: argparse.Namespace) -> int:
-    from rftlab.analysis.io import AnalysisInputError
+    from rftlab.analysis.io import AnalysisInputError, validation_message
+    from rftlab.studies.gs1 import check_input_file
 
     load_spec(args.spec)
-    for p in (args.treatment, args.baseline):
-        if not Path(p).is_file():
-            raise UsageError(f"{p}: file not found")
     try:
+        check_input_file(args.treatment, "--treatment")
+        check_input_file(args.baseline, "--baseline")
         out = decide(args.spec, args.treatment, args.baseline)
     except (AnalysisInputError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(validation_message(exc)) from None
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0

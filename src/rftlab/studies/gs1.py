@@ -42,16 +42,24 @@ ARMS = ("grpo_gs8", "gs1_kernel")
 TREATMENT, BASELINE, BASE = "gs1_kernel", "grpo_gs8", "base"
 
 
+def check_input_file(path: str | Path, what: str) -> None:
+    """``ValueError`` unless ``path`` is an existing file: a folder is named as one."""
+    file = Path(path)
+    if file.is_dir():
+        raise ValueError(f"{what} {path} is a folder, not a file")
+    if not file.exists():
+        raise ValueError(f"{what} {path}: file not found")
+    if not file.is_file():
+        raise ValueError(f"{what} {path} is not a regular file (a FIFO, socket or device)")
+
+
 def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
+    from rftlab.analysis.io import read_json_file
     from rftlab.runs.hashing import file_sha256
 
     file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"spec {path}: file not found")
-    try:
-        spec = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"spec {path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    check_input_file(file, "spec")
+    spec = read_json_file(file, "spec")  # AnalysisInputError (a ValueError) naming the file and field
     if not isinstance(spec, dict) or "arms" not in spec:
         raise ValueError(f"spec {path}: not a GS1 study spec (no 'arms')")
     return spec, file_sha256(file)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+import stat
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,7 @@ from rftlab.analysis.paired import (
     SIGN_FLIP_TOLERANCE,
     SIGN_FLIP_TRIALS,
     format_p,
-    sign_flip_p_value,
+    sign_flip_p_values,
     sign_test,
 )
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256
@@ -53,6 +55,7 @@ ADDITIONAL_ENDPOINTS: dict[str, str] = {
 }
 _CONDITIONS = ("generated", "dropped", "shuffled", "shuffled_within")
 _VERSION_KEYS = ("eval_version", "arena_version", "manifest_sha256")
+REGRET_TOLERANCE = 1e-9  # docs/arena.md §7: regret is >= 0 up to the solver's tolerance
 
 
 class CompareError(ValueError):
@@ -122,6 +125,13 @@ def _case_values(record: Any, where: str) -> CaseValues:
             raise CompareError(f"{where}: two permutation-0 rows for condition {name!r}")
         if not (_finite(row.get("regret")) and _finite(row.get("environment_reward"))):
             raise CompareError(f"{where}: condition {name!r} needs finite 'regret' and 'environment_reward'")
+        if row["regret"] < -REGRET_TOLERANCE:
+            raise CompareError(
+                f"{where}: condition {name!r} has regret {row['regret']!r}, below 0 (impossible, §7)"
+            )
+        for key, value in row.items():
+            if key.endswith("_rate") and not _rate(value):
+                raise CompareError(f"{where}: condition {name!r} has {key} {value!r}, outside [0, 1]")
         regret[name], reward[name] = float(row["regret"]), float(row["environment_reward"])
     missing = [c for c in ("generated", "dropped", "shuffled") if c not in regret]
     if missing:
@@ -134,17 +144,21 @@ def _record_versions(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def evaluation_from_records(
-    records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], source: str = "evaluation"
+    records: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    source: str = "evaluation",
+    summary_source: str | None = None,
 ) -> Evaluation:
     """An ``Evaluation`` from in-memory records and summary (what ``load_evaluation`` reads from disk)."""
+    summary_source = summary_source or source
     if not isinstance(summary, Mapping):
-        raise CompareError(f"{source}: the summary is not a JSON object")
+        raise CompareError(f"{summary_source}: the summary is not a JSON object")
     for key in ("message_strict_rate", "action_order_consistency_rate"):
         if not _rate(summary.get(key)):
-            raise CompareError(f"{source}: summary field {key!r} must be a number in [0, 1]")
+            raise CompareError(f"{summary_source}: summary field {key!r} must be a number in [0, 1]")
     for key in _VERSION_KEYS:
         if not isinstance(summary.get(key), str):
-            raise CompareError(f"{source}: summary field {key!r} must be a string")
+            raise CompareError(f"{summary_source}: summary field {key!r} must be a string")
     if not records:
         raise CompareError(f"{source}: no case rows")
     cases = tuple(_case_values(r, f"{source} row {i + 1}") for i, r in enumerate(records))
@@ -157,12 +171,34 @@ def evaluation_from_records(
     return Evaluation(source, dict(summary), cases, versions)
 
 
+def evaluation_files(path: str | Path) -> tuple[Path, Path]:
+    """``(rows.jsonl, summary.json)`` of an evaluation directory, or of the directory of a given file."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    return folder / "rows.jsonl", folder / "summary.json"
+
+
+def _refuse_special_files(*files: Path) -> None:
+    """A FIFO, socket or device would block or never end when read: refuse it without opening it."""
+    for file in files:
+        try:
+            mode = file.stat().st_mode
+        except OSError:
+            continue  # a missing or unreadable file is reported when it is read
+        if stat.S_ISDIR(mode):
+            raise CompareError(f"{file} is a folder, not a file (an evaluation of `rftlab arena eval`)")
+        if not stat.S_ISREG(mode):
+            raise CompareError(
+                f"{file} is not a regular file (a FIFO, socket or device); give the file itself"
+            )
+
+
 def load_evaluation(path: str | Path) -> Evaluation:
     """Read ``rows.jsonl`` and ``summary.json`` of an evaluation directory (or the directory of a given
     ``summary.json``); ``CompareError`` with one line for anything missing or malformed."""
-    path = Path(path)
-    folder = path if path.is_dir() else path.parent
-    rows_file, summary_file = folder / "rows.jsonl", folder / "summary.json"
+    rows_file, summary_file = evaluation_files(path)
+    folder = rows_file.parent
+    _refuse_special_files(rows_file, summary_file)
     try:
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
         text = rows_file.read_text(encoding="utf-8")
@@ -182,11 +218,20 @@ def load_evaluation(path: str | Path) -> Evaluation:
             records.append(json.loads(line))
         except (ValueError, RecursionError) as exc:
             raise CompareError(f"{rows_file}:{number} is not JSON: {exc}") from None
-    return evaluation_from_records(records, summary, str(rows_file))
+    return evaluation_from_records(records, summary, str(rows_file), str(summary_file))
 
 
-def _endpoint(diffs: Sequence[float], trials: int) -> dict[str, Any]:
-    ci = mean_ci(diffs)
+def _mean_ci(name: str, diffs: Sequence[float]) -> dict[str, Any]:
+    try:
+        return mean_ci(diffs)
+    except OverflowError:
+        raise CompareError(
+            f"endpoint {name}: the per-case differences (up to {max(map(abs, diffs)):.3g}) are too large "
+            "to average; check the rows' regret and environment_reward values"
+        ) from None
+
+
+def _endpoint(diffs: Sequence[float], ci: Mapping[str, Any], p_value: float) -> dict[str, Any]:
     n = len(diffs)
     signs = sign_test(diffs)
     return {
@@ -195,17 +240,38 @@ def _endpoint(diffs: Sequence[float], trials: int) -> dict[str, Any]:
         "mean_difference_95": ci["ci95"],
         "positive_case_rate": signs.positive / n,
         "zero_case_rate": signs.ties / n,
-        "randomization_p_two_sided": sign_flip_p_value(diffs, trials=trials),
+        "randomization_p_two_sided": p_value,
         "negative_case_rate": signs.negative / n,
         "sign_test": signs.to_dict(),
+    }
+
+
+def _endpoints(
+    series: Mapping[str, Sequence[float]], keys: Sequence[tuple[int, int, str]], trials: int
+) -> dict[str, dict[str, Any]]:
+    """Every endpoint of ``series`` (one sign-flip draw serves them all); a difference or a mean that
+    overflows the float range is a ``CompareError`` naming the endpoint (and the case)."""
+    cis = {}
+    for name, diffs in series.items():
+        bad = next((i for i, d in enumerate(diffs) if not math.isfinite(d)), None)
+        if bad is not None:
+            raise CompareError(
+                f"endpoint {name}: case {keys[bad]} gives a difference beyond the float range; check the "
+                "rows' regret and environment_reward values"
+            )
+        cis[name] = _mean_ci(name, diffs)
+    p_values = sign_flip_p_values(list(series.values()), trials=trials)
+    return {
+        name: _endpoint(diffs, cis[name], p)
+        for (name, diffs), p in zip(series.items(), p_values, strict=True)
     }
 
 
 def check_comparable(base: Evaluation, sft: Evaluation) -> None:
     """The §10.6 preconditions; ``NotComparableError`` naming the first one that fails."""
     for evaluation, role in ((base, "base"), (sft, "SFT")):
-        keys = [c.key for c in evaluation.cases]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        counts = Counter(c.key for c in evaluation.cases)
+        dupes = sorted(k for k, count in counts.items() if count > 1)
         if dupes:
             raise NotComparableError(f"{role} evaluation lists case(s) {dupes[:3]} more than once")
     for key in _VERSION_KEYS:
@@ -231,16 +297,17 @@ def compare_evaluations(base: Evaluation, sft: Evaluation, trials: int = SIGN_FL
         "generated_minus_dropped": [s.reward["generated"] - s.reward["dropped"] for _, s in pairs],
         "generated_minus_shuffled": [s.reward["generated"] - s.reward["shuffled"] for _, s in pairs],
     }
-    endpoints = {
-        name: {"definition": ENDPOINTS[name], **_endpoint(series[name], trials)} for name in ENDPOINTS
-    }
-    additions: dict[str, Any] = {}
     if all("shuffled_within" in s.reward for _, s in pairs):
-        diffs = [s.reward["generated"] - s.reward["shuffled_within"] for _, s in pairs]
-        additions["generated_minus_shuffled_within"] = {
-            "definition": ADDITIONAL_ENDPOINTS["generated_minus_shuffled_within"],
-            **_endpoint(diffs, trials),
-        }
+        series["generated_minus_shuffled_within"] = [
+            s.reward["generated"] - s.reward["shuffled_within"] for _, s in pairs
+        ]
+    computed = _endpoints(series, [b.key for b, _ in pairs], trials)
+    endpoints = {name: {"definition": ENDPOINTS[name], **computed[name]} for name in ENDPOINTS}
+    additions: dict[str, Any] = {
+        name: {"definition": ADDITIONAL_ENDPOINTS[name], **computed[name]}
+        for name in ADDITIONAL_ENDPOINTS
+        if name in computed
+    }
     primary_high = endpoints["primary"]["mean_difference_95"][1]
     dropped_low = endpoints["generated_minus_dropped"]["mean_difference_95"][0]
     shuffled_low = endpoints["generated_minus_shuffled"]["mean_difference_95"][0]

@@ -286,6 +286,8 @@ def load_summary(path: str | Path) -> dict[str, Any]:
     """``summary.json`` from a directory or a file path, validated (``SummaryError``, one line)."""
     path = Path(path)
     file = path / "summary.json" if path.is_dir() else path
+    if file.exists() and not file.is_file():  # a FIFO or device would block the read
+        raise SummaryError(f"{file} is not a regular file (a FIFO, socket or device); give the file itself")
     try:
         summary = json.loads(file.read_text(encoding="utf-8"), parse_constant=refuse_constant)
     except OSError as exc:

@@ -47,14 +47,46 @@ def cookbook_math_prompt_format() -> dict[str, Any]:
     }
 
 
-def gsm8k_problems(rows: Iterable[Mapping[str, Any]], split: str) -> tuple[Problem, ...]:
-    """GSM8K rows (``question``, ``answer`` with ``#### N``) as problems with ids ``<split>-<index>``."""
+class GSM8KRowError(ValueError):
+    """A GSM8K row that is not ``{"question": str, "answer": str with a '#### N' line}`` (says why)."""
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def gsm8k_final_answer(row: Any) -> str:
+    """The final answer of one GSM8K row (the math_rl recipe's ``extract_gsm8k_final_answer``);
+    ``GSM8KRowError`` saying what is wrong with any other value."""
     from tinker_cookbook.recipes.math_rl.math_env import extract_gsm8k_final_answer
 
-    return tuple(
-        Problem(f"{split}-{i}", row["question"], extract_gsm8k_final_answer(row["answer"]))
-        for i, row in enumerate(rows)
-    )
+    if not isinstance(row, Mapping):
+        raise GSM8KRowError(f"not an object (got {_kind(row)})")
+    for key in ("question", "answer"):
+        if key not in row:
+            raise GSM8KRowError(f"no {key!r} field")
+        if not isinstance(row[key], str):
+            raise GSM8KRowError(f"{key!r} must be a string, got {_kind(row[key])}")
+    try:
+        final = extract_gsm8k_final_answer(row["answer"])
+    except ValueError:
+        raise GSM8KRowError("'answer' has no '#### <final answer>' line") from None
+    if not final:
+        raise GSM8KRowError("'answer' has nothing after '####'")
+    return final
+
+
+def gsm8k_problems(rows: Iterable[Mapping[str, Any]], split: str) -> tuple[Problem, ...]:
+    """GSM8K rows (``question``, ``answer`` with ``#### N``) as problems with ids ``<split>-<index>``;
+    a malformed row is a ``GSM8KRowError`` naming the split and the row (counted from 1)."""
+    problems = []
+    for i, row in enumerate(rows):
+        try:
+            final = gsm8k_final_answer(row)  # first: it checks the row has a string question
+        except GSM8KRowError as exc:
+            raise GSM8KRowError(f"{split} row {i + 1}: {exc}") from None
+        problems.append(Problem(f"{split}-{i}", row["question"], final))
+    return tuple(problems)
 
 
 def local_task(n_train: int) -> MathTask:

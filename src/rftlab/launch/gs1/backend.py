@@ -135,21 +135,80 @@ def quick_arms(arms: Mapping[str, GS1ArmConfig]) -> dict[str, GS1ArmConfig]:
 GSM8K_ENV = "RFTLAB_GSM8K"  # a local folder with GSM8K's train and test files (no Hub access needed)
 
 
-def _gsm8k_local(folder: str) -> Any:
+def _gsm8k_jsonl_rows(file: Path) -> list[dict[str, Any]]:
+    """The rows of one JSONL file, each checked (``BackendUnavailable`` naming the file and the line)."""
+    import json
+
+    from rftlab.envs.gs1.task import GSM8KRowError, gsm8k_final_answer
+
+    rows = []
+    with file.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"${GSM8K_ENV} file {file} line {number}"
+            try:
+                text = raw.decode("utf-8")
+                if not text.strip():
+                    continue
+                row = json.loads(text)
+                gsm8k_final_answer(row)
+            except UnicodeDecodeError as exc:
+                raise BackendUnavailable(f"{where}: byte {raw[exc.start]:#04x} is not UTF-8") from None
+            except GSM8KRowError as exc:
+                raise BackendUnavailable(f"{where}: {exc}") from None
+            except (ValueError, RecursionError) as exc:
+                raise BackendUnavailable(
+                    f"{where}: not a JSON object ({' '.join(str(exc).split())[:120]})"
+                ) from None
+            rows.append(row)
+    return rows
+
+
+def _gsm8k_parquet_rows(file: Path) -> list[dict[str, Any]]:
+    """The rows of one parquet file, each checked (``BackendUnavailable`` naming the file and the row)."""
+    import pyarrow.parquet as pq
+
+    from rftlab.envs.gs1.task import GSM8KRowError, gsm8k_final_answer
+
+    try:
+        rows = pq.read_table(file).to_pylist()
+    except Exception as exc:  # pyarrow raises its own ArrowInvalid/ArrowIOError (and OSError) on bad bytes
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise BackendUnavailable(
+            f"${GSM8K_ENV} file {file}: not a readable parquet file ({reason})"
+        ) from None
+    for number, row in enumerate(rows, start=1):
+        try:
+            gsm8k_final_answer(row)
+        except GSM8KRowError as exc:
+            raise BackendUnavailable(f"${GSM8K_ENV} file {file} row {number}: {exc}") from None
+    return rows
+
+
+def _gsm8k_local(folder: str) -> dict[str, list[dict[str, Any]]]:
     """GSM8K from ``$RFTLAB_GSM8K``: ``train*.jsonl`` and ``test*.jsonl`` (the format of the original
     release, one ``{"question", "answer"}`` object per line) or ``train*.parquet``/``test*.parquet`` (the Hub
-    copy's files)."""
-    import datasets
-
+    copy's files), files of a split in name order. Every row is checked; a bad file, a bad row or an
+    empty split is a ``BackendUnavailable`` naming the file and the row."""
     root = Path(folder).expanduser()
     if not root.is_dir():
+        why = "nothing is there" if not root.exists() else "it is a file"
         raise BackendUnavailable(
-            f"${GSM8K_ENV}={folder} is not a folder (one with GSM8K's train and test files)"
+            f"${GSM8K_ENV}={folder} is not a folder ({why}); give a folder with GSM8K's train and test files"
         )
-    for suffix, builder in ((".parquet", "parquet"), (".jsonl", "json")):
-        files = {split: sorted(str(f) for f in root.glob(f"{split}*{suffix}")) for split in ("train", "test")}
-        if all(files.values()):
-            return datasets.load_dataset(builder, data_files=files)
+    for suffix, read in ((".parquet", _gsm8k_parquet_rows), (".jsonl", _gsm8k_jsonl_rows)):
+        files = {split: sorted(root.glob(f"{split}*{suffix}")) for split in ("train", "test")}
+        if not all(files.values()):
+            continue
+        out = {}
+        for split, paths in files.items():
+            for path in paths:
+                if not path.is_file():  # a folder, FIFO or device named like a data file
+                    raise BackendUnavailable(f"${GSM8K_ENV} file {path} is not a regular file")
+            out[split] = [row for path in paths for row in read(path)]
+            if not out[split]:
+                shown = ", ".join(str(p) for p in paths)
+                raise BackendUnavailable(f"${GSM8K_ENV}={folder}: the {split} split is empty ({shown})")
+        return out
     raise BackendUnavailable(
         f"${GSM8K_ENV}={folder} holds no train*.jsonl and test*.jsonl (nor train*.parquet and test*.parquet)"
     )
@@ -187,12 +246,13 @@ def load_gsm8k_task(*, reachable: Callable[[], bool] = hub_reachable) -> MathTas
         ds = datasets.load_dataset("openai/gsm8k", "main")
     else:
         ds = _gsm8k_cached("openai/gsm8k", "main")
-    return MathTask(
-        "gsm8k",
-        gsm8k_problems(ds["train"], "train"),
-        gsm8k_problems(ds["test"], "test"),
-        **cookbook_math_prompt_format(),
-    )
+    from rftlab.envs.gs1.task import GSM8KRowError
+
+    try:
+        train, test = gsm8k_problems(ds["train"], "train"), gsm8k_problems(ds["test"], "test")
+    except GSM8KRowError as exc:  # rows from the Hub or its cache (local files are checked as read)
+        raise BackendUnavailable(f"openai/gsm8k {exc}") from None
+    return MathTask("gsm8k", train, test, **cookbook_math_prompt_format())
 
 
 def _tinker_parts(spec: Mapping[str, Any], overrides: Mapping[str, Any] | None):

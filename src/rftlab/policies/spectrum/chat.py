@@ -62,6 +62,7 @@ _META_KEYS = (
     "integration_time_ms",
     "estimated_noise_floor_dbm",
 )
+_MAX_COUNT_DIGITS = 18  # a scan number or count; far beyond any episode's number of scans
 _FLOAT_RE = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 
 
@@ -85,6 +86,8 @@ def parse_scan_text(text: str) -> ParsedScan:
     i = starts[-1]
     m = _HEADER_RE.match(lines[i])
     assert m is not None
+    if max(len(m.group(1)), len(m.group(2))) > _MAX_COUNT_DIGITS:  # int() refuses past 4300 digits
+        raise ScanParseError(f"line {i + 1}: scan number or count has more than {_MAX_COUNT_DIGITS} digits")
     scan_num, num_scans = int(m.group(1)), int(m.group(2))
     if not 1 <= scan_num <= num_scans:
         raise ScanParseError(f"line {i + 1}: scan number {scan_num} outside 1..{num_scans}")

@@ -20,6 +20,7 @@ The model input of a call is ``rftlab.rollout.windowing.window_chat(messages, ma
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -122,6 +123,8 @@ class PokerSession:
         if isinstance(notepad_update, str) and notepad_update.strip():
             self.notepad = notepad_update[:NOTEPAD_MAX_CHARS]
         name = action.strip().upper() if isinstance(action, str) else action
+        if isinstance(amount, float) and not math.isfinite(amount):  # int(inf) would raise: refuse it
+            return self._step(UnreadableAction(f"'amount' {amount!r} is not a finite number of chips"))
         args = {
             "action": name,
             "amount": int(amount) if isinstance(amount, int | float) and amount >= 0 else None,
