@@ -156,7 +156,7 @@ def test_unreadable_input_via_a_directory_is_a_one_line_error(arms, tmp_path, ca
     code, _, err = run(
         ["stats", "noninferiority", "--treatment", tmp_path, "--baseline", b, "--margin", "0.03"], capsys
     )
-    assert code == 2 and "directory" in one_line_error(err)
+    assert code == 2 and "is a folder, not a file" in one_line_error(err)
 
 
 def test_non_utf8_byte_names_file_and_line(arms, capsys):
@@ -449,7 +449,7 @@ def test_gates_unreadable_and_non_utf8_files_exit_2(tmp_path, gate_spec, capsys)
     line = one_line_error(err)
     assert code == 2 and "line 2" in line and "UTF-8" in line and str(metrics) in line
     code, _, err = run(["gates", "check", gate_spec, tmp_path], capsys)
-    assert code == 2 and "directory" in one_line_error(err)
+    assert code == 2 and "is a folder, not a file" in one_line_error(err)
     if os.geteuid() != 0:
         gate_spec.chmod(0)
         try:
