@@ -164,7 +164,9 @@ def gs1_step_http_vs_in_process(
     out: dict[str, float] = {}
     with (
         tempfile.TemporaryDirectory() as storage,
-        ServerProcess(["--storage", storage, "--model-dir", base, "--log-level", "info"]) as srv,
+        ServerProcess(
+            ["--storage", storage, "--model-dir", base, "--log-level", "info"], api_key="tml-benchmark"
+        ) as srv,
     ):
         remote_sc = tinker.ServiceClient(base_url=srv.base_url, api_key="tml-benchmark")
         for arm, cfg in arms.items():

@@ -72,7 +72,13 @@ def one_run(base_model: str, args: argparse.Namespace, storage: Path, http: bool
     server = None
     if http:
         server = ServerThread(
-            ServeConfig(port=0, storage=storage / "srv", model_dirs=model_dirs, log_level="warning")
+            ServeConfig(
+                port=0,
+                storage=storage / "srv",
+                model_dirs=model_dirs,
+                log_level="warning",
+                api_keys=["tml-bench"],
+            )
         ).start()
         service: Any = tinker.ServiceClient(base_url=server.base_url, api_key="tml-bench")
     else:

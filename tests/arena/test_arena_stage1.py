@@ -243,7 +243,13 @@ def test_tinker_backend_runs_through_the_real_sdk_against_the_local_service(data
     from rftlab.training.local_tinker.service import Log
 
     model = local_arena_model(tmp_path / "model")
-    config = ServeConfig(port=0, storage=tmp_path / "service", model_dirs=[model], log_level="info")
+    config = ServeConfig(
+        port=0,
+        storage=tmp_path / "service",
+        model_dirs=[model],
+        log_level="info",
+        api_keys=["tml-arena-stage1-tests"],
+    )
     log_stream = io.StringIO()
     spec = _spec(
         tmp_path,

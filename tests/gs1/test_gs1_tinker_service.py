@@ -44,7 +44,11 @@ def base_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, base_dir):
     config = ServeConfig(
-        port=0, storage=tmp_path_factory.mktemp("service"), model_dirs=[base_dir], log_level="warning"
+        port=0,
+        storage=tmp_path_factory.mktemp("service"),
+        model_dirs=[base_dir],
+        log_level="warning",
+        api_keys=["tml-gs1-service-tests"],
     )
     with ServerThread(config) as srv:
         yield srv
@@ -186,7 +190,9 @@ def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weigh
     _, remote, _ = _backends(base_dir, tmp_path)  # the arm, task and renderer (the arm runs on the processes)
     cfg = replace(remote.arms["gs1_kernel"], steps=4)
     storage, root = tmp_path / "storage", tmp_path / "runs"
-    server = ServerProcess(["--storage", str(storage), "--model-dir", base_dir]).start()
+    server = ServerProcess(
+        ["--storage", str(storage), "--model-dir", base_dir], api_key="tml-gs1-service-tests"
+    ).start()
     client = subprocess.Popen(
         [sys.executable, "-c", ARM_CLIENT, server.base_url, str(root), json.dumps(cfg.to_dict())]
     )
@@ -200,7 +206,8 @@ def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weigh
     logged = [json.loads(x) for x in metrics()[0].read_text().splitlines()]
     assert 2 <= len(logged) < cfg.steps
     log = Log(io.StringIO(), "info")  # a fresh server on the same storage (in this process: cheaper to start)
-    with ServerThread(ServeConfig(port=0, storage=storage, model_dirs=[base_dir]), log) as again:
+    config = ServeConfig(port=0, storage=storage, model_dirs=[base_dir], api_keys=["tml-gs1-service-tests"])
+    with ServerThread(config, log) as again:
         import tinker
 
         sc = tinker.ServiceClient(base_url=again.base_url, api_key="tml-gs1-service-tests")

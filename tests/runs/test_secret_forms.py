@@ -60,6 +60,10 @@ ENCODINGS = {
     "url-keep-slash": lambda k: "/p/" + urllib.parse.quote(k),
     "repr": lambda k: repr({"k": k}),
     "repr-bytes": lambda k: repr(k.encode("utf-8")),
+    "repr-of-json": lambda k: str({"detail": json.dumps({"api_key": k})}),
+    "repr-of-json-bytes": lambda k: repr(json.dumps({"api_key": k}).encode("utf-8")),
+    "eval-protocol-partial": lambda k: "  Resolved FIREWORKS_API_KEY: " + "********" + k[-4:],
+    "head-tail": lambda k: f"key {k[:6]}...{k[-4:]} refused",
     "base64-0": lambda k: _b64_at(k, 0, b"", b"--"),
     "base64-1": lambda k: _b64_at(k, 1, b"x", b"yz"),
     "base64-2": lambda k: _b64_at(k, 2, b"xy", b"z"),
@@ -140,3 +144,18 @@ def test_a_url_holding_a_variables_value_is_refused_and_masked():
     assert "$OPENAI_API_KEY" in url_credential_problem("http://h/v1/sk-local-0123456789/x", environ=env)
     assert redact_url("http://me:pw-123@h/v1") == "http://me:***@h/v1"
     assert "pw-123" not in redact_text("failed: http://me:pw-123@h/v1 refused", environ={})
+
+
+@settings(max_examples=80, deadline=None)
+@given(key=KEYS, special=st.sampled_from(['"', "\\", '\\"']), at=st.integers(0, 48))
+def test_eval_protocols_error_text_is_masked_for_any_key(key, special, at):
+    """``rftlab fireworks upload-evaluator`` prints eval-protocol's error text: a JSON error body inside
+    a Python ``str`` of a dict (a key with ``"`` or ``\\`` shows as the repr of its JSON-escaped form),
+    and eval-protocol's own shortened form (``********`` and the last 4 characters)."""
+    key = key[:at] + special + key[at:]
+    body = json.dumps({"error": {"message": f"invalid api key {key}"}})
+    text = f"upload failed: {dict(status=401, body=body)}\n  Resolved FIREWORKS_API_KEY: ********{key[-4:]}"
+    out = redact_text(text, environ={"FIREWORKS_API_KEY": key})
+    assert repr(json.dumps(key)[1:-1])[1:-1] not in out
+    assert f"********{key[-4:]}" not in out and out.endswith("FIREWORKS_API_KEY: ***")
+    assert not [f for f in secret_forms(key) if len(f) >= 8 and f.decode("utf-8", "replace") in out]

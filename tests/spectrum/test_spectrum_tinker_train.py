@@ -231,7 +231,8 @@ def test_echo_and_scrambled_arms_through_the_tinker_sdk(tmp_path, monkeypatch):
     from rftlab.training.local_tinker.server import ServeConfig, ServerThread
 
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
-    with ServerThread(ServeConfig(port=0, storage=tmp_path / "srv", log_level="warning")) as srv:
+    config = ServeConfig(port=0, storage=tmp_path / "srv", log_level="warning", api_keys=["tml-rftlab-tests"])
+    with ServerThread(config) as srv:
         sc = tinker.ServiceClient(base_url=srv.base_url, api_key="tml-rftlab-tests")
         try:
             for memory in ("echo", "scrambled"):

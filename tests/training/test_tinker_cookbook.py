@@ -25,7 +25,8 @@ RENDERER = "qwen3_5_disable_thinking"
 def server(tmp_path_factory):
     storage = tmp_path_factory.mktemp("cookbook-storage")
     log = Log(io.StringIO(), "info")
-    with ServerThread(ServeConfig(port=0, storage=storage), log) as srv:
+    config = ServeConfig(port=0, storage=storage, api_keys=["tml-cookbook-tests"])
+    with ServerThread(config, log) as srv:
         srv.log_stream = log.stream
         yield srv
 

@@ -9,7 +9,9 @@ in-process client, and save → load → sample against the live weights.
 from __future__ import annotations
 
 import math
+import stat
 import threading
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -21,13 +23,13 @@ from tinker_helpers import advantage_weighted, sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.server import (
-    KeyCheck,
     ServeConfig,
     ServeError,
     ServerThread,
     client_config,
     is_loopback,
-    prepare,
+    make_private,
+    resolve_keys,
 )
 from rftlab.training.local_tinker.service import Log
 
@@ -37,7 +39,11 @@ KEY = "tml-local-tests"
 @pytest.fixture(scope="module")
 def bf16_server(tmp_path_factory):
     config = ServeConfig(
-        port=0, storage=tmp_path_factory.mktemp("bf16"), sampler_dtype="bfloat16", log_level="warning"
+        port=0,
+        storage=tmp_path_factory.mktemp("bf16"),
+        sampler_dtype="bfloat16",
+        log_level="warning",
+        api_keys=[KEY],
     )
     with ServerThread(config) as srv:
         yield srv
@@ -296,17 +302,42 @@ def test_the_client_config_switches_off_what_the_server_does_not_do():
 
 
 def test_api_key_rules(tmp_path, monkeypatch):
+    """No key given: one is generated into the storage folder (0600) and kept for the next start; a key
+    in the environment variable wins; a keys file gives one identity per key; others are refused."""
     monkeypatch.delenv("RFTLAB_T_KEY", raising=False)
-    any_key = KeyCheck("RFTLAB_T_KEY")
-    assert any_key.accepts("tml-whatever") and not any_key.accepts("sk-other") and not any_key.accepts(None)
-    with pytest.raises(ServeError, match="only a loopback address"):
-        prepare(ServeConfig(host="0.0.0.0", port=0, storage=tmp_path, api_key_env="RFTLAB_T_KEY"), Log())
+    storage = tmp_path / "s"
+    make_private(storage)
+    config = ServeConfig(port=0, storage=storage, api_key_env="RFTLAB_T_KEY")
+    keys, generated = resolve_keys(config, storage)
+    key_file = storage / "api_key"
+    key = key_file.read_text().strip()
+    assert (
+        generated
+        and key.startswith("tml-")
+        and len(key) > 40
+        and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    )
+    assert keys.accepts(key) and not keys.accepts("tml-whatever") and not keys.accepts(None)
+    again, generated = resolve_keys(config, storage)
+    assert not generated and again.accepts(key)
     monkeypatch.setenv("RFTLAB_T_KEY", "tml-the-one-key")
-    exact = KeyCheck("RFTLAB_T_KEY")
-    assert exact.accepts("tml-the-one-key") and not exact.accepts("tml-another-key")
+    exact, _ = resolve_keys(config, storage)
+    assert (
+        exact.accepts("tml-the-one-key") and not exact.accepts(key) and not exact.accepts("tml-another-key")
+    )
     monkeypatch.setenv("RFTLAB_T_KEY", "no-prefix")
     with pytest.raises(ServeError, match="must start with 'tml-'"):
-        KeyCheck("RFTLAB_T_KEY")
+        resolve_keys(config, storage)
+    monkeypatch.delenv("RFTLAB_T_KEY")
+    key_file.chmod(0o644)
+    with pytest.raises(ServeError, match="readable by others"):
+        resolve_keys(config, storage)
+    group = tmp_path / "keys"
+    group.write_text("# the group\ntml-alice-key-0001\n\ntml-bob-key-00002\n")
+    group.chmod(0o600)
+    shared, _ = resolve_keys(replace(config, keys_file=group), storage)
+    assert shared.owner("tml-alice-key-0001") != shared.owner("tml-bob-key-00002")
+    assert shared.owner("tml-alice-key-0001") and not shared.accepts(key)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
 
@@ -362,7 +393,9 @@ def test_several_clients_at_once_get_what_they_would_get_alone(server):
 def test_sampled_logprobs_option_reports_the_distribution_sampled_from(tmp_path):
     """``--sampled-logprobs sampling``: a sampled token's logprob is that of the tempered distribution
     (log_softmax(logits / T)), computed here independently from the model's logprobs of every token."""
-    config = ServeConfig(port=0, storage=tmp_path, sampled_logprobs="sampling", log_level="warning")
+    config = ServeConfig(
+        port=0, storage=tmp_path, sampled_logprobs="sampling", log_level="warning", api_keys=[KEY]
+    )
     with ServerThread(config) as srv:
         client = tinker.ServiceClient(base_url=srv.base_url, api_key=KEY)
         try:

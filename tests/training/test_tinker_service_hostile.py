@@ -22,7 +22,7 @@ from tinker_helpers import sft_datum
 
 from rftlab.training.local_tinker import TINY_MODEL
 
-KEY = "tml-hostile-tests"
+KEY = "tml-local-tests"  # the conftest server's key (tinker_helpers.KEY)
 AFTER_S = 60.0
 """The ordinary request after a hostile one must finish within this (it takes well under a second)."""
 HP = types.AdamParams(learning_rate=0.01)

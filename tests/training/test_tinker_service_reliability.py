@@ -89,7 +89,8 @@ def _wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 240) ->
 
 
 def test_a_client_killed_mid_request_leaves_the_server_serving(tmp_path):
-    with ServerProcess(["--storage", str(tmp_path / "store"), "--session-timeout", "15"]) as srv:
+    args = ["--storage", str(tmp_path / "store"), "--session-timeout", "15"]
+    with ServerProcess(args, api_key=KEY) as srv:
         client = _client(srv.base_url, "sample", tmp_path / "unused")
         _wait_for_line(client, "SUBMITTED")
         client.kill()  # SIGKILL while its sampling request is queued or running
@@ -118,7 +119,7 @@ def test_a_client_killed_mid_request_leaves_the_server_serving(tmp_path):
 
 def test_a_server_killed_mid_run_restarts_and_the_run_resumes_to_the_same_weights(tmp_path):
     storage, progress = tmp_path / "store", tmp_path / "progress.jsonl"
-    first = ServerProcess(["--storage", str(storage)]).start()
+    first = ServerProcess(["--storage", str(storage)], api_key=KEY).start()
     client = _client(first.base_url, str(STEPS), progress)
     for _ in range(2):  # two steps done and checkpointed, then both processes die without warning
         _wait_for_line(client, "STEP")
@@ -130,7 +131,7 @@ def test_a_server_killed_mid_run_restarts_and_the_run_resumes_to_the_same_weight
     done = [json.loads(x) for x in progress.read_text().splitlines()]
     last = done[-1]
     assert last["step"] >= 1
-    with ServerProcess(["--storage", str(storage)]) as second:  # the same storage, a new port
+    with ServerProcess(["--storage", str(storage)], api_key=KEY) as second:  # the same storage, a new port
         sc = tinker.ServiceClient(base_url=second.base_url, api_key=KEY)
         tc = sc.create_training_client_from_state_with_optimizer(last["path"]).result()
         tok = tc.get_tokenizer()

@@ -13,7 +13,7 @@ from tinker_helpers import quiet_server
 
 from rftlab.training.local_tinker import TINY_MODEL
 
-KEY = "tml-rest-tests"
+KEY = "tml-local-tests"  # quiet_server's key (tinker_helpers.KEY)
 T = 60.0
 
 

@@ -14,7 +14,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    config = ServeConfig(port=0, storage=tmp_path_factory.mktemp("service"), log_level="warning")
+    config = ServeConfig(
+        port=0,
+        storage=tmp_path_factory.mktemp("service"),
+        log_level="warning",
+        api_keys=["tml-session-tests"],
+    )
     with ServerThread(config) as srv:
         yield srv
 

@@ -12,7 +12,7 @@ from tinker import types
 from rftlab.training.local_tinker.server import ServeConfig, ServerThread
 
 KEY = "tml-local-tests"
-"""Any ``tml-`` key: the test servers run with ``$TINKER_API_KEY`` unset."""
+"""The key of the test servers (``ServeConfig(api_keys=[KEY])``)."""
 SFT_TEXT = "Sam has 3 pens. \\boxed{3}"
 
 
@@ -43,5 +43,6 @@ def advantage_weighted(data: Sequence[types.Datum]) -> list[types.Datum]:
 @contextlib.contextmanager
 def quiet_server(storage: Any, **config: Any) -> Iterator[ServerThread]:
     """``rftlab serve tinker`` on a free loopback port, logging warnings and worse only."""
+    config.setdefault("api_keys", [KEY])
     with ServerThread(ServeConfig(port=0, storage=storage, log_level="warning", **config)) as srv:
         yield srv

@@ -1,15 +1,18 @@
 """``rftlab serve ...``: long-running local services.
 
     rftlab serve tinker [--host 127.0.0.1] [--port 8777] [--model-dir DIR ...] [--device cpu|cuda]
-                        [--storage DIR] [--api-key-env TINKER_API_KEY] [--sampler-dtype bfloat16]
+                        [--storage DIR] [--api-key-env TINKER_API_KEY] [--keys-file FILE]
+                        [--sampler-dtype bfloat16]
                         [--sampled-logprobs model|sampling]
                         [--session-timeout S] [--stop-after S] [--log-level info]
 
 ``serve tinker`` puts the local tinker-compatible backend behind the tinker SDK's HTTP protocol, so the
 unmodified SDK and tinker-cookbook recipes train and sample on this machine: point them at it with
-``export TINKER_BASE_URL=http://127.0.0.1:8777 TINKER_API_KEY=tml-<anything>`` (docs/platforms.md §3.12).
-Logs are JSON lines on stderr; Ctrl-C or SIGTERM stops it cleanly. Exit 2 for a configuration it refuses
-(a non-loopback ``--host`` without a key in ``$API_KEY_ENV``, a busy port, a folder that is not a model).
+``export TINKER_BASE_URL=http://127.0.0.1:8777 TINKER_API_KEY=<the server's key>`` (docs/platforms.md §3.12):
+the key in ``$TINKER_API_KEY`` when the server starts, else the one it generates into ``<storage>/api_key``
+(mode 0600; the ``api_key`` log line names the file). Logs are JSON lines on stderr; Ctrl-C or SIGTERM stops
+it cleanly. Exit 2 for a configuration it refuses (a busy port, a folder that is not a model, a number that
+is not finite, a key file others can read).
 """
 
 from __future__ import annotations
@@ -22,12 +25,6 @@ from rftlab.cli import UsageError
 def _cmd_tinker(args: argparse.Namespace) -> int:
     from rftlab.training.local_tinker.server import ServeConfig, ServeError, serve_tinker
 
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
-    if args.session_timeout is not None and args.session_timeout <= 0:
-        raise UsageError(f"--session-timeout must be positive, got {args.session_timeout}")
-    if args.stop_after is not None and args.stop_after <= 0:
-        raise UsageError(f"--stop-after must be positive, got {args.stop_after}")
     config = ServeConfig(
         host=args.host,
         port=args.port,
@@ -35,6 +32,7 @@ def _cmd_tinker(args: argparse.Namespace) -> int:
         device=args.device,
         storage=args.storage,
         api_key_env=args.api_key_env,
+        keys_file=args.keys_file,
         sampler_dtype=args.sampler_dtype,
         sampled_logprobs=args.sampled_logprobs,
         log_level=args.log_level,
@@ -55,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "tinker",
         help="serve the local backend over the tinker SDK's HTTP protocol (TINKER_BASE_URL)",
         description="Serve the local tinker-compatible backend over the tinker SDK's HTTP protocol: "
-        "export TINKER_BASE_URL=http://127.0.0.1:8777 TINKER_API_KEY=tml-<anything> and run the SDK or a "
+        "export TINKER_BASE_URL=http://127.0.0.1:8777 and TINKER_API_KEY=<the server's key> (the key in "
+        "$TINKER_API_KEY at start, else the one written to <storage>/api_key) and run the SDK or a "
         "tinker-cookbook recipe unmodified. JSON-line logs on stderr; Ctrl-C stops it cleanly.",
     )
     t.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback)")
@@ -80,7 +79,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--api-key-env",
         default="TINKER_API_KEY",
         metavar="VAR",
-        help="accept exactly the key in $VAR; when unset, any tml- key on loopback only (default TINKER_API_KEY)",
+        help="accept exactly the key in $VAR (default TINKER_API_KEY); when unset, the key in "
+        "<storage>/api_key, generated (mode 0600) at the first start",
+    )
+    t.add_argument(
+        "--keys-file",
+        default=None,
+        metavar="FILE",
+        help="accept the keys in FILE (mode 0600; one a line, # comments), each its own identity: a group "
+        "sharing one server on purpose (docs/platforms.md §3.12)",
     )
     t.add_argument(
         "--sampler-dtype",

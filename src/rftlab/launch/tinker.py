@@ -27,9 +27,6 @@ TINKER_MODELS = {
     "accounts/fireworks/models/qwen3-8b": "Qwen/Qwen3-8B",
 }
 """A Fireworks base model → the same model's name on Tinker."""
-LOCAL_KEY = "tml-rftlab-local"
-"""The key sent to a ``TINKER_BASE_URL`` server when ``TINKER_API_KEY`` is unset (``rftlab serve tinker``
-then accepts any ``tml-`` key)."""
 
 
 def tinker_target() -> str:
@@ -84,7 +81,12 @@ def make_service(root: Path | str, target: str | None = None, family: str = "spe
     import tinker
 
     if target == "url":
-        return tinker.ServiceClient(api_key=os.environ.get("TINKER_API_KEY") or LOCAL_KEY)
+        if not os.environ.get("TINKER_API_KEY"):
+            raise ValueError(
+                "TINKER_BASE_URL is set but TINKER_API_KEY is not: export the server's key (rftlab serve "
+                "tinker accepts the key in its $TINKER_API_KEY, else the one in <storage>/api_key)"
+            )
+        return tinker.ServiceClient()
     return tinker.ServiceClient()
 
 

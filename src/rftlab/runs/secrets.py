@@ -10,7 +10,10 @@ logger or a transport can give it (:func:`secret_forms`):
 - JSON-escaped (ASCII and UTF-8, with and without escaped ``/``), **double-escaped** (a JSON string
   holding JSON, as in a job description quoted inside an error body) and triple-escaped (that error text
   inside a JSON record such as ``provider/firectl_calls.jsonl``);
-- Python ``repr`` of the text and of its bytes; CSV-quoted;
+- Python ``repr`` of the text and of its bytes, also of each JSON-escaped form (a JSON error body
+  printed inside a Python ``str`` of a dict); CSV-quoted;
+- the shortened forms tools print as "safe": eval-protocol's ``********`` followed by the last 4
+  characters, and the first 6 and last 4 characters joined by ``...`` or ``…``;
 - URL-encoded (``quote``, ``quote_plus``, ``/`` kept or escaped, upper- or lower-case hex);
 - **base64** (standard and URL-safe alphabets) of the value and of its JSON-escaped form, at all three
   alignments: inside a longer base64 text the value starts at byte offset 0, 1 or 2 modulo 3, and each
@@ -118,16 +121,36 @@ def _base64_runs(data: bytes) -> set[str]:
     return runs
 
 
+def _repr_forms(text: str) -> set[str]:
+    """``text`` inside a Python ``repr`` of the string and of its UTF-8 bytes (quotes dropped)."""
+    cores = [repr(text)[1:-1]]
+    raw = _utf8(text)
+    if raw is not None:
+        cores.append(repr(raw)[2:-1])
+    # repr quotes with ' unless the text holds ' and no ": inside a longer repr, quoted with ', each '
+    # of the text is escaped
+    return {*cores, *(c.replace("'", "\\'") for c in cores if "\\'" not in c)}
+
+
+def _partial_forms(value: str) -> set[str]:
+    """The shortened forms tools print "safely": eval-protocol's ``'********' + key[-4:]``
+    (``platform_api``), and the first 6 and last 4 characters joined by an ellipsis."""
+    if len(value) < MIN_SECRET_LENGTH:
+        return set()
+    head, tail = value[:6], value[-4:]
+    return {"*" * 8 + tail, f"{head}...{tail}", f"{head}\u2026{tail}"}
+
+
 @functools.lru_cache(maxsize=256)
 def _text_forms(value: str) -> tuple[frozenset[str], frozenset[str]]:
     """``(textual forms, base64 forms)`` of ``value``."""
-    texts = {value, repr(value)[1:-1], value.replace('"', '""'), *_url_forms(value)}
-    raw = _utf8(value)
-    if raw is not None:
-        texts.add(repr(raw)[2:-1])
+    texts = {value, value.replace('"', '""'), *_url_forms(value), *_partial_forms(value)}
+    texts |= _repr_forms(value)
     layer = set(texts)
-    for _depth in range(JSON_DEPTH):  # JSON inside JSON inside JSON (an error body quoted in a log record)
+    for depth in range(JSON_DEPTH):  # JSON inside JSON inside JSON (an error body quoted in a log record)
         layer = {e for t in layer for e in _json_escaped(t)}
+        if depth == 0:  # a JSON body printed inside a Python repr (then, maybe, in JSON again)
+            layer |= {r for t in layer for r in _repr_forms(t)}
         texts |= layer
     texts |= {t.replace("/", "\\/") for t in list(texts)}  # pandas and some JSON writers escape '/'
     b64: set[str] = set()

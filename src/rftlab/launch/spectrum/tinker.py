@@ -25,7 +25,6 @@ from typing import Any
 from rftlab.launch.spectrum.local import DEFAULT_BATCH_ROWS, LocalLauncher, default_row_prefix
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.launch.tinker import (
-    LOCAL_KEY,
     TINKER_MODELS,
     TinkerArmLauncher,
     base_model_for,
@@ -38,7 +37,6 @@ from rftlab.training.spectrum.cookbook_env import SpectrumCookbookConfig
 from rftlab.training.spectrum.tinker_rl import DEFAULT_LORA_RANK, SpectrumTinkerConfig, train_spectrum_tinker
 
 __all__ = [
-    "LOCAL_KEY",
     "TINKER_MODELS",
     "TinkerLauncher",
     "context_window",

@@ -16,6 +16,7 @@ an existing checkpoint of the same name (``save_state``); sampler checkpoints, w
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections import OrderedDict
@@ -47,6 +48,59 @@ def parse_path(path: str) -> tuple[str, str, str]:
     if len(parts) != 3 or parts[1] not in KINDS or not all(parts) or any(p in (".", "..") for p in parts):
         raise CheckpointError(f"not a checkpoint path: {path!r} (expected tinker://<model_id>/<kind>/<name>)")
     return parts[0], parts[1], parts[2]
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` made (with its parents) and set to mode 0700: another local user cannot list it."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def read_run_record(root: Path, model_id: str) -> dict[str, Any] | None:
+    """The ``run.json`` record of training run ``model_id`` under ``root``, or ``None`` when there is none
+    or it is damaged (not JSON, not an object, or a field of the wrong type)."""
+    if not model_id or "/" in model_id or ".." in model_id or model_id.startswith("."):
+        return None
+    try:
+        record = json.loads((root / model_id / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    checks = {
+        "base_model": lambda v: isinstance(v, str),
+        "is_lora": lambda v: isinstance(v, bool),
+        "lora_rank": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+        "created_at": _iso_time,
+        "user_metadata": lambda v: (
+            v is None or (isinstance(v, dict) and all(isinstance(x, str) for x in (*v, *v.values())))
+        ),
+        "owner": lambda v: v is None or isinstance(v, str),
+    }
+    optional = {"lora_rank", "user_metadata", "owner"}
+    for name, ok in checks.items():
+        if (name not in record and name not in optional) or not ok(record.get(name)):
+            return None
+    return record
+
+
+def seconds(value: Any) -> float | None:
+    """A sidecar's time field as a finite float, ``None`` when absent or damaged."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _iso_time(value: Any) -> bool:
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def check_ttl(ttl_seconds: int | None) -> int | None:
@@ -115,9 +169,11 @@ class CheckpointStore:
             "expires_at": None if ttl is None else now + ttl,
             "user_metadata": metadata,
         }
-        with atomic_writer(file) as handle:  # the old checkpoint or the new one, never a cut one
+        private_dir(file.parent.parent)
+        private_dir(file.parent)
+        with atomic_writer(file, mode=0o600) as handle:  # the old checkpoint or the new one, never cut
             torch.save(ckpt, handle)
-        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n")
+        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n", mode=0o600)
         self._remember(path, ckpt)
         return path
 
@@ -127,13 +183,14 @@ class CheckpointStore:
         if not file.is_file():
             return {}
         try:
-            return json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            meta = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return {}
+        return meta if isinstance(meta, dict) else {}
 
     def _expired(self, path: str) -> bool:
-        expires = self.metadata(path).get("expires_at")
-        return expires is not None and self.clock() >= float(expires)
+        expires = seconds(self.metadata(path).get("expires_at"))
+        return expires is not None and self.clock() >= expires
 
     def load(self, path: str) -> dict[str, Any]:
         """The checkpoint at ``path``; ``CheckpointError`` when malformed, missing or expired."""
@@ -169,7 +226,7 @@ class CheckpointStore:
         meta = self.metadata(path) or {"path": path, "created_at": self.clock()}
         now = self.clock()
         meta.update(ttl_seconds=ttl, expires_at=None if ttl is None else now + ttl)
-        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n")
+        atomic_write_text(self._meta_file(path), json.dumps(meta, indent=2) + "\n", mode=0o600)
         return True
 
     def delete(self, path: str) -> bool:
@@ -189,10 +246,12 @@ class CheckpointStore:
         for meta_file in self.root.glob("*/*/*.json"):
             try:
                 meta = json.loads(meta_file.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError, RecursionError):
                 continue
-            expires, path = meta.get("expires_at"), meta.get("path")
-            if expires is not None and path and self.clock() >= float(expires):
+            if not isinstance(meta, dict):
+                continue
+            expires, path = seconds(meta.get("expires_at")), meta.get("path")
+            if expires is not None and isinstance(path, str) and self.clock() >= expires:
                 try:
                     self.delete(path)
                 except CheckpointError:
@@ -206,6 +265,6 @@ class CheckpointStore:
         for kind in KINDS:
             for pt in sorted((self.root / model_id / kind).glob("*.pt")):
                 path = f"{PREFIX}{model_id}/{kind}/{pt.stem}"
-                meta = self.metadata(path) or {"path": path, "kind": kind, "created_at": pt.stat().st_mtime}
-                out.append(meta)
-        return sorted(out, key=lambda m: m.get("created_at") or 0.0)
+                meta = self.metadata(path) or {"created_at": pt.stat().st_mtime}
+                out.append({**meta, "path": path, "kind": kind})  # a damaged sidecar names no other file
+        return sorted(out, key=lambda m: seconds(m.get("created_at")) or 0.0)

@@ -268,6 +268,9 @@ def tokenizer_dir(base_model: str, root: str | os.PathLike[str]) -> str:
         # tokenizer_config.json moves in last: its presence (checked above) means the rest is there
         with atomic_directory(target, last=("tokenizer_config.json",)) as staging:
             TOKENIZERS[BUILTIN_MODELS[base_model].tokenizer]().save_pretrained(str(staging))
+        for path in (target.parent, target, *target.rglob("*")):  # private, as the rest of the storage
+            if not path.is_symlink():
+                os.chmod(path, 0o700 if path.is_dir() else 0o600)
     return str(target.resolve())
 
 

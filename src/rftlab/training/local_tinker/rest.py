@@ -16,14 +16,13 @@ meaning on one machine.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tinker import types
 
-from .checkpoints import PREFIX, CheckpointError, parse_path
+from .checkpoints import PREFIX, CheckpointError, parse_path, read_run_record, seconds
 
 if TYPE_CHECKING:
     from .service import TinkerService
@@ -42,6 +41,13 @@ def _page(limit: Any, offset: Any) -> tuple[int, int]:
     if not 1 <= limit <= MAX_PAGE or offset < 0:
         raise ServiceError(400, f"limit must be in [1, {MAX_PAGE}] and offset at least 0")
     return limit, offset
+
+
+def _strings(value: Any) -> dict[str, str] | None:
+    """A sidecar's ``user_metadata`` when it maps strings to strings (a damaged one: ``None``)."""
+    if isinstance(value, dict) and all(isinstance(x, str) for x in (*value, *value.values())):
+        return value or None
+    return None
 
 
 def _safe_id(model_id: str) -> bool:
@@ -64,14 +70,13 @@ class RestViews:
     # ----------------------------------------------------------------------------- training runs
 
     def _record(self, model_id: str) -> dict[str, Any] | None:
-        path = self.root / model_id / "run.json"
-        if not _safe_id(model_id) or not path.is_file():
+        """The run's record when it is this identity's (a damaged or another's record: ``None``)."""
+        if not _safe_id(model_id):
             return None
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        record = read_run_record(self.root, model_id)
+        if record is None or not self.service.mine(record.get("owner") or self.service.default_owner):
             return None
-        return record if isinstance(record, dict) and "base_model" in record else None
+        return record
 
     def _run(self, model_id: str, record: dict[str, Any], with_last: bool) -> types.TrainingRun:
         with self.service._lock:
@@ -86,7 +91,7 @@ class RestViews:
             base_model=record["base_model"],
             model_owner="local",
             is_lora=record["is_lora"],
-            lora_rank=record["lora_rank"],
+            lora_rank=record.get("lora_rank"),
             last_request_time=last,
             last_checkpoint=latest["training"],
             last_sampler_checkpoint=latest["sampler"],
@@ -120,8 +125,8 @@ class RestViews:
         out = []
         for meta in self.store.list(model_id):
             path = meta["path"]
-            expires = meta.get("expires_at")
-            if expires is not None and time.time() >= float(expires):
+            expires = seconds(meta.get("expires_at"))
+            if expires is not None and time.time() >= expires:
                 continue
             _, kind, name = parse_path(path)
             file = self.store.file_for(path)
@@ -129,20 +134,26 @@ class RestViews:
                 types.Checkpoint(
                     checkpoint_id=f"{kind}/{name}",
                     checkpoint_type="training" if kind == "weights" else "sampler",
-                    time=datetime.fromtimestamp(float(meta.get("created_at") or 0), UTC),
+                    time=datetime.fromtimestamp(seconds(meta.get("created_at")) or 0.0, UTC),
                     tinker_path=path,
                     size_bytes=file.stat().st_size if file.is_file() else None,
-                    user_metadata=meta.get("user_metadata") or None,
-                    expires_at=None if expires is None else datetime.fromtimestamp(float(expires), UTC),
+                    user_metadata=_strings(meta.get("user_metadata")),
+                    expires_at=None if expires is None else datetime.fromtimestamp(expires, UTC),
                 )
             )
         return out
 
     def list_checkpoints(self, model_id: str) -> types.CheckpointsListResponse:
         """``RestClient.list_checkpoints``: every unexpired checkpoint of one run, oldest first."""
-        if not _safe_id(model_id) or not (self.root / model_id).is_dir():
+        if not self._visible(model_id):
             raise self._not_found(f"unknown training run {model_id!r}")
         return types.CheckpointsListResponse(checkpoints=self._checkpoints(model_id))
+
+    def _visible(self, model_id: str) -> bool:
+        """A run folder of this identity (its live model's or its record's owner)."""
+        if not _safe_id(model_id) or not (self.root / model_id).is_dir():
+            return False
+        return self.service.mine(self.service.run_owner(model_id))
 
     def user_checkpoints(self, limit: Any = 100, offset: Any = 0) -> types.CheckpointsListResponse:
         """``RestClient.list_user_checkpoints``: every run's unexpired checkpoints, newest first."""
@@ -150,7 +161,7 @@ class RestViews:
         every: list[types.Checkpoint] = []
         if self.root.is_dir():
             for folder in sorted(self.root.iterdir()):
-                if folder.is_dir() and _safe_id(folder.name):
+                if self._visible(folder.name):
                     every += self._checkpoints(folder.name)
         every.sort(key=lambda c: (c.time, c.tinker_path), reverse=True)
         cursor = types.Cursor(offset=offset, limit=limit, total_count=len(every))
@@ -164,7 +175,7 @@ class RestViews:
             parse_path(path)
         except CheckpointError as exc:
             raise ServiceError(400, str(exc)) from None
-        return path
+        return self.service.own_path(path)
 
     def delete_checkpoint(self, model_id: str, checkpoint_id: str) -> None:
         """``RestClient.delete_checkpoint`` (the cookbook deletes superseded rolling checkpoints)."""
@@ -195,6 +206,7 @@ class RestViews:
         path = body.get("tinker_path") if isinstance(body, dict) else None
         if not isinstance(path, str):
             raise ServiceError(400, 'the body must be {"tinker_path": "tinker://..."}')
+        self.service.own_path(path)
         try:
             key = self.store.load(path)["key"]
         except CheckpointError as exc:
@@ -215,7 +227,8 @@ class RestViews:
         """``RestClient.list_sessions``: this server process's sessions, newest first."""
         limit, offset = _page(limit, offset)
         with self.service._lock:
-            ordered = sorted(self.service.sessions.values(), key=lambda s: s.created, reverse=True)
+            mine = [s for s in self.service.sessions.values() if self.service.mine(s.owner)]
+            ordered = sorted(mine, key=lambda s: s.created, reverse=True)
             ids = [s.session_id for s in ordered]
         return types.ListSessionsResponse(sessions=ids[offset : offset + limit])
 
@@ -223,7 +236,7 @@ class RestViews:
         """``RestClient.get_session``: the session's training runs and samplers (also once finished)."""
         with self.service._lock:
             s = self.service.sessions.get(session_id)
-            if s is None:
+            if s is None or not self.service.mine(s.owner):
                 raise self._not_found(f"unknown session {session_id!r}")
             runs = {m for m, e in self.service.models.items() if e.session_id == session_id}
             samplers = [x for x, e in self.service.samplers.items() if e.session_id == session_id]

@@ -4,7 +4,7 @@ run against this machine (docs/platforms.md §3.12).
 
     serve_tinker(ServeConfig(port=8777))          # blocks; Ctrl-C or SIGTERM stops it cleanly
     with ServerThread(ServeConfig(port=0)) as srv: # tests: in a thread, on a free port
-        tinker.ServiceClient(base_url=srv.base_url, api_key="tml-local")
+        tinker.ServiceClient(base_url=srv.base_url, api_key=KEY)  # ServeConfig(api_keys=[KEY])
 
 Routes (all under ``/api/v1``) are the ones tinker 0.38 calls: session (``client/config`` — whose answer
 switches off JWT auth, parallel fwd/bwd chunks, zstd bodies and the session-wide futures poller —, ``client/dynamic_config``, ``create_session``, ``session_heartbeat``, ``telemetry``,
@@ -14,9 +14,15 @@ switches off JWT auth, parallel fwd/bwd chunks, zstd bodies and the session-wide
 ``asample``), futures (``retrieve_future``, ``cancel_future``) and the REST reads the cookbook makes
 (``training_runs/{id}``, its ``checkpoints`` listed and deleted).
 
-Authentication: the ``X-API-Key`` header must equal the key in the environment variable named by
-``api_key_env`` (default ``TINKER_API_KEY``); with that variable unset any ``tml-`` key is accepted and
-only a loopback address may be bound. The key is compared in constant time and never logged or stored.
+Authentication: the ``X-API-Key`` header must be one of the server's keys, first found of
+``ServeConfig.api_keys``, ``--keys-file`` (a group sharing one server on purpose: one key each), the key in
+the environment variable named by ``api_key_env`` (default ``TINKER_API_KEY``) when the server starts, else
+the key in ``<storage>/api_key``, generated (random, mode 0600) at the first start and kept for the next
+(the ``api_key`` log line names the file, never the key). Keys are compared in constant time and never
+logged. Each key is an identity (``owner_of``): sessions, models, samplers, futures, training runs and
+their checkpoints belong to the identity that created them, and another identity gets a 404 for them, as
+for ids that do not exist (``service.OWNER``). The storage folder and everything under it is made
+private (folders 0700, files 0600).
 Errors: a malformed body is a 400 and an unknown id a 404 (the SDK raises ``BadRequestError`` /
 ``NotFoundError``), a wrong key a 401 (``AuthenticationError``), a JSON ``forward_backward`` a 415; what the
 service refuses (rank, loss function, checkpoint path...) fails the request's future
@@ -27,10 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import os
+import secrets
 import socket
 import threading
 import time
@@ -39,7 +48,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .service import Log, ServiceError, TinkerService
+from .limits import (
+    MAX_JSON_BODY_BYTES,
+    MAX_PROTO_BODY_BYTES,
+    LimitError,
+    check_body_size,
+    parse_json,
+)
+from .service import OWNER, Log, ServiceError, TinkerService
 
 API = "/api/v1"
 DEFAULT_PORT = 8777
@@ -67,6 +83,8 @@ class ServeConfig:
     device: str = "cpu"
     storage: str | os.PathLike[str] | None = None
     api_key_env: str = "TINKER_API_KEY"
+    api_keys: Sequence[str] = ()
+    keys_file: str | os.PathLike[str] | None = None
     sampler_dtype: str | None = None
     sampled_logprobs: str = "model"
     log_level: str = "info"
@@ -84,34 +102,144 @@ def default_storage() -> Path:
     return PROJECT_ROOT / ".runs_local_tinker" / "service"
 
 
+KEY_FILE = "api_key"
+"""The generated key's file in the storage folder (mode 0600), when no key is given."""
+
+
+def owner_of(key: str) -> str:
+    """The identity a key stands for: a one-way digest (never the key), recorded with what it creates."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _check_key(key: str, where: str) -> str:
+    if not key.startswith("tml-") or len(key) < 12 or any(c.isspace() for c in key):
+        raise ServeError(
+            f"{where}: a key must start with 'tml-', be 12 characters or more and hold no spaces"
+        )
+    return key
+
+
 class KeyCheck:
-    """The API-key rule of the module docstring (the key itself is held only here)."""
+    """The accepted keys of the module docstring, each one identity (the keys themselves are held only
+    here). ``owner(given)`` is the identity of a sent key, ``None`` for any other."""
 
-    def __init__(self, env_name: str) -> None:
-        self.env_name = env_name
-        value = os.environ.get(env_name) or None
-        if value is not None and not value.startswith("tml-"):
-            raise ServeError(f"the key in ${env_name} must start with 'tml-' (the tinker SDK sends no other)")
-        self._expected = value.encode() if value else None
+    def __init__(self, keys: Sequence[str], source: str) -> None:
+        if not keys:
+            raise ServeError(f"{source}: no key")
+        if len(set(keys)) != len(keys):
+            raise ServeError(f"{source}: a key is listed twice")
+        self.source = source
+        self._keys = [(_check_key(k, source).encode(), owner_of(k)) for k in keys]
+        self.primary = self._keys[0][1]
 
-    @property
-    def exact(self) -> bool:
-        return self._expected is not None
+    def owner(self, given: str | None) -> str | None:
+        if not given:
+            return None
+        sent = given.encode()
+        found = None
+        for key, owner in self._keys:  # every key compared, in constant time
+            if hmac.compare_digest(sent, key):
+                found = owner
+        return found
 
     def accepts(self, given: str | None) -> bool:
-        if not given:
-            return False
-        if self._expected is None:
-            return given.startswith("tml-")
-        return hmac.compare_digest(given.encode(), self._expected)
+        return self.owner(given) is not None
 
 
-def build_service(config: ServeConfig, log: Log) -> TinkerService:
+def _private_file(path: Path, what: str) -> str:
+    """The text of ``path``, which only its owner may read (else a ``ServeError`` saying so)."""
+    try:
+        info = path.stat()
+        if info.st_mode & 0o077:
+            raise ServeError(f"{what} {path} is readable by others: chmod 600 it")
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServeError(f"{what} {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def stored_key(storage: Path) -> tuple[str, bool]:
+    """``(key, generated)``: the key in ``storage/api_key``, made (random, mode 0600) when absent."""
+    path = storage / KEY_FILE
+    if path.exists():
+        return _check_key(_private_file(path, "the key file").strip(), str(path)), False
+    key = "tml-" + secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise ServeError(f"cannot write the key file {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(key + "\n")
+    return key, True
+
+
+def read_keys_file(path: str | os.PathLike[str]) -> list[str]:
+    """The keys of a ``--keys-file``: one a line; blank lines and ``#`` comments are skipped."""
+    text = _private_file(Path(path), "--keys-file")
+    keys = [line.strip() for line in text.splitlines()]
+    return [k for k in keys if k and not k.startswith("#")]
+
+
+def resolve_keys(config: ServeConfig, storage: Path) -> tuple[KeyCheck, bool]:
+    """The accepted keys, first found of: ``config.api_keys``, ``--keys-file``, ``$api_key_env``, the
+    storage folder's key file (made when absent). Returns ``(keys, generated)``."""
+    if config.api_keys:
+        return KeyCheck(list(config.api_keys), "api_keys"), False
+    if config.keys_file is not None:
+        return KeyCheck(read_keys_file(config.keys_file), f"--keys-file {config.keys_file}"), False
+    value = os.environ.get(config.api_key_env)
+    if value:
+        return KeyCheck([value], f"${config.api_key_env}"), False
+    key, generated = stored_key(storage)
+    return KeyCheck([key], f"the key file {storage / KEY_FILE}"), generated
+
+
+def make_private(storage: Path) -> None:
+    """``storage`` and everything under it: folders 0700, files 0600 (another local user lists nothing)."""
+    storage.mkdir(parents=True, exist_ok=True)
+    os.chmod(storage, 0o700)
+    for folder, dirs, files in os.walk(storage):
+        for names, mode in ((dirs, 0o700), (files, 0o600)):
+            for name in names:
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    with contextlib.suppress(OSError):
+                        os.chmod(path, mode)
+    (storage / "tokenizers").mkdir(mode=0o700, exist_ok=True)
+
+
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
+"""The longest ``--session-timeout`` / ``--stop-after`` (ten years; a timer of ``inf`` cannot be armed)."""
+
+
+def check_config(config: ServeConfig) -> None:
+    """Refuse a configuration whose numbers the server cannot honour (a ``ServeError`` naming the flag)."""
+    if not 0 <= config.port <= 65535:
+        raise ServeError(f"--port must be between 0 and 65535, got {config.port}")
+    for flag, value in (
+        ("--session-timeout", config.session_timeout_s),
+        ("--stop-after", config.stop_after_s),
+        ("long_poll_s", config.long_poll_s),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ServeError(f"{flag} must be a finite number of seconds, got {value!r}")
+        if not 0 < value <= MAX_SECONDS:
+            raise ServeError(
+                f"{flag} must be more than 0 and at most {MAX_SECONDS:.0f} seconds, got {value!r}"
+            )
+
+
+def storage_of(config: ServeConfig) -> Path:
+    return Path(config.storage) if config.storage is not None else default_storage()
+
+
+def build_service(config: ServeConfig, log: Log, keys: KeyCheck | None = None) -> TinkerService:
     import torch
 
     from .clients import LocalServiceClient
 
-    storage = Path(config.storage) if config.storage is not None else default_storage()
+    storage = storage_of(config)
     storage.mkdir(parents=True, exist_ok=True)
     for d in config.model_dirs:
         if not (Path(d) / "config.json").is_file():
@@ -141,7 +269,9 @@ def build_service(config: ServeConfig, log: Log) -> TinkerService:
     if config.long_poll_s is not None:
         kwargs["long_poll_s"] = config.long_poll_s
     kwargs.update(config.extra)
-    return TinkerService(backend, log=log, **kwargs)
+    service = TinkerService(backend, log=log, **kwargs)
+    service.default_owner = keys.primary if keys is not None else None
+    return service
 
 
 def client_config() -> dict[str, Any]:
@@ -170,11 +300,24 @@ def _error(status: int, message: str):
     return JSONResponse({"detail": message}, status_code=status)
 
 
+async def _read_body(request) -> None:
+    """Read the body into the request (``request.body()`` then returns it), refusing one over its limit
+    (``limits``: protobuf bodies are larger) as soon as it is known, before it is all in memory."""
+    proto = "application/x-protobuf" in request.headers.get("content-type", "")
+    limit = MAX_PROTO_BODY_BYTES if proto else MAX_JSON_BODY_BYTES
+    check_body_size(request.headers.get("content-length"), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise LimitError(f"the body is over {limit} bytes, the limit", 413)
+        chunks.append(chunk)
+    request._body = b"".join(chunks)  # Starlette's cache of the body
+
+
 async def _body_json(request) -> Any:
-    try:
-        return json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ServiceError(400, "the body is not valid JSON") from None
+    """The body as strict JSON (``limits.parse_json``: finite numbers, bounded nesting and digits)."""
+    return parse_json(await request.body())
 
 
 async def _parse(request, model: type) -> Any:
@@ -206,13 +349,18 @@ def _handler(fn, path: str, keys: KeyCheck, log: Log):
 
     async def handler(request):
         t0 = time.perf_counter()
-        if not keys.accepts(request.headers.get("x-api-key")):
+        owner = keys.owner(request.headers.get("x-api-key"))
+        if owner is None:
             response = _error(401, "missing or wrong API key (send this server's key in X-API-Key)")
         else:
+            token = OWNER.set(owner)  # what this request may see and touch (service.OWNER)
             try:
+                await _read_body(request)
                 response = _ok(await fn(request))
             except ServiceError as exc:
                 response = _error(exc.status, exc.message)
+            except LimitError as exc:
+                response = _error(exc.status, str(exc))
             except Exception as exc:  # a bug: the client gets the reason, the log the traceback
                 import traceback
 
@@ -224,6 +372,8 @@ def _handler(fn, path: str, keys: KeyCheck, log: Log):
                     traceback=traceback.format_exc(),
                 )
                 response = _error(500, f"internal error: {type(exc).__name__}: {exc}")
+            finally:
+                OWNER.reset(token)
         status = response.status_code
         level = "warning" if status >= 400 else ("debug" if path in QUIET else "info")
         log(
@@ -265,8 +415,9 @@ def _session_endpoints(service: TinkerService) -> list[tuple[str, str, Any]]:
 
     async def finish(request):
         body = await _body_json(request)
-        reason = (body.get("reason") or {}).get("type", "unknown") if isinstance(body, dict) else "unknown"
-        service.finish_session(request.path_params["session_id"], str(reason))
+        reason = body.get("reason") if isinstance(body, dict) else None
+        kind = reason.get("type") if isinstance(reason, dict) else None
+        service.finish_session(request.path_params["session_id"], str(kind or "unknown")[:200])
         return {}
 
     async def capabilities(request):
@@ -298,7 +449,10 @@ def _settling(service: TinkerService, fn):
                 request.headers.get("content-type"),
                 request.headers.get("content-encoding"),
             )
-            reason = exc.message if isinstance(exc, ServiceError) else type(exc).__name__
+            if isinstance(exc, ServiceError):
+                reason = exc.message
+            else:
+                reason = str(exc) if isinstance(exc, LimitError) else type(exc).__name__
             service.settle_refused(model_id, seq_id, reason)
             raise
 
@@ -510,14 +664,14 @@ def prepare(config: ServeConfig, log: Log):
     """Check the configuration and bind the socket: ``(uvicorn server, socket, service, url)``."""
     import uvicorn
 
-    keys = KeyCheck(config.api_key_env)
-    if not keys.exact and not is_loopback(config.host):
-        raise ServeError(
-            f"refusing to listen on {config.host}: with ${config.api_key_env} unset any 'tml-' key is accepted, "
-            f"so only a loopback address may be bound (export {config.api_key_env}=tml-... to serve beyond "
-            "this machine)"
-        )
-    service = build_service(config, log)
+    check_config(config)
+    storage = storage_of(config)
+    try:
+        make_private(storage)
+    except OSError as exc:
+        raise ServeError(f"--storage {storage}: {exc.strerror or exc}") from None
+    keys, generated = resolve_keys(config, storage)
+    service = build_service(config, log, keys)
     sock = _bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -543,8 +697,18 @@ def prepare(config: ServeConfig, log: Log):
         device=config.device,
         sampler_dtype=config.sampler_dtype or "same as trainer",
         sampled_logprobs=config.sampled_logprobs,
-        auth=f"exact key from ${config.api_key_env}" if keys.exact else "any tml- key (loopback only)",
+        auth=keys.source,
     )
+    if keys.source.startswith("the key file"):  # its owner reads it there; the key is never logged
+        key_file = str(storage / KEY_FILE)
+        log(
+            "info",
+            "api_key",
+            always=True,
+            key_file=key_file,
+            generated=generated,
+            hint=f"export {config.api_key_env}=$(cat {key_file})",
+        )
     return uv, sock, service, url
 
 
@@ -633,12 +797,15 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         python: str | None = None,
         timeout: float = 180.0,
+        api_key: str | None = None,
     ) -> None:
         import sys
 
         self.argv = [python or sys.executable, "-m", "rftlab.cli", "serve", "tinker", *args]
         if "--port" not in args:
             self.argv += ["--port", "0"]
+        if api_key is not None:  # the one key the child accepts (its $TINKER_API_KEY)
+            env = {**(env if env is not None else os.environ), "TINKER_API_KEY": api_key}
         self.env = env
         self.timeout = timeout
         self.lines: list[str] = []

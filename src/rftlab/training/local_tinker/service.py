@@ -30,6 +30,7 @@ samplers are released (a killed client leaves nothing behind but its checkpoints
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import json
 import sys
@@ -44,9 +45,11 @@ from typing import Any, TextIO
 
 from tinker import types
 
-from .checkpoints import CheckpointError
+from .checkpoints import CheckpointError, parse_path, private_dir, read_run_record
 from .clients import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
+from .engine import check_sampling_params
 from .errors import NonFiniteError, ParameterError
+from .limits import LimitError, check_metadata, check_num_samples, check_shape
 from .losses import DatumError
 from .scheduler import PIECE_ROWS, Scheduler
 from .wire import (
@@ -80,6 +83,12 @@ GAP_GRACE_SECONDS = 1.0
 The SDK sends a model's requests one at a time, each after the previous one was accepted or refused, so a
 missing ``seq_id`` is one the SDK numbered and then never sent (it failed in the client); requests refused
 here settle their slot at once (``settle_refused``)."""
+
+
+OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("rftlab_tinker_owner", default=None)
+"""The identity (``server.owner_of`` of the API key) of the request being served. Sessions, models,
+samplers, futures and training runs belong to the identity that created them; another identity is
+answered as if they did not exist (404). ``None`` (the worker thread, in-process callers) sees everything."""
 
 
 class ServiceError(Exception):
@@ -133,6 +142,7 @@ class Pending:
     error: str | None = None
     category: str = "user"
     retrieved_at: float | None = None
+    owner: str | None = None
 
 
 @dataclass
@@ -194,6 +204,7 @@ class Session:
     models: list[str] = field(default_factory=list)
     samplers: list[str] = field(default_factory=list)
     finished: str | None = None
+    owner: str | None = None
 
 
 @dataclass
@@ -229,6 +240,15 @@ def _json(model: Any) -> tuple[str, bytes]:
         return "application/json", json.dumps(data, allow_nan=False).encode()
     except ValueError:
         raise NonFiniteError(f"the result holds a NaN or an infinity: {data!r}") from None
+
+
+def at_once(check: Callable[..., None], *args: Any) -> None:
+    """Run a parameter ``check`` at submission: its refusal is a 400 (``BadRequestError``) at once, not a
+    failed future."""
+    try:
+        check(*args)
+    except (LimitError, ParameterError) as exc:
+        raise ServiceError(getattr(exc, "status", 400), str(exc)) from None
 
 
 def _failure(exc: BaseException) -> tuple[str, str]:
@@ -271,6 +291,8 @@ class TinkerService:
         self._worker: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count()
+        self.default_owner: str | None = None
+        """The identity of a training run whose record names none (written before records had one)."""
         self.counts = {"jobs": 0, "sample_batches": 0, "sample_requests": 0, "errors": 0}
 
     # ------------------------------------------------------------------------------- lifecycle
@@ -292,23 +314,60 @@ class TinkerService:
             self._worker.join(timeout)
         self.log("info", "worker_stopped", dropped_jobs=dropped, **self.counts)
 
+    # ------------------------------------------------------------------------------- identity
+
+    @staticmethod
+    def mine(owner: str | None) -> bool:
+        """Whether the identity serving this request (``OWNER``) may see what ``owner`` created."""
+        current = OWNER.get()
+        return current is None or owner == current
+
+    def session_owner(self, session_id: str) -> str | None:
+        with self._lock:
+            s = self.sessions.get(session_id)
+        return s.owner if s is not None else self.default_owner
+
+    def run_owner(self, model_id: str) -> str | None:
+        """The identity of a training run: its live session's, else its ``run.json``'s."""
+        with self._lock:
+            entry = self.models.get(model_id)
+        if entry is not None:
+            return self.session_owner(entry.session_id)
+        record = read_run_record(self.backend.storage_dir, model_id)
+        owner = record.get("owner") if record is not None else None
+        return owner if isinstance(owner, str) else self.default_owner
+
+    def own_path(self, path: Any) -> str:
+        """``path``, unless it is a checkpoint path of another identity's run: then a 404, as for a missing
+        checkpoint."""
+        try:
+            model_id, _, _ = parse_path(path)
+        except CheckpointError:
+            return path  # malformed: refused where it is used, with the reason
+        if not self.mine(self.run_owner(model_id)):
+            raise ServiceError(404, f"checkpoint {path} not found")
+        return path
+
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}-{uuid.uuid4().hex[:16]}-{next(self._ids)}"
 
     # -------------------------------------------------------------------------------- sessions
 
     def create_session(self, request: types.CreateSessionRequest) -> types.CreateSessionResponse:
+        at_once(check_metadata, "create_session", request.user_metadata)
         session_id = str(uuid.uuid4())
         now = self.clock()
         with self._lock:
-            self.sessions[session_id] = Session(session_id, now, now, dict(request.user_metadata or {}))
+            self.sessions[session_id] = Session(
+                session_id, now, now, dict(request.user_metadata or {}), owner=OWNER.get()
+            )
         self.log("info", "session_created", session=session_id, sdk_version=request.sdk_version)
         return types.CreateSessionResponse(session_id=session_id)
 
     def session(self, session_id: str) -> Session:
         with self._lock:
             s = self.sessions.get(session_id)
-            if s is None:
+            if s is None or not self.mine(s.owner):
                 raise ServiceError(
                     404, f"unknown session {session_id!r} (it expired, or the server restarted)"
                 )
@@ -320,14 +379,15 @@ class TinkerService:
     def heartbeat(self, session_id: str) -> None:
         with self._lock:
             s = self.sessions.get(session_id)
-            if s is None or s.finished:
-                raise ServiceError(410, f"session {session_id} is {'finished' if s else 'unknown'}")
+            if s is None or s.finished or not self.mine(s.owner):  # another's: as an unknown one
+                known = s is not None and self.mine(s.owner)
+                raise ServiceError(410, f"session {session_id} is {'finished' if known else 'unknown'}")
             s.last_seen = self.clock()
 
     def finish_session(self, session_id: str, reason: str) -> None:
         with self._lock:
             s = self.sessions.get(session_id)
-            if s is None:
+            if s is None or not self.mine(s.owner):
                 raise ServiceError(404, f"unknown session {session_id!r}")
             if s.finished:
                 return
@@ -370,7 +430,7 @@ class TinkerService:
     # -------------------------------------------------------------------------------- futures
 
     def _pending(self, kind: str) -> Pending:
-        p = Pending(self._new_id("req"), kind, self.clock(), asyncio.Event())
+        p = Pending(self._new_id("req"), kind, self.clock(), asyncio.Event(), owner=OWNER.get())
         with self._lock:
             self.futures[p.request_id] = p
         return p
@@ -401,7 +461,7 @@ class TinkerService:
         """The result of a future (long-polling up to ``long_poll_s``), ``try_again`` or its error."""
         with self._lock:
             p = self.futures.get(request_id)
-        if p is None:
+        if p is None or not self.mine(p.owner):
             raise ServiceError(
                 404, f"unknown request id {request_id!r} (its result expired, or the server restarted)"
             )
@@ -446,7 +506,7 @@ class TinkerService:
     def _model(self, model_id: str) -> ModelEntry:
         with self._lock:
             entry = self.models.get(model_id)
-        if entry is None:
+        if entry is None or not self.mine(self.session_owner(entry.session_id)):
             raise ServiceError(
                 404, f"unknown model {model_id!r} (its session ended, or the server restarted)"
             )
@@ -457,6 +517,7 @@ class TinkerService:
         self, session_id: str, model_seq_id: int, base_model: str, user_metadata: Mapping[str, Any] | None
     ) -> tuple[ModelEntry, Pending | None]:
         s = self.session(session_id)
+        at_once(check_metadata, "create_model", user_metadata)
         model_id = f"{session_id}:train:{model_seq_id}"
         with self._lock:
             existing = self.models.get(model_id)
@@ -528,12 +589,13 @@ class TinkerService:
             "lora_rank": key.rank or None,
             "user_metadata": {str(k): str(v) for k, v in entry.user_metadata.items()},
             "created_at": entry.created_at.isoformat(),
+            "owner": self.session_owner(entry.session_id),
         }
         from rftlab.runs.atomic import atomic_write_text
 
         path = self.backend.storage_dir / entry.model_id / "run.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+        private_dir(path.parent)
+        atomic_write_text(path, json.dumps(record, indent=2) + "\n", mode=0o600)
 
     async def model_info(self, model_id: str) -> types.GetInfoResponse:
         """``get_info``, run on the worker in the model's session's turn."""
@@ -633,6 +695,10 @@ class TinkerService:
         return self.submit_train(call.model_id, call.seq_id, kind, fn)
 
     def optim_step(self, request: types.OptimStepRequest) -> types.UntypedAPIFuture:
+        from .clients import check_adam_params
+
+        if isinstance(request.optim_params, types.AdamParams):
+            at_once(check_adam_params, request.optim_params)
         return self.submit_train(
             request.model_id,
             request.seq_id,
@@ -641,6 +707,8 @@ class TinkerService:
         )
 
     def save_weights(self, request: types.SaveWeightsRequest) -> types.UntypedAPIFuture:
+        at_once(check_metadata, "save_weights", request.user_metadata)
+
         def fn(client: LocalTrainingClient) -> tuple[str, bytes]:
             if request.path == "":
                 raise ParameterError("save_state: path (the checkpoint name) must not be empty")
@@ -669,6 +737,7 @@ class TinkerService:
 
     def save_weights_for_sampler(self, request: types.SaveWeightsForSamplerRequest) -> types.UntypedAPIFuture:
         entry = self._model(request.model_id)
+        at_once(check_metadata, "save_weights_for_sampler", request.user_metadata)
         if request.path is None and request.sampling_session_seq_id is None:
             raise ServiceError(400, "save_weights_for_sampler needs a path or a sampling_session_seq_id")
 
@@ -693,6 +762,7 @@ class TinkerService:
         def response(path: str, model_id: str) -> tuple[str, bytes]:
             return _json(types.LoadWeightsResponse(path=path, model_id=model_id, type="load_weights"))
 
+        self.own_path(request.path)
         if request.session_id is not None:  # create-via-load: the SDK named the model itself
             if request.model_seq_id is None or request.model_id is not None:
                 raise ServiceError(400, "load_weights: session_id needs model_seq_id (and no model_id)")
@@ -741,6 +811,8 @@ class TinkerService:
         self, request: types.CreateSamplingSessionRequest
     ) -> types.CreateSamplingSessionResponse:
         self.session(request.session_id)
+        if request.model_path is not None:
+            self.own_path(request.model_path)
         sampler_id = f"{request.session_id}:sample:{request.sampling_session_seq_id}"
         with self._lock:
             if sampler_id in self.samplers:
@@ -771,7 +843,7 @@ class TinkerService:
     def get_sampler(self, sampler_id: str) -> types.GetSamplerResponse:
         with self._lock:
             entry = self.samplers.get(sampler_id)
-        if entry is None:
+        if entry is None or not self.mine(self.session_owner(entry.session_id)):
             raise ServiceError(404, f"unknown sampler {sampler_id!r}")
         return types.GetSamplerResponse(
             sampler_id=sampler_id, base_model=entry.base_model, model_path=entry.model_path
@@ -780,9 +852,14 @@ class TinkerService:
     def asample(self, request: types.SampleRequest) -> types.UntypedAPIFuture:
         if request.sampling_session_id is None or request.seq_id is None:
             raise ServiceError(400, "asample needs a sampling_session_id and a seq_id")
+        at_once(check_num_samples, request.num_samples)
+        at_once(check_sampling_params, request.sampling_params)
+        target = request.target_prompt_logprobs
+        if target is not None:
+            at_once(check_shape, "target_prompt_logprobs", target.shape, len(target.data))
         with self._lock:
             entry = self.samplers.get(request.sampling_session_id)
-        if entry is None:
+        if entry is None or not self.mine(self.session_owner(entry.session_id)):
             raise ServiceError(404, f"unknown sampler {request.sampling_session_id!r}")
         self.session(entry.session_id)
         seq = int(request.seq_id)

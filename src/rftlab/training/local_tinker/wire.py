@@ -9,13 +9,14 @@ This module is the inverse of the SDK's ``proto/request_conv.py`` (decode) and `
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
+
+from .limits import LimitError, check_finite, check_shape
 
 PROTO_CONTENT_TYPE = "application/x-protobuf"
 MAX_ZSTD_BODY = 1 << 30
@@ -59,8 +60,10 @@ def _tensor(msg: Any, what: str) -> types.TensorData:
         raise WireError(f"{what}: sparse tensors are not supported by the local backend")
     arr = _frombuffer(msg.dense, dtype, what)
     shape = list(msg.shape) or [arr.size]
-    if math.prod(shape) != arr.size:
-        raise WireError(f"{what}: shape {shape} does not match its {arr.size} values")
+    try:
+        check_shape(what, shape, arr.size)  # a negative dimension, too many, or a wrong product
+    except LimitError as exc:
+        raise WireError(str(exc)) from None
     return types.TensorData(data=arr.reshape(shape), dtype=name, shape=shape)
 
 
@@ -85,6 +88,10 @@ def decode_forward_backward(body: bytes, content_encoding: str | None = None) ->
         config[key] = value.text if value.WhichOneof("value") == "text" else float(value.number)
     for key, number in msg.loss_fn_config.items():
         config.setdefault(key, float(number))
+    try:
+        check_finite("loss_fn_config", config)
+    except LimitError as exc:
+        raise WireError(str(exc)) from None
     data = []
     for i, d in enumerate(msg.data):
         chunks = []
