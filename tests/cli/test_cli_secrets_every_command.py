@@ -139,6 +139,16 @@ def _oracle_eval(work: Path) -> Path:
     return out
 
 
+def _oracle_eval_copy(work: Path) -> Path:
+    """A second evaluation folder (compare refuses the same folder as base and candidate)."""
+    import shutil
+
+    out = work / "eval_oracle_copy"
+    if not out.is_dir():
+        shutil.copytree(_oracle_eval(work), out)
+    return out
+
+
 def _arena_gate_spec(work: Path) -> Path:
     # The real spec's G1-G7 need a trained candidate; always-satisfiable checks on the paired comparison every
     # evaluation pair has keep the command's whole path (load, compare, evaluate, verdicts, --output) at exit 0.
@@ -347,7 +357,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--base",
         str(_oracle_eval(w)),
         "--candidate",
-        str(_oracle_eval(w)),
+        str(_oracle_eval_copy(w)),
         "--spec",
         str(_arena_gate_spec(w)),
         "--output",
@@ -358,7 +368,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
         "--base",
         str(_oracle_eval(w)),
         "--candidate",
-        str(_oracle_eval(w)),
+        str(_oracle_eval_copy(w)),
         "--output",
         str(w / "out" / "compare.json"),
         "--json",

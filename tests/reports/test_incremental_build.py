@@ -13,13 +13,12 @@ from rftlab.reports import build_reports, check_reports, main, report_staleness
 from rftlab.reports.inputs import (
     ReportInputs,
     changed_inputs,
-    import_closure,
-    named_modules,
     read_record,
     report_inputs,
     stale_reasons,
     write_record,
 )
+from rftlab.runs.codehash import closure_digest, import_closure, named_modules
 from rftlab.runs.paths import NOTEBOOKS_DIR, PROJECT_ROOT
 
 
@@ -82,6 +81,22 @@ def test_the_closure_follows_imports_transitively_with_parent_packages(tmp_path)
         "rftlab/b/__init__.py",
         "rftlab/b/deep.py",
     }
+
+
+def test_the_closure_digest_changes_with_a_file_of_the_closure_only(tmp_path):
+    src = _tree(
+        tmp_path / "src",
+        {"rftlab/__init__.py": "", "rftlab/a.py": "import rftlab.b\n", "rftlab/b.py": "x = 1\n"},
+    )
+    _tree(src, {"rftlab/c.py": "y = 1\n"})
+    before = closure_digest("rftlab.a", src)
+    closure_digest.cache_clear()
+    (src / "rftlab" / "c.py").write_text("y = 2\n")  # not imported by rftlab.a
+    assert closure_digest("rftlab.a", src) == before
+    closure_digest.cache_clear()
+    (src / "rftlab" / "b.py").write_text("x = 2\n")
+    assert closure_digest("rftlab.a", src) != before
+    closure_digest.cache_clear()
 
 
 def test_a_notebooks_inputs_hold_its_modules_data_and_the_renderer_but_not_unrelated_code():

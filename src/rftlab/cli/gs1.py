@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -228,10 +229,28 @@ def design_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--reps must be an integer from 100 to {MAX_DESIGN_REPS}, got {args.reps}")
     if args.discordance is not None and not all(0 < r <= 1 for r in args.discordance):
         raise UsageError("--discordance values must lie in (0, 1]")
+    # a computation that is still running after 2 s says so (a refusal comes sooner and stays one line)
+    slow = threading.Timer(
+        2.0,
+        lambda: print(
+            "computing the design tables (a Monte Carlo rule takes about a minute; cached for the next run) ...",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
+    slow.daemon = True
     try:
-        out = design(args.spec, candidates=args.candidates, discordances=args.discordance, reps=args.reps)
+        out = design(
+            args.spec,
+            candidates=args.candidates,
+            discordances=args.discordance,
+            reps=args.reps,
+            on_miss=slow.start,
+        )
     except ValueError as exc:  # the message names the spec file (and the field)
         raise UsageError(_spec_message(args.spec, exc)) from None
+    finally:
+        slow.cancel()
     if args.json:
         print_json(json.loads(json.dumps(out, default=str)))
         return 0

@@ -6,12 +6,10 @@ record of what it was built from is ``reports/RESULTS_<name>.inputs.json`` besid
 of each input file and one digest over them all (and the quick flag). Whether a rebuild is needed, and
 why, is a comparison of that record with the tree as it is now (``stale_reasons``).
 
-The library code a notebook depends on is its *import closure*: every ``rftlab`` module named by an
-``import`` anywhere in the notebook (module level or inside a function), then every module those name,
-and so on, with each module's parent packages (their ``__init__`` runs on import). A string constant that
-names an ``rftlab`` module (``importlib.import_module("rftlab.x")``) counts too. The closure is a
-superset of what one run executes, which is the safe side: a change it holds triggers a rebuild that may
-turn out to change nothing, never the other way round. All of ``data/`` counts for every notebook (a spec
+The library code a notebook depends on is its *import closure* (``rftlab.runs.codehash``): every
+``rftlab`` module an ``import`` anywhere in the notebook can load, transitively, with their parent packages.
+It is a superset of what one run executes, which is the safe side: a change it holds triggers a rebuild
+that may turn out to change nothing, never the other way round. All of ``data/`` counts for every notebook (a spec
 is named at run time, not imported).
 
 The record also names the environment it was built in (``environment``: Python, the CPU, the installed
@@ -23,7 +21,6 @@ machine's result, and a fresh clone's ``make reports`` runs every notebook.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import platform
@@ -36,9 +33,9 @@ from importlib import metadata
 from pathlib import Path
 
 from rftlab.runs.atomic import atomic_write_text
+from rftlab.runs.codehash import import_closure
 from rftlab.runs.paths import PROJECT_ROOT
 
-PACKAGE = "rftlab"
 DATA_FOLDER = "data"
 PROJECT_FILES = ("pyproject.toml",)
 # The renderer shapes every report's bytes (header, whitespace, what is refused): an input of each one.
@@ -132,71 +129,6 @@ def environment_change(record: dict) -> str | None:
 
 def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _module_file(module: str, src: Path) -> Path | None:
-    """The source file of ``module`` under ``src`` (``a.b`` → ``a/b.py`` or ``a/b/__init__.py``)."""
-    base = src.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _module_of(path: Path, src: Path) -> tuple[str, bool]:
-    """``(dotted name, is a package)`` of a module file under ``src``."""
-    parts = list(path.relative_to(src).with_suffix("").parts)
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts.pop()
-    return ".".join(parts), is_package
-
-
-def named_modules(source: str, module: str | None = None, is_package: bool = False) -> set[str]:
-    """Every dotted module name an import in ``source`` can load (relative imports resolved against
-    ``module``), plus each ``from m import n`` as ``m.n`` (``n`` may be a submodule) and every string
-    constant that looks like an ``rftlab`` module name."""
-    tree = ast.parse(source)
-    package = (module or "") if is_package else (module or "").rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if (
-                node.value.startswith(PACKAGE + ".")
-                and node.value.replace(".", "").replace("_", "").isalnum()
-            ):
-                names.add(node.value)
-    return names
-
-
-def import_closure(source: str, src: Path) -> list[Path]:
-    """The files of every ``rftlab`` module that ``source`` (a notebook's Python text) can import,
-    transitively, with their parent packages; sorted."""
-    seen: set[Path] = set()
-    pending = list(named_modules(source))
-    while pending:
-        name = pending.pop()
-        if name != PACKAGE and not name.startswith(PACKAGE + "."):
-            continue
-        parts = name.split(".")
-        for end in range(1, len(parts) + 1):  # the module and every package above it
-            path = _module_file(".".join(parts[:end]), src)
-            if path is None or path in seen:
-                continue
-            seen.add(path)
-            module, is_package = _module_of(path, src)
-            pending.extend(named_modules(path.read_text(encoding="utf-8"), module, is_package))
-    return sorted(seen)
 
 
 def _git_files(root: Path, folder: str) -> list[str] | None:

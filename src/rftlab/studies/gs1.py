@@ -250,29 +250,50 @@ def design(
     discordances=None,
     reps: int | None = None,
     seed: int | None = None,
+    on_miss: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """What the spec's decision rule can decide at its n before any run (``rftlab.analysis.gs1``): the
     probability of ``noninferior`` at −margin, 0, +0.02 and +0.045 and the items for 80% power at
     equality; with ``candidates``, every finite-sample bound at the planning discordance and the one the
-    design numbers choose."""
-    from rftlab.analysis import gs1 as ana
-    from rftlab.analysis.decision_rules import load_decision_rule
+    design numbers choose.
+
+    The tables are deterministic for their inputs, so they are cached in the run store
+    (``rftlab.runs.cache``) under the spec's SHA-256, the options and the digest of the code that computes
+    them; ``on_miss`` is called before a computation (a Monte Carlo rule's takes tens of seconds).
+    ``cached`` in the result says which it was."""
+    from rftlab.runs.cache import cached_json
+    from rftlab.runs.codehash import closure_digest
 
     spec, sha = load_spec(spec_path)
     opts: dict[str, Any] = {}
     if discordances is not None:
-        opts["discordances"] = tuple(float(r) for r in discordances)
+        opts["discordances"] = [float(r) for r in discordances]
     if reps is not None:
         opts["reps"] = int(reps)
     if seed is not None:
         opts["seed"] = int(seed)
-    d = ana.spec_design(spec_path, **opts)
-    out: dict[str, Any] = {"spec": str(spec_path), "spec_sha256": sha, "design": d.to_dict()}
-    out["table"] = ana.design_table(d)
-    out["note"] = ana.design_note(d)
+    key = {
+        "spec_sha256": sha,
+        "candidates": bool(candidates),
+        "options": opts,
+        "code": closure_digest("rftlab.analysis.gs1"),
+    }
+    value, hit = cached_json(
+        "gs1_design", key, lambda: _design_tables(spec_path, candidates, opts), on_miss=on_miss
+    )
+    return {"spec": str(spec_path), "spec_sha256": sha, **value, "cached": hit}
+
+
+def _design_tables(spec_path: str | Path, candidates: bool, opts: dict[str, Any]) -> dict[str, Any]:
+    from rftlab.analysis import gs1 as ana
+    from rftlab.analysis.decision_rules import load_decision_rule
+
+    run_opts = {k: (tuple(v) if k == "discordances" else v) for k, v in opts.items()}
+    d = ana.spec_design(spec_path, **run_opts)
+    out: dict[str, Any] = {"design": d.to_dict(), "table": ana.design_table(d), "note": ana.design_note(d)}
     if candidates:
         rule, _ = load_decision_rule(spec_path)
-        cand_opts = {k: v for k, v in opts.items() if k in ("reps", "seed")}
+        cand_opts = {k: v for k, v in run_opts.items() if k in ("reps", "seed")}
         designs = ana.candidate_designs(rule, d.n, **cand_opts)
         out["candidates"] = [c.to_dict() for c in designs]
         out["chosen_method"] = ana.choose_method(designs)
