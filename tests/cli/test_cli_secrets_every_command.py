@@ -504,11 +504,6 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
 # Commands whose exit code is a verdict of what they ran, which their smallest offline run cannot pass:
 # they still run to the end and write every file, which is what this test greps.
 EXPECTED_EXIT: dict[tuple[str, ...], int] = {
-    # --quick on the local backend skips the warm start (minutes), so rewards are constant and the
-    # preflight reports "failed" (exit 1) after running every check and writing preflight.json.
-    ("gs1", "preflight"): 1,
-    # The same preflight first, then the study stops before any arm ("stopped": exit 1), as designed.
-    ("gs1", "run"): 1,
     # One step on one row cannot make the tiny model reproduce it ("passed": false, exit 1); even 40
     # steps at a high learning rate do not (32 s), so the smallest run stands.
     ("arena", "sft-smoke"): 1,

@@ -260,7 +260,7 @@ def test_quick_arms_keep_equal_rollout_budgets_and_group_sizes():
     arms = quick_arms(arms_from_spec(json.loads(DEFAULT_SPEC.read_text())))
     g, k = arms["grpo_gs8"], arms["gs1_kernel"]
     assert g.group_size == 8 and k.group_size == 1
-    assert g.rollouts_per_step == k.rollouts_per_step == 16
+    assert g.rollouts_per_step == k.rollouts_per_step == 64  # the spec's: the activation gate needs them
     assert g.steps == k.steps == 2
 
 
