@@ -76,3 +76,35 @@ def test_nothing_points_outside_the_repository(pattern):
         if p.suffix in (".py", ".md") and re.search(pattern, p.read_text(encoding="utf-8"))
     ]
     assert not hits, f"{pattern} found in: {hits}"
+
+
+def test_the_glossary_defines_the_reports_jargon():
+    """Words a new reader met in the reports without a definition (the researcher's-day review)."""
+    text = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    for term in (
+        "The seed (document)",
+        "Discordance",
+        "Betting bound",
+        "Empirical Bernstein",
+        "Wilson interval",
+        "Sign-flip",
+        "Lineage",
+        "Assay sensitivity",
+        "Hartung–Knapp",
+        "Interquartile mean",
+        "Simulation truth",
+        "memory_gain",
+        "Occupied-IoU",
+        "BB/hand",
+    ):
+        assert f"**{term}" in text, f"the glossary has no entry for {term!r}"
+
+
+def test_every_committed_report_links_the_glossary():
+    from rftlab.reports import GLOSSARY_LINK
+
+    reports = sorted((ROOT / "reports").glob("RESULTS_*.md"))
+    assert reports
+    for report in reports:
+        assert f"]({GLOSSARY_LINK})" in report.read_text(encoding="utf-8"), report.name
+    assert (ROOT / "reports" / GLOSSARY_LINK).resolve() == (ROOT / "docs" / "glossary.md").resolve()

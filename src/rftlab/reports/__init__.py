@@ -100,6 +100,7 @@ _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{8}\b")  # rftlab.runs run ids: th
 _PROGRESS = re.compile(r"\d+%\|[^|\n]{0,60}\||\[\d\d:\d\d<|\d\s*(?:it/s|s/it)\]")
 
 
+GLOSSARY_LINK = "../docs/glossary.md"  # from reports/, where every report lives
 KERNEL_DISPLAY_NAME = "Python 3 (rftlab)"
 """The kernel ``make setup`` registers; the committed notebooks name it, so a save in JupyterLab changes nothing."""
 
@@ -357,6 +358,7 @@ def render_markdown(
     for file_name, svg in vectors.items():
         atomic_write_text(out_dir / files_dir / file_name, svg)
     tables = write_table_exports(body, name, out_dir / files_dir)
+    body += f"\n*Terms used here are defined in the [glossary]({GLOSSARY_LINK}).*\n"
     if tables or vectors:
         body += (
             f"\n*Exports: {tables} table(s) as CSV and LaTeX (booktabs) and {len(vectors)} figure(s) as SVG in "
