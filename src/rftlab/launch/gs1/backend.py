@@ -33,7 +33,12 @@ LOCAL_RENDERER = "qwen3_5_disable_thinking"
 LOCAL_SIZES: dict[str, Any] = {"max_tokens": 32, "eval_max_tokens": 32}
 # The smoke-size warm start: enough supervised steps that the tiny model's rewards vary (an untrained one
 # scores 0 everywhere and the preflight rightly stops on constant rewards).
-QUICK_WARM_START: dict[str, Any] = {"max_steps": 120, "eval_every": 20, "eval_problems": 32, "target_reward": 0.25}
+QUICK_WARM_START: dict[str, Any] = {
+    "max_steps": 120,
+    "eval_every": 20,
+    "eval_problems": 32,
+    "target_reward": 0.25,
+}
 QUICK_SIZES: dict[str, Any] = {
     "steps": 2,
     "n_eval": 16,
