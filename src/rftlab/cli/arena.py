@@ -755,7 +755,7 @@ def _sft_run(args: argparse.Namespace) -> int:
     else:
         print(f"lineage {result.lineage['lineage']} ({result.lineage['spec_name']}, backend {args.backend})")
         for row in lineage_rows(result):
-            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run']}]")
+            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run folder']}]")
         if result.stopped_at is not None:
             print(f"stopped at step {result.stopped_at}: {result.lineage['stop_reason']}")
     if result.stopped_at is not None:
