@@ -512,6 +512,28 @@ def _input_sha256(path: str | Path) -> str:
         raise ValueError(f"input file {path}: cannot be read ({exc.strerror or exc})") from None
 
 
+FRESH_RUN_ADVICE = (
+    "start a fresh run instead (`rftlab arm launch SPEC --no-resume`, or move the run folder aside)"
+)
+
+
+def _repeated_step(path: Path) -> str | None:
+    """Where ``metrics.jsonl`` first records a step twice (``"line 4 repeats step 1 of line 2"``), if it
+    does (a run's steps are unique: a resumed run would go on from a history it never had)."""
+    try:
+        rows, _ = _parse_jsonl(path, _read_bytes(path))
+    except FileNotFoundError:
+        return None
+    first: dict[int, int] = {}
+    for number, row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            if step in first:
+                return f"line {number} repeats step {step} of line {first[step]}"
+            first[step] = number
+    return None
+
+
 def _check_metrics_readable(run: Run, action: str) -> None:
     try:
         run.metrics()
@@ -524,6 +546,14 @@ def _check_metrics_readable(run: Run, action: str) -> None:
                 "or start a fresh run with force=True)"
             }
         ) from None
+    repeated = _repeated_step(run.path / "metrics.jsonl") if action == "resume" else None
+    if repeated is not None:
+        raise CorruptRunError(
+            {
+                str(run.path / "metrics.jsonl"): f"{repeated} (steps are unique within a run); refusing to "
+                f"resume run {run.path}: {FRESH_RUN_ADVICE}"
+            }
+        )
 
 
 class RunStore:
