@@ -411,3 +411,15 @@ def test_an_evaluation_under_the_older_raw_spec_key_counts(data, tmp_path):
     with pytest.raises(SingleEvaluationError, match="second evaluation is refused"):
         run_stage1(spec_path, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
     assert len(store.runs("arena_sft_simulated", "final_eval")) == 1
+
+
+def test_the_final_evaluation_lock_never_follows_a_planted_symlink(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    (tmp_path / "runs" / "exp").mkdir(parents=True)
+    (tmp_path / "runs" / "exp" / ".final_eval.lock").symlink_to(victim)
+    with pytest.raises(Stage1Error, match="is a symlink; refusing to open it"):
+        claim_final_evaluation(
+            RunStore(tmp_path / "runs"), "exp", "lineage1", {"checkpoint_step": 40}, "local"
+        )
+    assert victim.read_bytes() == b"precious\n"

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rftlab.runs.locks import LockPathError, open_lock_file
 from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.runs.strictjson import read_json_file
 from rftlab.training.arena.sft import (
@@ -349,7 +350,10 @@ def sampling_client(backend: Backend, model_path: str | None = None) -> Any:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".final_eval.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = open_lock_file(folder / ".final_eval.lock")  # never through a planted symlink
+    except LockPathError as exc:
+        raise Stage1Error(str(exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
