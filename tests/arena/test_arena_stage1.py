@@ -5,6 +5,7 @@ the refused second test evaluation and the diagnosis run, the tiny local model, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -423,3 +424,24 @@ def test_the_final_evaluation_lock_never_follows_a_planted_symlink(tmp_path):
             RunStore(tmp_path / "runs"), "exp", "lineage1", {"checkpoint_step": 40}, "local"
         )
     assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_lineage_finished_under_the_older_raw_spec_key_is_read_back(data, tmp_path):
+    import shutil
+
+    import rftlab.studies.arena as study
+
+    spec_path = _spec(tmp_path, **SMALL)
+    root = tmp_path / "runs"
+    first = run_stage1(spec_path, backend="simulated", store_root=root, data_dir=data)
+    # the same lineage as an older version recorded it: its key held the raw spec
+    spec, raw = load_stage1_spec(spec_path)
+    _, key = study._lineage_key(spec, data, spec.resolve(spec.gate_spec), "simulated", None)
+    store = RunStore(root)
+    old = store.create_run("arena_sft_simulated", "lineage", {**key, "spec": raw}, backend="simulated")
+    shutil.copy(Path(first.runs["lineage"]) / "lineage.json", old.path / "lineage.json")
+    old.finish()
+    shutil.rmtree(first.runs["lineage"])
+    before = _runs(root)
+    again = run_stage1(spec_path, backend="simulated", store_root=root, data_dir=data)
+    assert _runs(root) == before and again.gates == first.gates and again.selection == first.selection

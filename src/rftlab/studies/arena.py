@@ -297,22 +297,33 @@ def _lineage_key(
     return manifest, key
 
 
-def _equivalent_lineages(store: Any, experiment: str, key: Mapping[str, Any], lineage_id: str) -> set[str]:
-    """The ids of the experiment's other lineages with the same results-deciding key: records written
-    before the key left out the spec's documentation fields (their key holds the raw spec). Their test
-    evaluation counts as this lineage's: it is not evaluated a second time."""
+def _equivalent_lineages(store: Any, experiment: str, key: Mapping[str, Any], lineage_id: str) -> list[Any]:
+    """The experiment's other lineage runs with the same results-deciding key: records written before
+    the key left out the spec's documentation fields (their key holds the raw spec). Their test
+    evaluation counts as this lineage's (never evaluated a second time); a finished one is read back."""
     from rftlab.training.arena.stage1 import Stage1Spec
 
-    same = set()
+    same = []
     for run in store.runs(experiment, "lineage"):
         recorded = run.record.spec
         try:
             identity = Stage1Spec.model_validate(recorded["spec"], strict=True).result_identity()
         except (KeyError, TypeError, ValueError):
             identity = recorded.get("spec") if isinstance(recorded, dict) else None
-        if {**recorded, "spec": identity} == dict(key):
-            same.add(run.record.spec_sha256[:16])
-    return same - {lineage_id}
+        if {**recorded, "spec": identity} == dict(key) and run.record.spec_sha256[:16] != lineage_id:
+            same.append(run)
+    return same
+
+
+def _lineage_run(lineage: _Lineage, key: Mapping[str, Any]) -> tuple[Any, str]:
+    """``(lineage run, origin)``: a finished equivalent lineage recorded under an older key is
+    ``"reused"``; else the run store's answer for ``key``. Notes the older ids in ``lineage.aliases``."""
+    older = _equivalent_lineages(lineage.store, lineage.experiment, key, lineage.id)
+    lineage.aliases = {run.record.spec_sha256[:16] for run in older}
+    done = [run for run in older if run.record.status == "finished"]
+    if done:
+        return done[-1], "reused"
+    return lineage.store.start_or_reuse(lineage.experiment, "lineage", key, backend=lineage.backend)
 
 
 def _quiet(backend: str) -> Any:
@@ -357,8 +368,7 @@ def run_stage1(
     lineage_id = spec_sha256(key)[:16]
     store = RunStore(root)
     lineage = _Lineage(store, spec.experiment, lineage_id, backend, progress)
-    lineage.aliases = _equivalent_lineages(store, spec.experiment, key, lineage_id)
-    lineage_run, lineage_origin = store.start_or_reuse(spec.experiment, "lineage", key, backend=backend)
+    lineage_run, lineage_origin = _lineage_run(lineage, key)
     if lineage_origin == "reused" and not diagnosis_eval:
         lineage.progress(f"lineage {lineage_id} finished earlier: read back from {lineage_run.path}")
         return _read_back(store, spec.experiment, _Lineage.read(lineage_run, "lineage.json"))
