@@ -242,3 +242,18 @@ def test_resume_refuses_a_metrics_file_with_a_repeated_step(tmp_path):
     )
     fresh, origin = store.start_or_reuse("e", "a", {"seed": 3}, resume=False)
     assert origin == "new" and fresh.path != run.path
+
+
+def test_a_symlink_planted_at_a_run_file_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim.jsonl"
+    victim.write_bytes(b'{"step": 7}\n')
+    run = RunStore(tmp_path / "runs").create_run("e", "a", {"x": 1})
+    (run.path / "eval.jsonl").symlink_to(victim)
+    run.write_eval([{"item_id": "q1", "correct": True}])  # the link is replaced by the run's file
+    assert not (run.path / "eval.jsonl").is_symlink() and run.eval_items() == [
+        {"item_id": "q1", "correct": True}
+    ]
+    (run.path / "metrics.jsonl").symlink_to(victim)
+    with pytest.raises(CorruptRunError, match="metrics.jsonl: is a symlink; the run store never appends"):
+        run.append_metrics({"step": 0, "x": 1.0})
+    assert victim.read_bytes() == b'{"step": 7}\n'

@@ -195,12 +195,15 @@ def atomic_writer(
     check_secrets: bool = True,
     where: str | None = None,
     mode: int | None = None,
+    follow_symlinks: bool = True,
 ) -> Iterator[IO[bytes]]:
     """``with atomic_writer(path) as handle: handle.write(b"...")`` — the file appears at ``path`` only when
     the block ends without an exception (and the bytes hold no credential). ``mode`` overrides the
-    permissions (default: an existing file's, else ``0o666 & ~umask``). A failure names ``path``."""
+    permissions (default: an existing file's, else ``0o666 & ~umask``). A failure names ``path``.
+    A symlink at ``path`` is written through (the link kept), unless ``follow_symlinks=False``: then the
+    new file replaces the link itself and its target is never touched (the run store's files)."""
     path = Path(path)
-    if path.is_symlink():
+    if path.is_symlink() and follow_symlinks:
         path = Path(os.path.realpath(path))  # write through a symlink; keep the link itself
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
@@ -211,7 +214,8 @@ def atomic_writer(
             raise _naming(exc, path, path.parent) from None
     if mode is None:
         try:
-            mode = path.stat().st_mode & 0o7777 if path.is_file() else new_file_mode()
+            info = path.lstat()
+            mode = info.st_mode & 0o7777 if stat.S_ISREG(info.st_mode) else new_file_mode()
         except OSError:
             mode = new_file_mode()
     tmp = _tmp_path(path)
@@ -251,12 +255,15 @@ def atomic_write_bytes(
     check_secrets: bool = True,
     where: str | None = None,
     mode: int | None = None,
+    follow_symlinks: bool = True,
 ) -> None:
-    """Write ``data`` to ``path`` atomically (see the module docstring)."""
+    """Write ``data`` to ``path`` atomically (see the module docstring and :func:`atomic_writer`)."""
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
         assert_no_secrets(data, where or os.fspath(path))  # before a temporary exists
-    with atomic_writer(path, make_parents=make_parents, check_secrets=False, mode=mode) as handle:
+    with atomic_writer(
+        path, make_parents=make_parents, check_secrets=False, mode=mode, follow_symlinks=follow_symlinks
+    ) as handle:
         handle.write(data)
 
 

@@ -261,8 +261,9 @@ class Run:
             raise FinishedRunError(f"run {self.path} is {self.record.status}; finished runs are immutable")
 
     def _write(self, path: Path, data: bytes) -> None:
-        """Every byte of the run goes through here: credential check, then an atomic write."""
-        atomic_write_bytes(path, data, where=str(path))
+        """Every byte of the run goes through here: credential check, then an atomic write. A symlink
+        at the file's name (planted in a shared store) is replaced, never written through."""
+        atomic_write_bytes(path, data, where=str(path), follow_symlinks=False)
 
     def _save_record(self, record: RunRecord | None = None) -> None:
         """Write ``record`` (default: the current one) and adopt it only once it is on disk, so a refused
@@ -277,6 +278,10 @@ class Run:
         """The current bytes of ``metrics.jsonl`` (newline-terminated) and ``{step: line}``; a damaged file
         raises ``CorruptRunError`` (nothing is written)."""
         path = self.path / "metrics.jsonl"
+        if path.is_symlink():  # its target's bytes would be copied into the run
+            raise CorruptRunError(
+                {str(path): "is a symlink; the run store never appends through one (remove it)"}
+            )
         try:
             data = _read_bytes(path)
         except FileNotFoundError:
