@@ -89,12 +89,12 @@ def open_lock_file(path: Path) -> int:
     (pointing at someone's file) is refused, never opened, truncated or written. ``0o666`` before the
     umask, so a shared store's group (umask 002) can lock too; read-only when only that is allowed
     (``flock`` works on it; the holder's pid is then not noted)."""
-    flags = os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         try:
-            fd = os.open(path, os.O_RDWR | flags, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o666)
         except PermissionError:
-            fd = os.open(path, os.O_RDONLY | flags, 0o666)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | flags, 0o666)
     except OSError as exc:
         if exc.errno == errno.ELOOP or path.is_symlink():
             raise LockPathError(
