@@ -156,3 +156,7 @@ def test_sft_smoke_cli_rejects_bad_input(tmp_path, capsys):
     assert "overfit_256.jsonl does not exist" in capsys.readouterr().err
     (tmp_path / "overfit_256.jsonl").write_text("")
     assert main(["arena", "sft-smoke", "--data", str(tmp_path), "--steps", "0"]) == 2
+    capsys.readouterr()
+    for flag, value, limit in (("--steps", 10**9, 100000), ("--batch-size", 10**9, 4096)):
+        assert main(["arena", "sft-smoke", "--data", str(tmp_path), flag, str(value)]) == 2
+        assert capsys.readouterr().err == f"rftlab: error: {flag} must be between 1 and {limit}\n"

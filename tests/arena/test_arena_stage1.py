@@ -5,8 +5,11 @@ the refused second test evaluation and the diagnosis run, the tiny local model, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from stage1_specs import SMALL, write_spec
 
 from rftlab.cli import main
@@ -16,6 +19,7 @@ from rftlab.studies.arena import lineage_rows, run_stage1
 from rftlab.training.arena.stage1 import (
     SingleEvaluationError,
     Stage1Error,
+    Stage1Spec,
     claim_final_evaluation,
     load_stage1_spec,
     training_plan,
@@ -32,6 +36,42 @@ _spec = write_spec
 
 def _runs(root):
     return {str(r.path) for r in RunStore(root).runs()}
+
+
+def _text_mode(spec, root, data, backend, *extra, code=1):
+    """``rftlab arena sft-run`` in text mode: its stdout (after checking the exit code)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    args = ["arena", "sft-run", str(spec), "--backend", backend, "--data", str(data), "--root", str(root)]
+    with contextlib.redirect_stdout(out):
+        assert main([*args, *extra]) == code
+    return out.getvalue()
+
+
+def test_sft_run_prints_the_lineage_in_text_mode(data, tmp_path, capsys):
+    spec = _spec(tmp_path, **SMALL)
+    root = tmp_path / "runs"
+    out = _text_mode(spec, root, data, "simulated")  # a 10-case lineage: promotion FAIL, exit 1
+    lines = out.splitlines()
+    assert lines[0].startswith("lineage ") and lines[0].endswith(
+        "(arena-sft-stage1-simulated-small, backend simulated)"
+    )
+    folders = ["base_eval", "overfit", "train", "selection", "final_eval", "compare"]
+    assert [line.split(".")[0].strip() for line in lines[1:]] == ["1", "2", "3", "4", "5", "6"]
+    assert all(line.endswith(f"[{folder}/]") for line, folder in zip(lines[1:], folders, strict=True))
+    assert "selected step 80" in lines[4] and "promotion FAIL" in lines[6] and "diagnosis" not in out
+    # a second run reads the finished lineage back and prints the same table; no new run
+    before = _runs(root)
+    capsys.readouterr()
+    assert _text_mode(spec, root, data, "simulated") == out
+    assert _runs(root) == before and "finished earlier: read back from" in capsys.readouterr().err
+    # a diagnosis evaluation says so on the stages it ran again
+    diagnosis = _text_mode(spec, root, data, "simulated", "--diagnosis-eval").splitlines()
+    assert diagnosis[:5] == lines[:5]
+    assert diagnosis[5].endswith("10 frozen cases (diagnosis run, excluded from claims) [final_eval/]")
+    assert diagnosis[6].endswith("not supported (diagnosis run, excluded from claims) [compare/]")
 
 
 def test_simulated_learner_goes_through_every_stage_once(data, tmp_path):
@@ -147,6 +187,9 @@ def test_overfit_failure_stops_at_step_two(data, tmp_path):
     assert list(result.lineage["stages"]) == ["base_eval", "overfit"]
     assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "train")
     assert [r["outcome"] for r in lineage_rows(result)][2:] == ["not reached"] * 4
+    out = _text_mode(spec, tmp_path / "runs", data, "simulated")  # read back: nothing runs again
+    assert "  3. LoRA SFT with validation measurements: not reached [–]" in out
+    assert out.splitlines()[-1].startswith("stopped at step 2: STOP")
 
 
 def test_no_eligible_checkpoint_stops_at_step_four_with_a_diagnosis(data, tmp_path):
@@ -178,6 +221,11 @@ def test_training_plan_of_the_stage1_spec():
         ({"evaluation__frozen_case_stride": 61}, "frozen_case_stride"),
         ({"extra": 1}, "extra"),
         ({"overfit__rows": 1}, "overfit.rows"),
+        ({"train__batch_size": 10**9}, r"train\.batch_size: .*less than or equal to 4096"),
+        ({"overfit__steps": 10**9}, r"overfit\.steps: .*less than or equal to 100000"),
+        ({"train__max_steps": 10**200}, r"train\.max_steps: .*less than or equal to 100000"),
+        ({"evaluation__test_rows": 10**9}, r"evaluation\.test_rows: .*less than or equal to 1000000"),
+        ({"train__epochs": 1000, "train__batch_size": 1}, "optimizer steps, above the limit 100000"),
     ],
 )
 def test_bad_specs_and_backends_give_one_line(change, message, data, tmp_path, capsys):
@@ -228,6 +276,8 @@ def test_tiny_local_model_stops_at_the_overfit_check(data, tmp_path):
     assert result.stopped_at == 2 and not result.overfit["passed"]
     assert result.overfit["template_and_mask_problems"] == []
     assert "template and the loss mask pass every check" in result.lineage["stop_reason"]
+    out = _text_mode(spec, tmp_path / "runs", data, "local")
+    assert "backend local" in out and "  2. overfit check: STOP" in out and "[overfit/]" in out
 
 
 @pytest.mark.slow
@@ -274,6 +324,8 @@ def test_tinker_backend_runs_through_the_real_sdk_against_the_local_service(data
         "/api/v1/optim_step",
         "/api/v1/asample",
     } <= routes
+    out = _text_mode(spec, tmp_path / "runs", data, "tinker", "--base-model", str(model))  # read back
+    assert "backend tinker" in out and "  2. overfit check: STOP" in out and "not reached [–]" in out
 
 
 def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):
@@ -284,3 +336,118 @@ def test_a_diagnosis_evaluation_needs_a_selected_checkpoint(data, tmp_path):
             spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data, diagnosis_eval=True
         )
     assert not RunStore(tmp_path / "runs").runs("arena_sft_simulated", "final_eval")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True),
+    description=st.text(max_size=40),
+    size_note=st.text(max_size=40),
+)
+def test_documentation_fields_never_change_what_decides_the_result(name, description, size_note):
+    raw = json.loads((SPECS_DIR / "arena_sft_simulated.json").read_text())
+    identity = Stage1Spec.model_validate(raw, strict=True).result_identity()
+    edited = {**raw, "name": name, "description": description, "size_note": size_note}
+    assert Stage1Spec.model_validate(edited, strict=True).result_identity() == identity
+    recipe = {**raw, "train": {**raw["train"], "batch_size": raw["train"]["batch_size"] + 1}}
+    assert Stage1Spec.model_validate(recipe, strict=True).result_identity() != identity
+
+
+def _crash_final_evaluation(spec, root, data, monkeypatch):
+    """A lineage whose final evaluation opened the test split and crashed (nothing finished)."""
+    import rftlab.studies.arena as study
+
+    real = study._evaluate_sampler
+    calls = {"n": 0}
+
+    def crash_on_final(ctx, sampler, model, rows=None):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("the GPU went away")
+        return real(ctx, sampler, model, rows)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(study, "_evaluate_sampler", crash_on_final)
+        with pytest.raises(RuntimeError, match="GPU went away"):
+            run_stage1(spec, backend="simulated", store_root=root, data_dir=data)
+
+
+def test_a_new_description_does_not_buy_a_second_test_evaluation(data, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "runs"
+    _crash_final_evaluation(_spec(tmp_path, **SMALL), root, data, monkeypatch)
+    edited = _spec(tmp_path, name="renamed", description="the same run, described again", **SMALL)
+    with pytest.raises(SingleEvaluationError, match="second evaluation is refused"):
+        run_stage1(edited, backend="simulated", store_root=root, data_dir=data)
+    args = [
+        "arena",
+        "sft-run",
+        str(edited),
+        "--backend",
+        "simulated",
+        "--data",
+        str(data),
+        "--root",
+        str(root),
+    ]
+    capsys.readouterr()
+    assert main(args) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("rftlab: refused: lineage ") and "second evaluation is refused" in err[-1]
+    assert len(RunStore(root).runs("arena_sft_simulated", "final_eval")) == 1
+    assert len({r.record.spec_sha256 for r in RunStore(root).runs("arena_sft_simulated", "lineage")}) == 1
+
+
+def test_an_evaluation_under_the_older_raw_spec_key_counts(data, tmp_path):
+    """Stores written while the key held the raw spec (description included): their test evaluation is
+    this lineage's, and a second one is refused."""
+    import rftlab.studies.arena as study
+    from rftlab.runs import spec_sha256
+
+    spec_path = _spec(tmp_path, **SMALL)
+    spec, raw = load_stage1_spec(spec_path)
+    _, key = study._lineage_key(spec, data, spec.resolve(spec.gate_spec), "simulated", None)
+    store = RunStore(tmp_path / "runs")
+    old = store.create_run("arena_sft_simulated", "lineage", {**key, "spec": raw}, backend="simulated")
+    old.finish("failed", error="RuntimeError: the GPU went away")
+    store.create_run(
+        "arena_sft_simulated",
+        "final_eval",
+        {"lineage": spec_sha256({**key, "spec": raw})[:16]},
+        backend="simulated",
+    ).finish("failed", error="RuntimeError: the GPU went away")
+    with pytest.raises(SingleEvaluationError, match="second evaluation is refused"):
+        run_stage1(spec_path, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert len(store.runs("arena_sft_simulated", "final_eval")) == 1
+
+
+def test_the_final_evaluation_lock_never_follows_a_planted_symlink(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    (tmp_path / "runs" / "exp").mkdir(parents=True)
+    (tmp_path / "runs" / "exp" / ".final_eval.lock").symlink_to(victim)
+    with pytest.raises(Stage1Error, match="is a symlink; refusing to open it"):
+        claim_final_evaluation(
+            RunStore(tmp_path / "runs"), "exp", "lineage1", {"checkpoint_step": 40}, "local"
+        )
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_lineage_finished_under_the_older_raw_spec_key_is_read_back(data, tmp_path):
+    import shutil
+
+    import rftlab.studies.arena as study
+
+    spec_path = _spec(tmp_path, **SMALL)
+    root = tmp_path / "runs"
+    first = run_stage1(spec_path, backend="simulated", store_root=root, data_dir=data)
+    # the same lineage as an older version recorded it: its key held the raw spec
+    spec, raw = load_stage1_spec(spec_path)
+    _, key = study._lineage_key(spec, data, spec.resolve(spec.gate_spec), "simulated", None)
+    store = RunStore(root)
+    old = store.create_run("arena_sft_simulated", "lineage", {**key, "spec": raw}, backend="simulated")
+    shutil.copy(Path(first.runs["lineage"]) / "lineage.json", old.path / "lineage.json")
+    old.finish()
+    shutil.rmtree(first.runs["lineage"])
+    before = _runs(root)
+    again = run_stage1(spec_path, backend="simulated", store_root=root, data_dir=data)
+    assert _runs(root) == before and again.gates == first.gates and again.selection == first.selection

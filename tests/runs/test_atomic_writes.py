@@ -8,10 +8,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rftlab.cli import main as cli_main
 from rftlab.runs import (
@@ -25,7 +26,7 @@ from rftlab.runs import (
     find_temporaries,
     load_run,
 )
-from rftlab.runs.atomic import TMP_SUFFIX, new_file_mode
+from rftlab.runs.atomic import PID_MAX, TMP_SUFFIX, _tmp_path, new_file_mode, writer_pid
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -235,25 +236,67 @@ def test_clean_never_removes_a_live_writers_temporary(tmp_path):
     assert out.read_bytes() == b"partial" and find_temporaries(tmp_path) == []
 
 
-def test_temporaries_of_the_earlier_writer_are_stale_after_an_hour(tmp_path):
-    legacy = tmp_path / "e" / "a" / "r" / ".metrics.jsonl.k2j3h4g5.tmp"
-    legacy.parent.mkdir(parents=True)
-    (legacy.parent / "run.json").write_text("{}")
-    legacy.write_bytes(b"x" * 10)
-    # The same name outside a run folder belongs to someone else: never reported.
-    foreign = tmp_path / "e" / ".cache.k2j3h4g5.tmp"
-    foreign.write_bytes(b"y")
-    deep = tmp_path / "e" / "a" / "r" / "b" / "c" / "d" / f".x.{2**22 + 7}-0123abcd.rftlab-tmp"
+def test_files_that_only_look_like_temporaries_are_never_touched(tmp_path, capsys):
+    run_dir = RunStore(tmp_path).create_run("e", "a", {"x": 1}).path
+    dead = _dead_pid()
+    kept = {
+        # the earlier writer's ".<name>.<8 chars>.tmp": no longer written, as likely a user's own file
+        ".metrics.jsonl.k2j3h4g5.tmp": b"x" * 10,
+        "notes.tmp": b"mine",
+        # the pattern, but not as atomic_writer makes it: pid with a leading zero, upper-case hex,
+        # pids beyond any process (the 20- and 200-digit pids of the review), an empty name
+        f".notes.0{dead}-0123abcd{TMP_SUFFIX}": b"a",
+        f".notes.{dead}-0123ABCD{TMP_SUFFIX}": b"b",
+        f".notes.{10**19}-0123abcd{TMP_SUFFIX}": b"c",
+        f".notes.{10**199}-0123abcd{TMP_SUFFIX}": b"d",
+        f".notes.{2**22 + 1}-0123abcd{TMP_SUFFIX}": b"e",
+        f"..{dead}-0123abcd{TMP_SUFFIX}": b"f",
+    }
+    for name, data in kept.items():
+        (run_dir / name).write_bytes(data)
+    os.symlink(run_dir / "notes.tmp", run_dir / f".link.{dead}-0123abcd{TMP_SUFFIX}")  # not a file of ours
+    deep = run_dir / "b" / "c" / "d" / f".x.{dead}-0123abcd{TMP_SUFFIX}"
     deep.parent.mkdir(parents=True)
     deep.write_bytes(b"z")  # deeper than any run-store file: not walked
-    users = tmp_path / "e" / "a" / "r" / "notes.tmp"  # not a writer temporary: never reported
-    users.write_text("mine")
-    (found,) = find_temporaries(tmp_path)
-    assert found.path == legacy and found.pid is None and not found.stale
-    old = time.time() - 7200
-    os.utime(legacy, (old, old))
-    assert [t.path for t in clean_temporaries(tmp_path)] == [legacy]
-    assert not legacy.exists() and users.exists() and foreign.exists() and deep.exists()
+    stale = run_dir / f".eval.jsonl.{dead}-0123abcd{TMP_SUFFIX}"  # exactly a killed writer's
+    stale.write_bytes(b"cut")
+    assert [(t.path, t.pid, t.stale) for t in find_temporaries(tmp_path)] == [(stale, dead, True)]
+    assert cli_main(["runs", "list", "--root", str(tmp_path)]) == 0
+    assert "1 stale temporary file(s) (3 bytes)" in capsys.readouterr().err
+    assert cli_main(["runs", "clean", "--root", str(tmp_path)]) == 0
+    assert f"removed {stale}" in capsys.readouterr().out
+    assert not stale.exists() and deep.exists()
+    assert all((run_dir / name).read_bytes() == data for name, data in kept.items())
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=300).filter(
+        lambda n: "/" not in n and "\x00" not in n and n not in (".", "..")
+    )
+)
+def test_writer_pid_reads_back_every_name_the_writers_make(name):
+    temporary = _tmp_path(Path("/x") / name).name
+    assert writer_pid(temporary) == os.getpid()
+    pid = writer_pid(name)  # any other name: no pid, or one a process can have
+    assert pid is None or 1 <= pid <= PID_MAX
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    stem=st.text(min_size=1, max_size=100).filter(lambda n: "/" not in n),
+    pid=st.one_of(st.integers(min_value=PID_MAX + 1, max_value=10**200), st.integers(max_value=0)),
+    tail=st.from_regex(r"[0-9a-fA-F]{8}", fullmatch=True),
+)
+def test_writer_pid_never_takes_a_pid_no_process_can_have(stem, pid, tail):
+    assert writer_pid(f".{stem}.{pid}-{tail}{TMP_SUFFIX}") is None
 
 
 def test_json_writes_in_the_store_are_plain_files_readable_by_json(tmp_path):
@@ -276,3 +319,11 @@ def test_a_full_disk_names_the_file_and_cleans_up(work, capsys, monkeypatch):
         handle.write(b"x")
         raise OSError(28, "No space left on device")
     assert caught.value.filename == str(out) and list(work.iterdir()) == []
+
+
+def test_runs_clean_help_says_what_it_removes(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["runs", "clean", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "'.<file name>.<pid>-<8 lowercase hex digits>.rftlab-tmp'" in text
+    assert "whose writer process is gone and which belong to you" in text

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rftlab.cli import main
 from rftlab.runs import RunBusyError, RunStore, load_run
-from rftlab.runs.locks import LOCK_DIR
+from rftlab.runs.locks import LOCK_DIR, LockPathError
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
@@ -156,3 +156,104 @@ def test_the_probe_sees_the_retry_thread_when_litellm_loads_first():
         assert "rust_bridge.catalog" in done.stderr or "deadlock" in done.stderr, done.stderr[-2000:]
         return
     assert "litellm-model-cost-map-retry" in done.stdout.strip().splitlines()[0]
+
+
+# ---------------------------------------------------------------------------- a shared store's lock files
+
+
+def _small_spec(tmp_path: Path) -> tuple[Path, str, str]:
+    """A small spectrum arm spec file, with its experiment and arm."""
+    base = json.loads((REPO / "data" / "specs" / "spectrum_A.json").read_text())
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps({**base, "rows": 3, "epochs": 2, "response_candidates": 3}))
+    return spec_file, base["experiment"], base["arm"]
+
+
+def _launch(spec_file: Path, root: Path, capsys) -> tuple[int, list[str]]:
+    code = main(["arm", "launch", str(spec_file), "--backend", "local", "--root", str(root)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if line.startswith("rftlab: error:")]
+
+
+def test_a_lock_symlink_planted_in_a_shared_store_is_refused(tmp_path, capsys):
+    spec_file, experiment, arm = _small_spec(tmp_path)
+    root = tmp_path / "runs"
+    (root / LOCK_DIR).mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"someone's precious file\n")
+    link = root / LOCK_DIR / f"{experiment}.{arm}.lock"
+    link.symlink_to(victim)
+    code, errors = _launch(spec_file, root, capsys)
+    assert code == 2 and errors == [
+        f"rftlab: error: lock file {link} is a symlink; refusing to open it (someone else may have planted "
+        "it: remove the link and check the store's permissions)"
+    ]
+    assert victim.read_bytes() == b"someone's precious file\n" and RunStore(root).runs() == []
+    # the claim of one run: the same refusal, the target untouched
+    run = RunStore(root).create_run("e", "a", {"x": 1})
+    claim_link = root / LOCK_DIR / f"e.a.{run.run_id}.lock"
+    claim_link.symlink_to(victim)
+    with pytest.raises(LockPathError, match="is a symlink; refusing to open it"):
+        run.claim()
+    # a dangling link (its target not yet there) is not created through either
+    claim_link.unlink()
+    claim_link.symlink_to(tmp_path / "would-be-created")
+    with pytest.raises(LockPathError, match="is a symlink"):
+        run.claim()
+    assert (
+        victim.read_bytes() == b"someone's precious file\n" and not (tmp_path / "would-be-created").exists()
+    )
+
+
+def test_a_hard_linked_lock_file_is_refused(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    run = RunStore(tmp_path / "runs").create_run("e", "a", {"x": 1})
+    (tmp_path / "runs" / LOCK_DIR).mkdir()
+    os.link(victim, tmp_path / "runs" / LOCK_DIR / f"e.a.{run.run_id}.lock")
+    with pytest.raises(LockPathError, match="not a plain file of its own"):
+        run.claim()
+    assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_file_in_place_of_the_lock_folder_is_one_clear_line(tmp_path, capsys):
+    spec_file, _, _ = _small_spec(tmp_path)
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / LOCK_DIR).write_text("not a folder\n")
+    code, errors = _launch(spec_file, root, capsys)
+    assert code == 2 and errors == [
+        f"rftlab: error: {root / LOCK_DIR} is a file, not a folder; the run store keeps its lock files "
+        "there (move the file aside)"
+    ]
+    assert (root / LOCK_DIR).read_text() == "not a folder\n"
+
+
+def test_lock_files_are_group_writable_under_umask_002(tmp_path):
+    saved = os.umask(0o002)
+    try:
+        run, _ = RunStore(tmp_path / "runs").start_or_reuse("e", "a", {"x": 1})
+    finally:
+        os.umask(saved)
+    locks = sorted((tmp_path / "runs" / LOCK_DIR).iterdir())
+    assert locks and all(p.stat().st_mode & 0o777 == 0o664 for p in locks)
+    run.release()
+
+
+def test_arm_launch_refuses_to_resume_a_run_with_a_repeated_step(tmp_path, capsys):
+    from rftlab.launch.spectrum.spec import load_arm_spec
+
+    spec_file, experiment, arm = _small_spec(tmp_path)
+    root = tmp_path / "runs"
+    spec = load_arm_spec(spec_file)
+    run = RunStore(root).create_run(experiment, arm, spec.to_dict(), backend="local")
+    metrics = run.path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": s, "epoch": s, "reward": 0.5}) + "\n" for s in (0, 1, 1)))
+    code, errors = _launch(spec_file, root, capsys)
+    assert code == 2 and errors == [
+        f"rftlab: error: {metrics}: line 3 repeats step 1 of line 2 (steps are unique within a run); "
+        f"refusing to resume run {run.path}: start a fresh run instead (`rftlab arm launch SPEC "
+        "--no-resume`, or move the run folder aside)"
+    ]
+    assert [row["step"] for row in load_run(run.path).metrics()] == [0, 1, 1]  # left as it was

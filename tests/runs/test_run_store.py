@@ -224,3 +224,36 @@ def test_cli_lists_runs_and_exports_metrics(tmp_path, capsys):
     (run.path / "run.json").write_text("")
     assert cli_main(["runs", "list", "--root", str(tmp_path)]) == 2
     assert "run.json" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_metrics_file_with_a_repeated_step(tmp_path):
+    store = RunStore(tmp_path)
+    run, _ = store.start_or_reuse("e", "a", {"seed": 3})
+    run.append_metrics([{"step": 0, "x": 1.0}, {"step": 1, "x": 2.0}, {"step": 2, "x": 3.0}])
+    metrics = run.path / "metrics.jsonl"
+    with open(metrics, "ab") as handle:  # step 1 written twice (a copy, a bad merge)
+        handle.write(b'{"step": 1, "epoch": 1, "x": 2.5}\n')
+    with pytest.raises(CorruptRunError) as caught:
+        store.start_or_reuse("e", "a", {"seed": 3}, resume=True)
+    assert str(caught.value) == (
+        f"{metrics}: line 4 repeats step 1 of line 2 (steps are unique within a run); refusing to resume "
+        f"run {run.path}: start a fresh run instead (`rftlab arm launch SPEC --no-resume`, or move the run "
+        "folder aside)"
+    )
+    fresh, origin = store.start_or_reuse("e", "a", {"seed": 3}, resume=False)
+    assert origin == "new" and fresh.path != run.path
+
+
+def test_a_symlink_planted_at_a_run_file_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim.jsonl"
+    victim.write_bytes(b'{"step": 7}\n')
+    run = RunStore(tmp_path / "runs").create_run("e", "a", {"x": 1})
+    (run.path / "eval.jsonl").symlink_to(victim)
+    run.write_eval([{"item_id": "q1", "correct": True}])  # the link is replaced by the run's file
+    assert not (run.path / "eval.jsonl").is_symlink() and run.eval_items() == [
+        {"item_id": "q1", "correct": True}
+    ]
+    (run.path / "metrics.jsonl").symlink_to(victim)
+    with pytest.raises(CorruptRunError, match="metrics.jsonl: is a symlink; the run store never appends"):
+        run.append_metrics({"step": 0, "x": 1.0})
+    assert victim.read_bytes() == b'{"step": 7}\n'

@@ -24,14 +24,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): "the atomic writer itself (unique temporary, fsync, rename)",
     ("src/rftlab/runs/atomic.py", "atomic_directory"): "the atomic folder writer itself (per-file rename)",
     ("src/rftlab/runs/atomic.py", "_check_output_path"): "an empty probe file, removed at once",
-    ("src/rftlab/runs/locks.py", "_open"): "a lock file: only the holder's pid, never read as data",
+    ("src/rftlab/runs/locks.py", "open_lock_file"): "a lock file: only the holder's pid, never read as data",
     ("src/rftlab/runs/locks.py", "_note_pid"): "a lock file: only the holder's pid, never read as data",
     ("src/rftlab/launch/fireworks.py", "stage_evaluator"): (
         "the evaluator staging folder is a fresh private temporary folder that eval-protocol tars and that "
         "is deleted afterwards (issue 23 owns this code); a cut file there is never read again"
-    ),
-    ("src/rftlab/training/arena/stage1.py", "_locked"): (
-        "an empty lock file held with flock (the single-evaluation rule); never read as data"
     ),
     ("src/rftlab/reports/__init__.py", "append_build_log"): (
         "the untracked, append-only build log (durations, stderr): a kill cuts at most its last line, and no "

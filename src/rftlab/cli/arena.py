@@ -686,10 +686,13 @@ def _sft_smoke(args: argparse.Namespace) -> int:
     path = Path(args.data) / "overfit_256.jsonl"
     if not path.is_file():
         raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
-    for name in ("rows", "steps", "batch_size", "max_tokens"):
+    from rftlab.training.arena.stage1 import MAX_BATCH, MAX_ROWS, MAX_STEPS, MAX_TOKENS
+
+    limits = {"rows": MAX_ROWS, "steps": MAX_STEPS, "batch_size": MAX_BATCH, "max_tokens": MAX_TOKENS}
+    for name, limit in limits.items():  # the Stage-1 spec's limits (docs/arena.md §11)
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+        if value is not None and not 1 <= value <= limit:
+            raise UsageError(f"--{name.replace('_', '-')} must be between 1 and {limit}")
     if args.lr is not None and not 0 < args.lr < float("inf"):
         raise UsageError("--lr must be a positive finite number")
     if args.output:
@@ -780,7 +783,7 @@ def _sft_run(args: argparse.Namespace) -> int:
     else:
         print(f"lineage {result.lineage['lineage']} ({result.lineage['spec_name']}, backend {args.backend})")
         for row in lineage_rows(result):
-            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run']}]")
+            print(f"  {row['step']}. {row['stage']}: {row['outcome']} [{row['run folder']}]")
         if result.stopped_at is not None:
             print(f"stopped at step {result.stopped_at}: {result.lineage['stop_reason']}")
     if result.stopped_at is not None:

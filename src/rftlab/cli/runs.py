@@ -14,6 +14,15 @@ from pathlib import Path
 
 from rftlab.cli import UsageError, add_root_argument, print_json
 
+CLEAN_DESCRIPTION = (
+    "Remove the temporary files that rftlab's atomic writers left when they were killed (SIGKILL, power "
+    "loss), at most 5 folders below --root. Only names exactly as the writers make them count: "
+    "'.<file name>.<pid>-<8 lowercase hex digits>.rftlab-tmp' (a regular file, or a staging folder of the "
+    "same name), whose writer process is gone and which belong to you. Anything else is never touched: a "
+    "file that merely resembles the pattern, a name with a pid no process can have, a symlink, another "
+    "user's file, and every temporary whose writer is still running."
+)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     runs = subparsers.add_parser("runs", help="list runs, export their metrics, clean stale temporaries")
@@ -34,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     metrics.set_defaults(func=_metrics)
 
     clean = sub.add_parser(
-        "clean", help="remove temporary files left by writers that were killed (never a live writer's)"
+        "clean",
+        help="remove temporary files left by rftlab writers that were killed (never a live writer's)",
+        description=CLEAN_DESCRIPTION,
     )
     add_root_argument(clean)
     clean.add_argument("--dry-run", action="store_true", help="only list what would be removed")
@@ -101,7 +112,7 @@ def _list(args: argparse.Namespace) -> int:
             print(
                 f"{row['experiment']:<20} {row['arm']:<16} {row['run_id']:<28} {row['backend']:<10} {row['status']}"
             )
-    stale = [t for t in find_temporaries(root) if t.stale]
+    stale = [t for t in find_temporaries(root) if t.stale and t.ours]
     if stale:
         size = sum(t.size for t in stale)
         print(
@@ -132,9 +143,12 @@ def _clean(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     for temp in removed:
         print(f"{verb} {temp.path} ({temp.size} bytes, writer pid {temp.pid or 'unknown'})")
-    live = [t for t in find_temporaries(root) if not t.stale]
+    left = find_temporaries(root)
+    live = [t for t in left if not t.stale]
+    others = [t for t in left if t.stale and not t.ours]
     print(
-        f"{verb} {len(removed)} stale temporary file(s); {len(live)} belong to writers still running",
+        f"{verb} {len(removed)} stale temporary file(s); {len(live)} belong to writers still running"
+        + (f"; {len(others)} stale one(s) of other users left for them" if others else ""),
         file=sys.stderr,
     )
     return 0

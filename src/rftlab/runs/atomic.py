@@ -10,7 +10,11 @@ flushes it to disk and renames it over the target. A reader sees the old file or
 - Permissions: a new file gets ``0o666 & ~umask`` (like ``open()``); an existing target keeps its mode.
 - A writer killed with SIGKILL cannot clean up: its temporary stays. Readers never open temporaries (they
   open fixed names), and :func:`find_temporaries` / ``rftlab runs clean`` report and remove stale ones
-  (the writer's pid is in the name; a temporary whose process is gone is stale).
+  (the writer's pid is in the name; a temporary whose process is gone is stale). Only names exactly in the
+  format above, with a pid a process can have, on regular files (or staging folders) of the current
+  user are removed; a user's file that merely resembles one is never touched.
+- Temporaries are created with ``O_EXCL | O_NOFOLLOW``: a symlink planted at a temporary's name is never
+  followed.
 - :func:`check_output_path` validates a path before anything is written, so a command writing several
   files can check them all first and fail naming the flag.
 """
@@ -23,6 +27,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,10 +38,14 @@ from rftlab.runs.errors import OutputPathError
 from rftlab.runs.secrets import assert_file_has_no_secrets, assert_no_secrets
 
 TMP_SUFFIX = ".rftlab-tmp"
-_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}" + re.escape(TMP_SUFFIX) + r"$")
-# Temporaries of the earlier writer (tempfile.mkstemp(prefix=".<name>.", suffix=".tmp")): no pid inside.
-_LEGACY_TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
-LEGACY_STALE_AFTER_S = 3600.0
+_STEM_MAX = 100  # characters of the target's name kept in a temporary's name (the 255-byte limit)
+# Exactly what _tmp_path makes: "." + the target's name (1-100 characters) + "." + the writer's pid
+# (decimal, no leading zero) + "-" + 8 lowercase hex digits + TMP_SUFFIX.
+_TMP_RE = re.compile(
+    rf"^\.(?P<name>.{{1,{_STEM_MAX}}})\.(?P<pid>[1-9][0-9]{{0,9}})-[0-9a-f]{{8}}{re.escape(TMP_SUFFIX)}\Z",
+    re.DOTALL,
+)
+PID_MAX = 4_194_304  # no system gives a process a larger id (Linux's PID_MAX_LIMIT, 2**22)
 
 __all__ = [
     "TMP_SUFFIX",
@@ -49,6 +58,7 @@ __all__ = [
     "clean_temporaries",
     "find_temporaries",
     "new_file_mode",
+    "writer_pid",
 ]
 
 
@@ -71,8 +81,18 @@ def new_file_mode() -> int:
 
 
 def _tmp_path(path: Path) -> Path:
-    stem = path.name[:100]  # keep the temporary's name under the 255-byte limit
+    stem = path.name[:_STEM_MAX]  # keep the temporary's name under the 255-byte limit
     return path.with_name(f".{stem}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def writer_pid(name: str) -> int | None:
+    """The writer's pid when ``name`` is a temporary's name exactly as this module makes it, else
+    ``None`` (any other name, or a "pid" no process can have: never one of our temporaries)."""
+    match = _TMP_RE.match(name)
+    if match is None:
+        return None
+    pid = int(match["pid"])  # at most 10 digits: no huge numbers reach os.kill
+    return pid if pid <= PID_MAX else None
 
 
 def _describe(exc: OSError) -> str:
@@ -138,7 +158,7 @@ def _check_output_path(path: str | os.PathLike[str], flag: str, make_parents: bo
             ) from None
     probe = _tmp_path(target)
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise OutputPathError(
             f"{flag} {text}: {_folder_refusal(parent, exc)}; choose a writable location"
@@ -175,12 +195,15 @@ def atomic_writer(
     check_secrets: bool = True,
     where: str | None = None,
     mode: int | None = None,
+    follow_symlinks: bool = True,
 ) -> Iterator[IO[bytes]]:
     """``with atomic_writer(path) as handle: handle.write(b"...")`` — the file appears at ``path`` only when
     the block ends without an exception (and the bytes hold no credential). ``mode`` overrides the
-    permissions (default: an existing file's, else ``0o666 & ~umask``). A failure names ``path``."""
+    permissions (default: an existing file's, else ``0o666 & ~umask``). A failure names ``path``.
+    A symlink at ``path`` is written through (the link kept), unless ``follow_symlinks=False``: then the
+    new file replaces the link itself and its target is never touched (the run store's files)."""
     path = Path(path)
-    if path.is_symlink():
+    if path.is_symlink() and follow_symlinks:
         path = Path(os.path.realpath(path))  # write through a symlink; keep the link itself
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
@@ -191,12 +214,13 @@ def atomic_writer(
             raise _naming(exc, path, path.parent) from None
     if mode is None:
         try:
-            mode = path.stat().st_mode & 0o7777 if path.is_file() else new_file_mode()
+            info = path.lstat()
+            mode = info.st_mode & 0o7777 if stat.S_ISREG(info.st_mode) else new_file_mode()
         except OSError:
             mode = new_file_mode()
     tmp = _tmp_path(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise _naming(exc, path, tmp) from None
     try:
@@ -231,12 +255,15 @@ def atomic_write_bytes(
     check_secrets: bool = True,
     where: str | None = None,
     mode: int | None = None,
+    follow_symlinks: bool = True,
 ) -> None:
-    """Write ``data`` to ``path`` atomically (see the module docstring)."""
+    """Write ``data`` to ``path`` atomically (see the module docstring and :func:`atomic_writer`)."""
     if check_secrets:
         assert_no_secrets(os.fsencode(path), where="a file (its name)")
         assert_no_secrets(data, where or os.fspath(path))  # before a temporary exists
-    with atomic_writer(path, make_parents=make_parents, check_secrets=False, mode=mode) as handle:
+    with atomic_writer(
+        path, make_parents=make_parents, check_secrets=False, mode=mode, follow_symlinks=follow_symlinks
+    ) as handle:
         handle.write(data)
 
 
@@ -284,13 +311,15 @@ def atomic_directory(
 
 @dataclass(frozen=True)
 class Temporary:
-    """A temporary file left by a writer: ``stale`` when its writer is gone."""
+    """A temporary left by one of this module's writers: ``stale`` when its writer is gone; ``ours``
+    when it belongs to this user (``rftlab runs clean`` removes only stale temporaries that are ours)."""
 
     path: Path
-    pid: int | None
+    pid: int
     size: int
     age_s: float
     stale: bool
+    ours: bool = True
 
 
 def _pid_alive(pid: int) -> bool:
@@ -302,17 +331,35 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's live process
-    except OSError:
+    except (OSError, OverflowError, ValueError):
         return False
     return True
+
+
+def _temporary(path: Path, pid: int, now: float) -> Temporary | None:
+    """The temporary at ``path`` (a writer's regular file, or ``atomic_directory``'s staging folder),
+    or ``None`` for anything else of that name (a symlink, a FIFO...)."""
+    try:
+        info = path.lstat()
+        if stat.S_ISDIR(info.st_mode):
+            size = sum(p.lstat().st_size for p in path.rglob("*"))
+        elif stat.S_ISREG(info.st_mode):
+            size = info.st_size
+        else:
+            return None
+    except OSError:
+        return None
+    age = max(0.0, now - info.st_mtime)
+    ours = info.st_uid == os.geteuid()
+    return Temporary(path=path, pid=pid, size=size, age_s=age, stale=not _pid_alive(pid), ours=ours)
 
 
 def find_temporaries(root: str | os.PathLike[str], max_depth: int = 5) -> list[Temporary]:
     """Every writer temporary under ``root``, at most ``max_depth`` folders down (a run store is
     ``<experiment>/<arm>/<run_id>/[rollouts|provider]/``, so 5 covers it; a wrong ``--root`` such as ``/``
-    is not walked). This module's temporaries (pid in the name) count anywhere in that range; the earlier
-    writer's ``.<name>.<8 chars>.tmp`` only inside a run folder (one holding ``run.json``) or its
-    sub-folders, so nobody else's temporary is ever touched. Symlinks are not followed."""
+    is not walked). Only names exactly as this module makes them count (:func:`writer_pid`): a file that
+    merely looks like one, or names a pid no process can have, is never reported. Symlinks are not
+    followed."""
     found = []
     now = time.time()
     root = Path(root)
@@ -320,47 +367,27 @@ def find_temporaries(root: str | os.PathLike[str], max_depth: int = 5) -> list[T
         return []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        depth = len(here.relative_to(root).parts)
-        if depth >= max_depth:
+        if len(here.relative_to(root).parts) >= max_depth:
             dirnames[:] = []
-        in_run = depth >= 3 and (root.joinpath(*here.relative_to(root).parts[:3]) / "run.json").is_file()
-        for name in [d for d in dirnames if _TMP_RE.match(d)]:  # atomic_directory's staging folders
+        for name in [d for d in dirnames if writer_pid(d) is not None]:  # atomic_directory's folders
             dirnames.remove(name)
-            path = here / name
-            try:
-                info = path.lstat()
-                size = sum(p.lstat().st_size for p in path.rglob("*"))
-            except OSError:
-                continue
-            pid = int(_TMP_RE.match(name)["pid"])  # type: ignore[index]
-            age = max(0.0, now - info.st_mtime)
-            found.append(Temporary(path=path, pid=pid, size=size, age_s=age, stale=not _pid_alive(pid)))
+            temp = _temporary(here / name, writer_pid(name), now)  # type: ignore[arg-type]
+            if temp is not None:
+                found.append(temp)
         for name in filenames:
-            match = _TMP_RE.match(name)
-            legacy = match is None and in_run and _LEGACY_TMP_RE.match(name) is not None
-            if match is None and not legacy:
-                continue
-            path = here / name
-            try:
-                info = path.lstat()
-            except OSError:
-                continue
-            age = max(0.0, now - info.st_mtime)
-            if match is not None:
-                pid = int(match["pid"])
-                stale = not _pid_alive(pid)
-            else:
-                pid, stale = None, age > LEGACY_STALE_AFTER_S
-            found.append(Temporary(path=path, pid=pid, size=info.st_size, age_s=age, stale=stale))
+            pid = writer_pid(name)
+            temp = None if pid is None else _temporary(here / name, pid, now)
+            if temp is not None:
+                found.append(temp)
     return sorted(found, key=lambda t: str(t.path))
 
 
 def clean_temporaries(root: str | os.PathLike[str], dry_run: bool = False) -> list[Temporary]:
-    """Remove the stale temporaries under ``root`` (never a live writer's); returns what was (or would be)
-    removed."""
+    """Remove the stale temporaries under ``root`` that are this user's (never a live writer's, never
+    another user's); returns what was (or would be) removed."""
     removed = []
     for temp in find_temporaries(root):
-        if not temp.stale:
+        if not temp.stale or not temp.ours:
             continue
         if not dry_run:
             try:

@@ -12,6 +12,11 @@ create one each.
 Lock files live in the hidden ``.locks`` folder of the store root (``rftlab runs list`` skips hidden
 folders); they are empty apart from the holder's pid and are never read as data. A claim is re-entrant
 within a process (a notebook re-running a cell after an error gets its own claim back).
+
+In a store shared by a group (docs/platforms.md §1.8), another user could plant a symlink or a hard link at
+a lock's name: lock files are opened with ``O_NOFOLLOW`` and must be plain files with one link, and
+``.locks`` must be a real folder; anything else raises :class:`LockPathError` (one line naming the path)
+before a byte is written. Lock files are created ``0o666`` before the umask (group-writable under 002).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +35,17 @@ from rftlab.runs.errors import RunStoreError
 
 LOCK_DIR = ".locks"
 
-__all__ = ["LOCK_DIR", "Claim", "RunBusyError", "arm_lock", "claim", "holder_pid", "release"]
+__all__ = [
+    "LOCK_DIR",
+    "Claim",
+    "LockPathError",
+    "RunBusyError",
+    "arm_lock",
+    "claim",
+    "holder_pid",
+    "open_lock_file",
+    "release",
+]
 
 
 class RunBusyError(RunStoreError):
@@ -48,14 +64,52 @@ class Claim:
 _CLAIMS: dict[str, Claim] = {}
 
 
+class LockPathError(RunStoreError):
+    """A lock path of the store is not what the store made: a symlink, a file in place of ``.locks``,
+    a hard-linked or special file. Nothing was opened through it."""
+
+
 def _lock_path(root: Path, *names: str) -> Path:
     folder = Path(root) / LOCK_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink():
+        raise LockPathError(
+            f"{folder} is a symlink; the run store keeps its lock files in a real folder there (remove the link)"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise LockPathError(
+            f"{folder} is a file, not a folder; the run store keeps its lock files there (move the file aside)"
+        ) from None
     return folder / (".".join(names) + ".lock")
 
 
-def _open(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def open_lock_file(path: Path) -> int:
+    """Open (or create) a lock file without following a symlink: a link planted at the lock's name
+    (pointing at someone's file) is refused, never opened, truncated or written. ``0o666`` before the
+    umask, so a shared store's group (umask 002) can lock too; read-only when only that is allowed
+    (``flock`` works on it; the holder's pid is then not noted)."""
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o666)
+        except PermissionError:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise LockPathError(
+                f"lock file {path} is a symlink; refusing to open it (someone else may have planted it: "
+                "remove the link and check the store's permissions)"
+            ) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise LockPathError(
+            f"lock file {path} is not a plain file of its own (a hard link or a special file); refusing "
+            "to use it: remove it"
+        )
+    return fd
 
 
 def _note_pid(fd: int) -> None:
@@ -68,7 +122,11 @@ def _note_pid(fd: int) -> None:
 def holder_pid(lock_path: Path) -> int | None:
     """The pid written by the lock's current holder, if any."""
     try:
-        text = Path(lock_path).read_text(encoding="ascii", errors="replace").strip()
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            text = os.read(fd, 32).decode("ascii", errors="replace").strip()
+        finally:
+            os.close(fd)
     except OSError:
         return None
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
@@ -80,7 +138,7 @@ def arm_lock(root: Path, experiment: str, arm: str, timeout: float = 120.0) -> I
     holder only scans the arm's folder)."""
     try:
         path = _lock_path(root, experiment, arm)
-        fd = _open(path)
+        fd = open_lock_file(path)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             yield  # a store this user cannot write: nothing can be created in it to race over
@@ -114,7 +172,7 @@ def claim(root: Path, experiment: str, arm: str, run_dir: Path, activity: str = 
     if held is not None:
         return held
     path = _lock_path(root, experiment, arm, Path(run_dir).name)
-    fd = _open(path)
+    fd = open_lock_file(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -261,8 +261,9 @@ class Run:
             raise FinishedRunError(f"run {self.path} is {self.record.status}; finished runs are immutable")
 
     def _write(self, path: Path, data: bytes) -> None:
-        """Every byte of the run goes through here: credential check, then an atomic write."""
-        atomic_write_bytes(path, data, where=str(path))
+        """Every byte of the run goes through here: credential check, then an atomic write. A symlink
+        at the file's name (planted in a shared store) is replaced, never written through."""
+        atomic_write_bytes(path, data, where=str(path), follow_symlinks=False)
 
     def _save_record(self, record: RunRecord | None = None) -> None:
         """Write ``record`` (default: the current one) and adopt it only once it is on disk, so a refused
@@ -277,6 +278,10 @@ class Run:
         """The current bytes of ``metrics.jsonl`` (newline-terminated) and ``{step: line}``; a damaged file
         raises ``CorruptRunError`` (nothing is written)."""
         path = self.path / "metrics.jsonl"
+        if path.is_symlink():  # its target's bytes would be copied into the run
+            raise CorruptRunError(
+                {str(path): "is a symlink; the run store never appends through one (remove it)"}
+            )
         try:
             data = _read_bytes(path)
         except FileNotFoundError:
@@ -512,6 +517,28 @@ def _input_sha256(path: str | Path) -> str:
         raise ValueError(f"input file {path}: cannot be read ({exc.strerror or exc})") from None
 
 
+FRESH_RUN_ADVICE = (
+    "start a fresh run instead (`rftlab arm launch SPEC --no-resume`, or move the run folder aside)"
+)
+
+
+def _repeated_step(path: Path) -> str | None:
+    """Where ``metrics.jsonl`` first records a step twice (``"line 4 repeats step 1 of line 2"``), if it
+    does (a run's steps are unique: a resumed run would go on from a history it never had)."""
+    try:
+        rows, _ = _parse_jsonl(path, _read_bytes(path))
+    except FileNotFoundError:
+        return None
+    first: dict[int, int] = {}
+    for number, row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            if step in first:
+                return f"line {number} repeats step {step} of line {first[step]}"
+            first[step] = number
+    return None
+
+
 def _check_metrics_readable(run: Run, action: str) -> None:
     try:
         run.metrics()
@@ -524,6 +551,14 @@ def _check_metrics_readable(run: Run, action: str) -> None:
                 "or start a fresh run with force=True)"
             }
         ) from None
+    repeated = _repeated_step(run.path / "metrics.jsonl") if action == "resume" else None
+    if repeated is not None:
+        raise CorruptRunError(
+            {
+                str(run.path / "metrics.jsonl"): f"{repeated} (steps are unique within a run); refusing to "
+                f"resume run {run.path}: {FRESH_RUN_ADVICE}"
+            }
+        )
 
 
 class RunStore:

@@ -187,6 +187,7 @@ class _Lineage:
 
     def __init__(self, store: Any, experiment: str, lineage_id: str, backend: str, progress):
         self.store, self.experiment, self.id, self.backend = store, experiment, lineage_id, backend
+        self.aliases: set[str] = set()  # ids of equivalent lineages (see _equivalent_lineages)
         self.progress = progress or (lambda message: None)
 
     def stage(self, arm: str, spec: Mapping[str, Any]) -> tuple[Any, bool]:
@@ -273,10 +274,11 @@ def _data_identity(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _lineage_key(
-    spec: Any, raw_spec: Mapping[str, Any], data: Path, gate_path: Path, backend: str, base_model: str | None
+    spec: Any, data: Path, gate_path: Path, backend: str, base_model: str | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(data manifest, lineage key)``: what identifies a lineage (the spec, the data's hashes, the gate
-    spec's hash, the backend and the base model); its SHA-256 prefix is the lineage id."""
+    """``(data manifest, lineage key)``: what decides a lineage's results (the spec's recipe, sizes and
+    cases, never its name or description; the data's hashes, the gate spec's hash, the backend and the
+    base model); its SHA-256 prefix is the lineage id."""
     from rftlab.analysis.arena.gates import load_gate_spec
     from rftlab.training.arena.stage1 import Stage1Error
 
@@ -286,13 +288,42 @@ def _lineage_key(
         raise Stage1Error(str(exc)) from None
     manifest, data_identity = _data_identity(data)
     key = {
-        "spec": raw_spec,
+        "spec": spec.result_identity(),
         "data": data_identity,
         "gate_spec_sha256": gate_sha,
         "backend": backend,
         "base_model": base_model or spec.base_model,
     }
     return manifest, key
+
+
+def _equivalent_lineages(store: Any, experiment: str, key: Mapping[str, Any], lineage_id: str) -> list[Any]:
+    """The experiment's other lineage runs with the same results-deciding key: records written before
+    the key left out the spec's documentation fields (their key holds the raw spec). Their test
+    evaluation counts as this lineage's (never evaluated a second time); a finished one is read back."""
+    from rftlab.training.arena.stage1 import Stage1Spec
+
+    same = []
+    for run in store.runs(experiment, "lineage"):
+        recorded = run.record.spec
+        try:
+            identity = Stage1Spec.model_validate(recorded["spec"], strict=True).result_identity()
+        except (KeyError, TypeError, ValueError):
+            identity = recorded.get("spec") if isinstance(recorded, dict) else None
+        if {**recorded, "spec": identity} == dict(key) and run.record.spec_sha256[:16] != lineage_id:
+            same.append(run)
+    return same
+
+
+def _lineage_run(lineage: _Lineage, key: Mapping[str, Any]) -> tuple[Any, str]:
+    """``(lineage run, origin)``: a finished equivalent lineage recorded under an older key is
+    ``"reused"``; else the run store's answer for ``key``. Notes the older ids in ``lineage.aliases``."""
+    older = _equivalent_lineages(lineage.store, lineage.experiment, key, lineage.id)
+    lineage.aliases = {run.record.spec_sha256[:16] for run in older}
+    done = [run for run in older if run.record.status == "finished"]
+    if done:
+        return done[-1], "reused"
+    return lineage.store.start_or_reuse(lineage.experiment, "lineage", key, backend=lineage.backend)
 
 
 def _quiet(backend: str) -> Any:
@@ -324,18 +355,22 @@ def run_stage1(
     ``SingleEvaluationError`` when a second evaluation of the lineage is requested without it."""
     from rftlab.runs import RunStore, spec_sha256
     from rftlab.runs.paths import runs_root
-    from rftlab.training.arena.stage1 import Stage1Error, load_stage1_spec, make_service
+    from rftlab.training.arena.stage1 import Stage1Error, load_stage1_spec, make_service, training_plan
 
-    spec, raw_spec = load_stage1_spec(spec_path)
+    spec, _ = load_stage1_spec(spec_path)
     root = Path(store_root) if store_root is not None else runs_root()
     data = Path(data_dir) if data_dir is not None else spec.resolve(spec.data_dir)
     gate_path = spec.resolve(spec.gate_spec)
-    manifest, key = _lineage_key(spec, raw_spec, data, gate_path, backend, base_model)
+    manifest, key = _lineage_key(spec, data, gate_path, backend, base_model)
+    train_rows = (manifest.get("examples_by_split") or {}).get("train")
+    if isinstance(train_rows, int):
+        training_plan(spec.train, train_rows)  # a plan above the step limit is refused before any stage
     lineage_id = spec_sha256(key)[:16]
     store = RunStore(root)
     lineage = _Lineage(store, spec.experiment, lineage_id, backend, progress)
-    lineage_run, lineage_origin = store.start_or_reuse(spec.experiment, "lineage", key, backend=backend)
+    lineage_run, lineage_origin = _lineage_run(lineage, key)
     if lineage_origin == "reused" and not diagnosis_eval:
+        lineage.progress(f"lineage {lineage_id} finished earlier: read back from {lineage_run.path}")
         return _read_back(store, spec.experiment, _Lineage.read(lineage_run, "lineage.json"))
     if lineage_origin == "reused":
         lineage_run = None  # a diagnosis evaluation leaves the finished lineage record as it is
@@ -607,7 +642,13 @@ def _stage_final_eval(ctx: _Context, result: Stage1Result, selected: Mapping[str
         "max_tokens": spec.evaluation.max_tokens,
     }
     run, origin = claim_final_evaluation(
-        ctx.lineage.store, spec.experiment, ctx.lineage.id, stage, ctx.lineage.backend, diagnosis
+        ctx.lineage.store,
+        spec.experiment,
+        ctx.lineage.id,
+        stage,
+        ctx.lineage.backend,
+        diagnosis,
+        aliases=ctx.lineage.aliases,
     )
     ctx.lineage.progress(f"stage final_eval ({origin}): {run.path}")
     if origin != "reused":
@@ -719,6 +760,9 @@ def lineage_rows(result: Stage1Result) -> list[dict[str, Any]]:
     return rows
 
 
+_DIAGNOSIS = " (diagnosis run, excluded from claims)"
+
+
 def _outcome(arm: str, result: Stage1Result) -> str:
     if arm == "base_eval" and result.base_summary:
         s = result.base_summary
@@ -741,10 +785,16 @@ def _outcome(arm: str, result: Stage1Result) -> str:
         )
     if arm == "final_eval" and result.final_summary:
         t = result.test_summary or {}
-        return f"test exact {t.get('overall', {}).get('exact', float('nan')):.3f} on {t.get('rows')} rows; {result.final_summary['num_cases']} frozen cases"
+        exact = t.get("overall", {}).get("exact", float("nan"))
+        text = f"test exact {exact:.3f} on {t.get('rows')} rows; {result.final_summary['num_cases']} frozen cases"
+        return text + _DIAGNOSIS if result.final_summary.get("excluded_from_claims") else text
     if arm == "compare" and result.gates:
         v = result.gates["verdicts"]
-        return f"promotion {'PASS' if v['promotion'] else 'FAIL'}, communication claim {'supported' if v['communication_claim'] else 'not supported'}"
+        text = (
+            f"promotion {'PASS' if v['promotion'] else 'FAIL'}, "
+            f"communication claim {'supported' if v['communication_claim'] else 'not supported'}"
+        )
+        return text + _DIAGNOSIS if result.gates.get("excluded_from_claims") else text
     return ""
 
 

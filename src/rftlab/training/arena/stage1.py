@@ -21,13 +21,14 @@ import contextlib
 import fcntl
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rftlab.runs.locks import LockPathError, open_lock_file
 from rftlab.runs.paths import PROJECT_ROOT
 from rftlab.runs.strictjson import read_json_file
 from rftlab.training.arena.sft import (
@@ -47,6 +48,18 @@ from rftlab.training.arena.simulated import SIMULATED_MODELS, SimulatedArenaServ
 BACKENDS: tuple[str, ...] = ("local", "tinker", "simulated")
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0)]
+# Upper limits of the spec's sizes: far above any Stage-1 run (310 steps of 32 rows, 224 tokens), low
+# enough that a typo such as 10^9 is refused when the spec is read instead of filling the memory.
+MAX_STEPS = 100_000
+MAX_BATCH = 4_096
+MAX_ROWS = 1_000_000
+MAX_TOKENS = 131_072
+Steps = Annotated[int, Field(strict=True, ge=1, le=MAX_STEPS)]
+Batch = Annotated[int, Field(strict=True, ge=1, le=MAX_BATCH)]
+Rows = Annotated[int, Field(strict=True, ge=1, le=MAX_ROWS)]
+Tokens = Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS)]
+# Fields that describe a spec without changing what it runs: they never enter the lineage key.
+DOCUMENTATION_FIELDS = frozenset({"name", "description", "size_note"})
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
@@ -64,20 +77,20 @@ class _Strict(BaseModel):
 
 
 class LoraConfig(_Strict):
-    rank: PositiveInt
+    rank: int = Field(strict=True, ge=1, le=1024)
     alpha: Finite = Field(gt=0)
     dropout: Finite = Field(ge=0, lt=1)
-    targets: list[str] = Field(min_length=1)
-    max_sequence_length: PositiveInt
+    targets: list[str] = Field(min_length=1, max_length=64)
+    max_sequence_length: Tokens
 
 
 class OverfitConfig(_Strict):
-    rows: PositiveInt | None = None
-    steps: PositiveInt
-    batch_size: PositiveInt
+    rows: Rows | None = None
+    steps: Steps
+    batch_size: Batch
     learning_rate: Finite = Field(gt=0)
     weight_decay: Finite = Field(ge=0)
-    warmup_steps: NonNegativeInt
+    warmup_steps: int = Field(strict=True, ge=0, le=MAX_STEPS)
     min_schema_valid: Finite = Field(gt=0, le=1)
 
 
@@ -86,19 +99,19 @@ class TrainConfig(_Strict):
     min_learning_rate: Finite = Field(ge=0)
     weight_decay: Finite = Field(ge=0)
     warmup_fraction: Finite = Field(ge=0, lt=1)
-    batch_size: PositiveInt
-    epochs: PositiveInt
-    max_steps: PositiveInt | None = None
+    batch_size: Batch
+    epochs: int = Field(strict=True, ge=1, le=1_000)
+    max_steps: Steps | None = None
     gradient_clip_norm: Finite = Field(gt=0)
-    validation_every_steps: PositiveInt
-    min_validation_measurements: PositiveInt
-    validation_rows: PositiveInt | None = None
+    validation_every_steps: Steps
+    min_validation_measurements: int = Field(strict=True, ge=1, le=1_000)
+    validation_rows: Rows | None = None
 
 
 class EvalConfig(_Strict):
     frozen_case_stride: int = Field(strict=True, ge=1, le=60)
-    max_tokens: PositiveInt
-    test_rows: PositiveInt | None = None
+    max_tokens: Tokens
+    test_rows: Rows | None = None
 
 
 class Stage1Spec(_Strict):
@@ -129,6 +142,14 @@ class Stage1Spec(_Strict):
     def resolve(self, relative: str) -> Path:
         path = Path(relative)
         return path if path.is_absolute() else PROJECT_ROOT / path
+
+    def result_identity(self) -> dict[str, Any]:
+        """What of the spec decides a lineage's results: the recipe (LoRA, overfit, training), the
+        evaluation sizes and cases, the renderer, the seed and the experiment. Left out: the documentation
+        fields (:data:`DOCUMENTATION_FIELDS`), the paths of the data and the gate spec (the lineage key
+        names their content hashes instead) and the base model (the key names the one trained)."""
+        left_out = DOCUMENTATION_FIELDS | {"data_dir", "gate_spec", "base_model"}
+        return self.model_dump(mode="json", exclude=set(left_out))
 
 
 def load_stage1_spec(path: str | Path) -> tuple[Stage1Spec, dict[str, Any]]:
@@ -170,6 +191,11 @@ def training_plan(config: TrainConfig, train_rows: int) -> TrainingPlan:
     """``ceil(epochs·rows/batch)`` steps (or ``max_steps``), ``ceil(3%)`` warm-up, validation at 0, every
     N and the end, N shortened on a short run so at least ``min_validation_measurements`` are taken."""
     steps = config.max_steps or math.ceil(config.epochs * train_rows / config.batch_size)
+    if steps > MAX_STEPS:
+        raise Stage1Error(
+            f"train: {config.epochs} epoch(s) of {train_rows} rows in batches of {config.batch_size} make "
+            f"{steps} optimizer steps, above the limit {MAX_STEPS}; set train.max_steps or fewer epochs"
+        )
     every = min(
         config.validation_every_steps, max(1, steps // max(1, config.min_validation_measurements - 1))
     )
@@ -324,7 +350,10 @@ def sampling_client(backend: Backend, model_path: str | None = None) -> Any:
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".final_eval.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = open_lock_file(folder / ".final_eval.lock")  # never through a planted symlink
+    except LockPathError as exc:
+        raise Stage1Error(str(exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -339,19 +368,21 @@ def claim_final_evaluation(
     stage_spec: Mapping[str, Any],
     backend: str,
     diagnosis: bool = False,
+    aliases: Collection[str] = (),
 ) -> tuple[Any, str]:
     """The run that holds the lineage's one test/frozen evaluation: ``(run, "reused")`` when it finished
     already, ``(run, "new")`` the first time. Any earlier evaluation of this lineage that did not finish,
     or that evaluated something else, means the test split was opened: a new one is refused
     (``SingleEvaluationError``) unless ``diagnosis=True``, which creates a run marked
-    ``diagnosis: true, excluded_from_claims: true`` (``(run, "diagnosis")``). A lock file serialises
-    concurrent claims of one experiment."""
+    ``diagnosis: true, excluded_from_claims: true`` (``(run, "diagnosis")``). An evaluation of a lineage
+    in ``aliases`` (the same data, recipe, backend and base model under an older key) counts as an earlier
+    one. A lock file serialises concurrent claims of one experiment."""
     arm = "final_eval"
     with _locked(Path(store.root) / experiment):
         prior = [
             r
             for r in store.runs(experiment, arm)
-            if r.record.spec.get("lineage") == lineage and not r.record.spec.get("diagnosis")
+            if r.record.spec.get("lineage") in {lineage, *aliases} and not r.record.spec.get("diagnosis")
         ]
         if diagnosis:
             spec = {**stage_spec, "lineage": lineage, "diagnosis": True, "excluded_from_claims": True}
@@ -359,6 +390,7 @@ def claim_final_evaluation(
             return run, "diagnosis"
         spec = {**stage_spec, "lineage": lineage}
         same = [r for r in prior if r.record.spec == spec and r.record.status == "finished"]
+        prior.sort(key=lambda r: r.record.spec.get("lineage") == lineage)  # an older key's run first
         if same:
             return max(same, key=lambda r: r.record.created_at), "reused"
         if prior:
