@@ -31,9 +31,22 @@ CHECK_SYSTEM_PROMPT = (
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
+class EndpointKeyError(ValueError):
+    """The key in the environment cannot travel in an HTTP header (the message never shows the key)."""
+
+
 def resolve_key(api_key_env: str = DEFAULT_KEY_ENV) -> tuple[str, bool]:
-    """``(key, from_env)``: the key in ``$api_key_env``, or the placeholder when unset/empty."""
+    """``(key, from_env)``: the key in ``$api_key_env``, or the placeholder when unset/empty. A key with a
+    character an HTTP header cannot carry (non-ASCII, a control character) is refused with its position,
+    never its text: sent as is it would fail every request with a bare ``UnicodeEncodeError``."""
     key = os.environ.get(api_key_env) or ""
+    for position, ch in enumerate(key):
+        if not (" " < ch <= "~"):
+            kind = "a non-ASCII character" if ord(ch) > 126 else "a space or control character"
+            raise EndpointKeyError(
+                f"${api_key_env} holds {kind} at position {position + 1} of {len(key)}; API keys are printable "
+                "ASCII (check the variable for a pasted quote, a line break or a look-alike letter)"
+            )
     return (key, True) if key else (PLACEHOLDER_KEY, False)
 
 

@@ -544,11 +544,14 @@ def _check_metrics_readable(run: Run, action: str) -> None:
         run.metrics()
     except CorruptRunError as exc:
         ((path, why),) = list(exc.problems.items())[:1]
-        hint = "repair it with Run.repair_metrics()" if action == "resume" else "inspect it"
+        hint = (
+            "repair it with Run.repair_metrics(), which moves the damaged lines aside"
+            if action == "resume"
+            else "inspect it"
+        )
         raise CorruptRunError(
             {
-                path: f"{why}; refusing to {action} run {run.path} with a damaged metrics file ({hint}, "
-                "or start a fresh run with force=True)"
+                path: f"{why}; refusing to {action} run {run.path} with a damaged metrics file ({hint}), or {FRESH_RUN_ADVICE}"
             }
         ) from None
     repeated = _repeated_step(run.path / "metrics.jsonl") if action == "resume" else None

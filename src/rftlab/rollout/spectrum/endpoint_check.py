@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, normalize_center_freqs, tool_schemas
-from rftlab.policies.endpoint import DEFAULT_KEY_ENV, make_client, resolve_key
+from rftlab.policies.endpoint import DEFAULT_KEY_ENV, EndpointKeyError, make_client, resolve_key
 from rftlab.runs.secrets import redact_text, redact_url
 
 CHECK_ROW = "endpoint_check_0"
@@ -221,7 +221,12 @@ def check_endpoint(
 ) -> CheckReport:
     """Run the three checks (module docstring). Never raises for an endpoint's failure; every message is
     redacted of the key before it is cut."""
-    key, from_env = resolve_key(api_key_env)
+    try:
+        key, from_env = resolve_key(api_key_env)
+    except EndpointKeyError as exc:  # a key no HTTP header can carry: said once, nothing is sent
+        report = CheckReport(redact_url(base_url), model, api_key_env, True)
+        report.add("client", False, str(exc))
+        return report
     clean = _Clean([key] if from_env else [])
     report = CheckReport(redact_url(base_url), model, api_key_env, from_env)
     try:
