@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rftlab.runs.atomic import atomic_write_bytes
+
 from .limits import (
     MAX_JSON_BODY_BYTES,
     MAX_PROTO_BODY_BYTES,
@@ -163,12 +165,12 @@ def stored_key(storage: Path) -> tuple[str, bool]:
     if path.exists():
         return _check_key(_private_file(path, "the key file").strip(), str(path)), False
     key = "tml-" + secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:  # atomically (a kill never leaves an empty key file), private from its first byte, never via a link
+        atomic_write_bytes(
+            path, (key + "\n").encode("ascii"), check_secrets=False, mode=0o600, follow_symlinks=False
+        )
     except OSError as exc:
         raise ServeError(f"cannot write the key file {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(key + "\n")
     return key, True
 
 
