@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.rftlab-installed
 # texasholdem engine offline (fakes stand in only for the hosted services).
 EXTRAS ?= dev,fireworks,tinker,poker
 
-.PHONY: setup test test-all reports sync lab lint format bench clean-venv
+.PHONY: setup test test-slow test-all reports sync lab lint format bench clean-venv
 
 setup: $(STAMP)
 
@@ -23,6 +23,13 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: setup
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m pytest -n 2 -q -m "not slow"
+
+# The slow tests (notebooks at smoke size, servers killed and restarted, whole lineages); CI runs them too.
+test-slow: setup
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m pytest -n 2 -q -m slow
+
+test-all: setup
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(PY) -m pytest -n 2 -q
 
 reports: setup

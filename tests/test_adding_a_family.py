@@ -61,6 +61,7 @@ def test_the_overlay_keeps_the_layer_rules(overlay):
     assert unlisted_family_modules("bandit", doc, root=overlay / "src") == ([], [])
 
 
+@pytest.mark.slow
 def test_the_toy_family_tests_pass(overlay):
     done = run(overlay, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bandit")
     assert done.returncode == 0, done.stdout + done.stderr

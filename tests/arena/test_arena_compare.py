@@ -90,6 +90,7 @@ def _rows(folder):
     return [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_compare_equals_an_independent_computation_on_two_real_evaluations(runs):
     comparison = compare_evaluations(
         load_evaluation(runs / "base"), load_evaluation(runs / "sft"), trials=TRIALS

@@ -50,6 +50,7 @@ def _text_mode(spec, root, data, backend, *extra, code=1):
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_sft_run_prints_the_lineage_in_text_mode(data, tmp_path, capsys):
     spec = _spec(tmp_path, **SMALL)
     root = tmp_path / "runs"
@@ -74,6 +75,7 @@ def test_sft_run_prints_the_lineage_in_text_mode(data, tmp_path, capsys):
     assert diagnosis[6].endswith("not supported (diagnosis run, excluded from claims) [compare/]")
 
 
+@pytest.mark.slow
 def test_simulated_learner_goes_through_every_stage_once(data, tmp_path):
     spec = _spec(tmp_path, **SMALL)
     result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
@@ -128,6 +130,7 @@ def test_simulated_learner_goes_through_every_stage_once(data, tmp_path):
     assert again.gates == result.gates and again.selection == result.selection
 
 
+@pytest.mark.slow
 def test_second_test_evaluation_is_refused_unless_diagnosis(data, tmp_path, monkeypatch):
     spec = _spec(tmp_path, **SMALL)
     root = tmp_path / "runs"

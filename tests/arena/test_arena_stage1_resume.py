@@ -61,6 +61,7 @@ def _validation(result):
     return [(m["step"], m["validation"]) for m in result.measurements]
 
 
+@pytest.mark.slow
 def test_an_interrupted_training_stage_resumes_from_its_last_checkpoint(data, tmp_path, monkeypatch):
     spec = _spec(tmp_path, **SMALL)
     whole = run_stage1(spec, backend="simulated", store_root=tmp_path / "whole", data_dir=data)

@@ -553,6 +553,7 @@ def test_the_table_covers_every_command_of_this_tree():
     assert set(EXPECTED_EXIT) | set(OFFLINE_WITHOUT) <= set(INVOCATIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(subcommands()), ids=lambda c: "-".join(c))
 def test_no_credential_reaches_any_output(command, tmp_path, monkeypatch, capsys):
     if command not in INVOCATIONS:

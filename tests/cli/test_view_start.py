@@ -121,6 +121,7 @@ def test_a_signal_stops_the_viewer_and_leaves_no_port_and_no_temporary_folder(tm
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_viewer_names_a_cut_run_and_sends_the_other_runs_rows(tmp_path):
     from websockets.sync.client import connect
 

@@ -83,6 +83,7 @@ def _backends(base_dir, tmp_path):
     return spec, remote, local
 
 
+@pytest.mark.slow
 def test_the_quick_study_through_the_sdk_matches_the_in_process_backend(tinker_env, base_dir, tmp_path):
     spec, remote, local = _backends(base_dir, tmp_path)
     assert type(remote.service_client).__module__.startswith("tinker")  # the real SDK client
@@ -175,6 +176,7 @@ run_arm(cfg, sc, renderer, local_task(cfg.n_train), RunStore(root), "tinker", ev
 """
 
 
+@pytest.mark.slow
 def test_a_gs1_arm_resumes_through_a_restarted_server_to_the_uninterrupted_weights(
     tinker_env, base_dir, tmp_path
 ):

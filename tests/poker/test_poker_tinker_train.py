@@ -104,6 +104,7 @@ def two_epochs(tmp_path_factory):
     return spec, load_run(run.path), result
 
 
+@pytest.mark.slow
 def test_a_poker_run_has_the_fireworks_metrics_and_the_transcripts(two_epochs):
     spec, run, _ = two_epochs
     assert run.finished and [r["epoch"] for r in run.metrics()] == [0, 1]
@@ -154,6 +155,7 @@ def test_a_malformed_call_is_scored_not_raised(two_epochs):
     assert len({r["reward"] for r in records}) > 1
 
 
+@pytest.mark.slow
 def test_equal_rewards_give_zero_advantage_groups_counted(tmp_path):
     from rftlab.training.poker.tinker_rl import train_poker_tinker
 

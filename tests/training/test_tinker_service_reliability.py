@@ -88,6 +88,7 @@ def _wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 240) ->
     raise AssertionError(f"the client never printed {prefix!r}")
 
 
+@pytest.mark.slow
 def test_a_client_killed_mid_request_leaves_the_server_serving(tmp_path):
     args = ["--storage", str(tmp_path / "store"), "--session-timeout", "15"]
     with ServerProcess(args, api_key=KEY) as srv:
@@ -117,6 +118,7 @@ def test_a_client_killed_mid_request_leaves_the_server_serving(tmp_path):
     assert srv.events("stopped") and not [line for line in srv.lines if "Traceback" in line]
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_run_restarts_and_the_run_resumes_to_the_same_weights(tmp_path):
     storage, progress = tmp_path / "store", tmp_path / "progress.jsonl"
     first = ServerProcess(["--storage", str(storage)], api_key=KEY).start()
