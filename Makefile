@@ -1,5 +1,8 @@
 # rftlab — one command each: `make reports` (main job, local backend) and `make test`.
 # Both create .venv and install the project on first use.
+# bash with pipefail: a failing install fails the target even though its output is filtered
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -13,8 +16,11 @@ EXTRAS ?= dev,fireworks,tinker,poker
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	@echo "setup 1/3: the virtual environment $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	@echo "setup 2/3: rftlab with its extras ($(EXTRAS)); on a fresh machine several minutes (torch, transformers)"
+	$(PY) -m pip install --progress-bar on --no-input -e ".[$(EXTRAS)]" | sed '/^Requirement already satisfied/d'
+	@echo "setup 3/3: the notebook kernel and the offline cost map"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (rftlab)" >/dev/null
 	@# every process of this venv (pytest's eval-protocol plugin imports litellm before any project code)
 	@# uses litellm's bundled model cost map instead of fetching it from the internet
