@@ -134,22 +134,7 @@ def test_simulated_learner_goes_through_every_stage_once(data, tmp_path):
 def test_second_test_evaluation_is_refused_unless_diagnosis(data, tmp_path, monkeypatch):
     spec = _spec(tmp_path, **SMALL)
     root = tmp_path / "runs"
-    # the final evaluation crashes half-way: the test split was opened, nothing finished
-    import rftlab.studies.arena as study
-
-    real = study._evaluate_sampler
-    calls = {"n": 0}
-
-    def crash_on_final(ctx, sampler, model, rows=None):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("the GPU went away")
-        return real(ctx, sampler, model, rows)
-
-    monkeypatch.setattr(study, "_evaluate_sampler", crash_on_final)
-    with pytest.raises(RuntimeError, match="GPU went away"):
-        run_stage1(spec, backend="simulated", store_root=root, data_dir=data)
-    monkeypatch.setattr(study, "_evaluate_sampler", real)
+    _crash_final_evaluation(spec, root, data, monkeypatch)  # the test split was opened, nothing finished
     (final,) = RunStore(root).runs("arena_sft_simulated", "final_eval")
     assert final.record.status == "failed"
     with pytest.raises(SingleEvaluationError, match="second evaluation is refused"):
