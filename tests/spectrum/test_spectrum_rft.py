@@ -248,6 +248,25 @@ def test_scorers_at_the_band_edges_and_for_huge_centres():
     assert reward == 0.0 and info.scored and info.actions[-1].out_of_band == 2
 
 
+@pytest.mark.parametrize("center", [0.0, 50.0, 1e308, -1e308, 180.0])
+@pytest.mark.parametrize(
+    "bandwidth", [-8.98846567431158e307, -1e308, 1e308, 8.98846567431158e307, -8.0, 1e-300]
+)
+def test_a_huge_width_of_either_sign_scores_like_the_reference_without_overflow(center, bandwidth):
+    """A model's width near ±1e308 once overflowed int() (found by the bench-step property test): a
+    negative width paints nothing, a huge one the whole band, exactly as the literal reference scores it
+    with the same region pulled into float range."""
+    from rftlab.rewards.spectrum import region_bin_range
+
+    start, end = region_bin_range(center, bandwidth, 180.0)
+    if bandwidth < 0:
+        assert end < start  # nothing painted
+    elif bandwidth > 1e300 and abs(center) < 1e300:
+        assert (start, end) == region_bin_range(90.0, 1000.0, 180.0)  # the whole band
+    gt = random_layout(7).regions()
+    assert 0.0 <= OccupiedBitset(gt, 180.0).score_regions([(center, bandwidth)]) <= 1.0
+
+
 # ------------------------------------------------------------------------------ band seeding
 
 

@@ -253,8 +253,10 @@ def region_bin_range(
         center = band + margin
     lo = center - half
     hi = center + half
-    start = int((lo if lo > 0.0 else 0.0) / res)
-    end = int((hi if hi < band else band) / res)
+    # an edge beyond the band by two bins or more paints what the limit paints (nothing on that side), so a
+    # huge width of either sign (hi or lo near ±1e308) cannot overflow int(); every other edge is unchanged
+    start = int(min(lo if lo > 0.0 else 0.0, band + 2.0 * res) / res)
+    end = int(max(hi if hi < band else band, -2.0 * res) / res)
     last = int(band / res)
     return start, (end if end < last else last)
 
