@@ -178,3 +178,68 @@ def fireworks_api_class():
     """The ``FireworksApiRecorder`` class, for helpers that start one themselves (test modules cannot
     import from this conftest by name: several conftest modules exist)."""
     return FireworksApiRecorder
+
+
+# ------------------------------------------------------------------ a tinker service that answers some calls
+
+
+class ScriptedTinkerService:
+    """A tinker ``ServiceClient`` over a real one (``LocalServiceClient``) whose training clients' samplers
+    answer each request, chosen by ``pick(seed)``, with the ``valid`` reply (0), the ``bad`` one (1), or
+    pass it to the model (2). It imitates no service: it gives a tiny random model's groups rewards that
+    differ and puts a malformed tool call in the run. Replies are encoded once with the agent model's
+    tokenizer."""
+
+    def __init__(self, inner, valid: str, bad: str, pick=lambda seed: seed % 3):
+        from rftlab.training.cookbook_envs import make_renderer
+        from rftlab.training.local_tinker.model import AGENT_MODEL
+
+        tok = make_renderer(AGENT_MODEL).tokenizer
+        self.inner, self.pick = inner, pick
+        self.replies = tuple(tok.encode(text, add_special_tokens=False) for text in (valid, bad))
+
+    def create_lora_training_client(self, **kw):
+        return _ScriptedTraining(self.inner.create_lora_training_client(**kw).result(), self)
+
+    def create_training_client_from_state_with_optimizer(self, path):
+        return _ScriptedTraining(
+            self.inner.create_training_client_from_state_with_optimizer(path).result(), self
+        )
+
+
+class _ScriptedTraining:
+    def __init__(self, inner, service: ScriptedTinkerService):
+        self._inner, self._service = inner, service
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    async def save_weights_and_get_sampling_client_async(self, *a, **kw):
+        inner = await self._inner.save_weights_and_get_sampling_client_async(*a, **kw)
+        return _ScriptedSampler(inner, self._service)
+
+
+class _ScriptedSampler:
+    def __init__(self, inner, service: ScriptedTinkerService):
+        self.inner, self._service = inner, service
+
+    async def sample_async(self, prompt, num_samples, sampling_params, **kw):
+        import numpy as np
+        from tinker import types
+
+        pick = self._service.pick(sampling_params.seed)
+        if pick == 2:
+            return await self.inner.sample_async(
+                prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kw
+            )
+        tokens = np.array(self._service.replies[pick])
+        seq = types.SampledSequence(
+            stop_reason="stop", sequence_id="s", tokens_np=tokens, logprobs_np=np.full(len(tokens), -0.5)
+        )
+        return types.SampleResponse(sequences=[seq])
+
+
+@pytest.fixture(scope="session")
+def scripted_tinker_service():
+    """The ``ScriptedTinkerService`` class (test modules cannot import from this conftest by name)."""
+    return ScriptedTinkerService

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-from tinker import types
 
 from rftlab.launch.poker.spec import PokerArmSpec
 from rftlab.launch.poker.tinker import PokerTinkerLauncher, trainer_config
@@ -37,69 +36,26 @@ def _config(spec, **kw):
 CALL = '<tool_call>\n{{"name": "poker_act", "arguments": {args}}}\n</tool_call><|im_end|>'
 
 
-class _Scripted:
-    """A sampler that answers requests (chosen by their seed) with a valid ``poker_act`` CALL, with a
-    malformed one (the arguments a string) or passes them to the model; ``mode="valid"`` answers every
-    request with the valid call (so a row's candidates play alike and their rewards are equal)."""
-
-    def __init__(self, inner, tokenizer, mode="mixed"):
-        self.inner, self.mode = inner, mode
-        self.valid = tokenizer.encode(
-            CALL.format(args='{"action": "CALL", "amount": -1}'), add_special_tokens=False
-        )
-        self.bad = tokenizer.encode(CALL.format(args='"call please"'), add_special_tokens=False)
-
-    async def sample_async(self, prompt, num_samples, sampling_params, **kw):
-        pick = 0 if self.mode == "valid" else sampling_params.seed % 3
-        if pick == 2:
-            return await self.inner.sample_async(
-                prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kw
-            )
-        tokens = np.array(self.valid if pick == 0 else self.bad)
-        seq = types.SampledSequence(
-            stop_reason="stop", sequence_id="s", tokens_np=tokens, logprobs_np=np.full(len(tokens), -0.5)
-        )
-        return types.SampleResponse(sequences=[seq])
-
-
-class _Training:
-    def __init__(self, inner, tokenizer, mode):
-        self._inner, self._tok, self._mode = inner, tokenizer, mode
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    async def save_weights_and_get_sampling_client_async(self, *a, **kw):
-        inner = await self._inner.save_weights_and_get_sampling_client_async(*a, **kw)
-        return _Scripted(inner, self._tok, self._mode)
-
-
-class ScriptedService:
-    def __init__(self, inner, mode="mixed"):
-        from rftlab.training.cookbook_envs import make_renderer
-
-        self.inner, self.mode = inner, mode
-        self.tok = make_renderer(AGENT_MODEL).tokenizer
-
-    def create_lora_training_client(self, **kw):
-        return _Training(self.inner.create_lora_training_client(**kw).result(), self.tok, self.mode)
-
-    def create_training_client_from_state_with_optimizer(self, path):
-        inner = self.inner.create_training_client_from_state_with_optimizer(path).result()
-        return _Training(inner, self.tok, self.mode)
+def scripted(service_class, inner, mode="mixed"):
+    """A service answering requests by seed with a valid ``poker_act`` CALL, a malformed one (the arguments a
+    string) or the model; ``mode="valid"`` answers every request with the valid call (so a row's candidates
+    play alike and their rewards are equal)."""
+    valid, bad = CALL.format(args='{"action": "CALL", "amount": -1}'), CALL.format(args='"call please"')
+    pick = (lambda seed: 0) if mode == "valid" else (lambda seed: seed % 3)
+    return service_class(inner, valid, bad, pick)
 
 
 # ------------------------------------------------------------------ in process
 
 
 @pytest.fixture(scope="module")
-def two_epochs(tmp_path_factory):
+def two_epochs(tmp_path_factory, scripted_tinker_service):
     from rftlab.training.poker.tinker_rl import train_poker_tinker
 
     root = tmp_path_factory.mktemp("runs")
     spec = _spec()
     run = RunStore(root).create_run(spec.experiment, spec.arm, spec.to_dict(), backend="tinker")
-    service = ScriptedService(LocalServiceClient(storage_dir=root / "ckpt"))
+    service = scripted(scripted_tinker_service, LocalServiceClient(storage_dir=root / "ckpt"))
     result = train_poker_tinker(_config(spec), run, service)
     return spec, load_run(run.path), result
 
@@ -156,12 +112,14 @@ def test_a_malformed_call_is_scored_not_raised(two_epochs):
 
 
 @pytest.mark.slow
-def test_equal_rewards_give_zero_advantage_groups_counted(tmp_path):
+def test_equal_rewards_give_zero_advantage_groups_counted(tmp_path, scripted_tinker_service):
     from rftlab.training.poker.tinker_rl import train_poker_tinker
 
     spec = _spec(epochs=1)
     run = RunStore(tmp_path).create_run(spec.experiment, spec.arm, spec.to_dict(), backend="tinker")
-    service = ScriptedService(LocalServiceClient(storage_dir=tmp_path / "ckpt"), mode="valid")
+    service = scripted(
+        scripted_tinker_service, LocalServiceClient(storage_dir=tmp_path / "ckpt"), mode="valid"
+    )
     train_poker_tinker(_config(spec), run, service)
     row, records = load_run(run.path).metrics()[0], load_run(run.path).rollouts(0)
     assert row["zero_advantage_groups"] == spec.rows and row["frac_zero_variance_groups"] == 1.0

@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from tinker import types
 
 from rftlab.envs.spectrum.rft import band_seed
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
@@ -36,66 +35,27 @@ def _config(spec, **kw):
 # ------------------------------------------------------------------ a service that answers some calls itself
 
 
-class _Scripted:
-    """A sampler that answers a third of the requests (chosen by their seed) with a valid ``submit_report``
-    call and a third with a malformed one (the arguments a string), and passes the rest to the model, so a
-    tiny random model's groups have rewards that differ, and a malformed call is in the run."""
-
-    def __init__(self, inner, tokenizer):
-        self.inner = inner
-        call = '<tool_call>\n{{"name": "submit_report", "arguments": {args}}}\n</tool_call><|im_end|>'
-        self.valid = tokenizer.encode(
-            call.format(args='{"center_freqs": [40.0, 120.5]}'), add_special_tokens=False
-        )
-        self.bad = tokenizer.encode(call.format(args='"40 MHz"'), add_special_tokens=False)
-
-    async def sample_async(self, prompt, num_samples, sampling_params, **kw):
-        pick = sampling_params.seed % 3
-        if pick == 2:
-            return await self.inner.sample_async(
-                prompt=prompt, num_samples=num_samples, sampling_params=sampling_params, **kw
-            )
-        tokens = np.array(self.valid if pick == 0 else self.bad)
-        seq = types.SampledSequence(
-            stop_reason="stop", sequence_id="s", tokens_np=tokens, logprobs_np=np.full(len(tokens), -0.5)
-        )
-        return types.SampleResponse(sequences=[seq])
+CALL = '<tool_call>\n{{"name": "submit_report", "arguments": {args}}}\n</tool_call><|im_end|>'
 
 
-class _Training:
-    def __init__(self, inner, tokenizer):
-        self._inner, self._tok = inner, tokenizer
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    async def save_weights_and_get_sampling_client_async(self, *a, **kw):
-        return _Scripted(await self._inner.save_weights_and_get_sampling_client_async(*a, **kw), self._tok)
-
-
-class ScriptedService:
-    def __init__(self, inner):
-        from rftlab.training.spectrum.cookbook_env import make_renderer
-
-        self.inner = inner
-        self.tok = make_renderer(AGENT_MODEL).tokenizer
-
-    def create_lora_training_client(self, **kw):
-        return _Training(self.inner.create_lora_training_client(**kw).result(), self.tok)
-
-    def create_training_client_from_state_with_optimizer(self, path):
-        return _Training(self.inner.create_training_client_from_state_with_optimizer(path).result(), self.tok)
+def scripted(service_class, inner):
+    """A service answering a third of the requests (by seed) with a valid ``submit_report`` call, a third
+    with a malformed one (the arguments a string) and the rest from the model, so a tiny random model's
+    groups have rewards that differ, and a malformed call is in the run."""
+    return service_class(
+        inner, CALL.format(args='{"center_freqs": [40.0, 120.5]}'), CALL.format(args='"40 MHz"')
+    )
 
 
 # ------------------------------------------------------------------ in process
 
 
 @pytest.fixture(scope="module")
-def two_epochs(tmp_path_factory):
+def two_epochs(tmp_path_factory, scripted_tinker_service):
     root = tmp_path_factory.mktemp("runs")
     spec = _spec()
     run = RunStore(root).create_run(spec.experiment, spec.arm, spec.to_dict(), backend="tinker")
-    service = ScriptedService(LocalServiceClient(storage_dir=root / "ckpt"))
+    service = scripted(scripted_tinker_service, LocalServiceClient(storage_dir=root / "ckpt"))
     result = train_spectrum_tinker(_config(spec), run, service)
     return spec, load_run(run.path), result, root
 
@@ -154,7 +114,7 @@ def test_a_malformed_call_is_scored_not_raised(two_epochs):
     assert any(m["role"] == "tool" for r in records for m in r["messages"])
 
 
-def test_a_resumed_run_equals_the_uninterrupted_one(two_epochs, tmp_path):
+def test_a_resumed_run_equals_the_uninterrupted_one(two_epochs, tmp_path, scripted_tinker_service):
     spec, full_run, full, _ = two_epochs
     store = RunStore(tmp_path / "runs")
     run = store.create_run(spec.experiment, spec.arm, spec.to_dict(), backend="tinker")
@@ -165,12 +125,17 @@ def test_a_resumed_run_equals_the_uninterrupted_one(two_epochs, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         train_spectrum_tinker(
-            _config(spec), run, ScriptedService(LocalServiceClient(storage_dir=ckpt)), on_epoch_end=stop
+            _config(spec),
+            run,
+            scripted(scripted_tinker_service, LocalServiceClient(storage_dir=ckpt)),
+            on_epoch_end=stop,
         )
     assert not load_run(run.path).finished
     # a fresh service on the same storage, as a new process would have
     again = train_spectrum_tinker(
-        _config(spec), load_run(run.path), ScriptedService(LocalServiceClient(storage_dir=ckpt))
+        _config(spec),
+        load_run(run.path),
+        scripted(scripted_tinker_service, LocalServiceClient(storage_dir=ckpt)),
     )
     assert again.resumed_from == 0 and again.epochs_run == [1]
     a, b = full.training_client.lora_state(), again.training_client.lora_state()
