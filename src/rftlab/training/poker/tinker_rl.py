@@ -20,16 +20,16 @@ the means over the epoch's rollouts of the metrics the Fireworks evaluator repor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from rftlab.rollout.poker.scoring import METRIC_KEYS
-from rftlab.runs.store import Run
 from rftlab.training.poker.cookbook_env import PokerCookbookConfig, PokerRLDataset
-from rftlab.training.tinker_rl import TinkerRLConfig, TinkerTask, TinkerTrainResult, train_tinker
+from rftlab.training.tinker_rl import TinkerRLConfig, TinkerTask, train_tinker
 
 TRAINER_VERSION = "tinker-poker-v1"
 
@@ -84,17 +84,6 @@ class PokerTinkerTask(TinkerTask):
 POKER_TASK = PokerTinkerTask()
 
 
-def train_poker_tinker(
-    config: PokerTinkerConfig,
-    run: Run,
-    service: Any,
-    *,
-    on_epoch_end: Callable[[int, Mapping[str, Any]], None] | None = None,
-    finish: bool = True,
-    progress: Callable[[str], None] | None = None,
-) -> TinkerTrainResult:
-    """Train (or resume after its last finished epoch) a poker arm into ``run``'s folder on ``service`` (any
-    tinker-compatible ``ServiceClient``). ``on_epoch_end(epoch, row)`` runs after an epoch is written."""
-    return train_tinker(
-        POKER_TASK, config, run, service, on_epoch_end=on_epoch_end, finish=finish, progress=progress
-    )
+# Train (or resume after its last finished epoch) a poker arm into a run's folder on any tinker-compatible
+# ``ServiceClient``: ``train_tinker`` with this family's task (same arguments after the task).
+train_poker_tinker = partial(train_tinker, POKER_TASK)

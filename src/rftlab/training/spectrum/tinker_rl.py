@@ -18,11 +18,11 @@ ones (``updates``, ``zero_advantage_groups``, ``datums``, ``sampled_tokens``) an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from rftlab.runs.store import Run
 from rftlab.training.spectrum.cookbook_env import SpectrumCookbookConfig, SpectrumRLDataset
 from rftlab.training.spectrum.rollout import summarize_rollouts
 from rftlab.training.tinker_rl import (
@@ -96,17 +96,6 @@ class SpectrumTinkerTask(TinkerTask):
 SPECTRUM_TASK = SpectrumTinkerTask()
 
 
-def train_spectrum_tinker(
-    config: SpectrumTinkerConfig,
-    run: Run,
-    service: Any,
-    *,
-    on_epoch_end: Callable[[int, Mapping[str, Any]], None] | None = None,
-    finish: bool = True,
-    progress: Callable[[str], None] | None = None,
-) -> TinkerTrainResult:
-    """Train (or resume after its last finished epoch) into ``run``'s folder on ``service`` (any
-    tinker-compatible ``ServiceClient``). ``on_epoch_end(epoch, row)`` runs after an epoch is written."""
-    return train_tinker(
-        SPECTRUM_TASK, config, run, service, on_epoch_end=on_epoch_end, finish=finish, progress=progress
-    )
+# Train (or resume after its last finished epoch) a spectrum arm into a run's folder on any tinker-compatible
+# ``ServiceClient``: ``train_tinker`` with this family's task (same arguments after the task).
+train_spectrum_tinker = partial(train_tinker, SPECTRUM_TASK)
