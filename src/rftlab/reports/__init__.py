@@ -387,6 +387,7 @@ class _Job:
     inputs: ReportInputs
     reasons: tuple[str, ...]
     git: dict
+    record: dict | None = None  # the inputs record on disk when the build was planned
 
 
 def _plan(notebook: Path, out_dir: Path, quick: bool, force: bool) -> _Job:
@@ -397,8 +398,8 @@ def _plan(notebook: Path, out_dir: Path, quick: bool, force: bool) -> _Job:
     except ValueError:
         source = Path(notebook.name)
     inputs = report_inputs(notebook, quick)
-    reasons = stale_reasons(out_dir, name, inputs)
     record = read_record(out_dir, name)
+    reasons = stale_reasons(out_dir, name, inputs, record)
     moved = environment_change(record) if record is not None and not reasons else None
     if moved:
         reasons = [moved]
@@ -406,7 +407,7 @@ def _plan(notebook: Path, out_dir: Path, quick: bool, force: bool) -> _Job:
         reasons = ["--force"]
     project_paths = tuple(p for p in sorted(inputs.files) if (PROJECT_ROOT / p).is_file())
     git = code_state(PROJECT_ROOT, project_paths or REPORT_INPUTS)
-    return _Job(notebook, name, source, inputs, tuple(reasons), git)
+    return _Job(notebook, name, source, inputs, tuple(reasons), git, record)
 
 
 def _execute_and_render(
@@ -523,10 +524,8 @@ def build_reports(
             "; header restamped" if restamped else ""
         )
         print(f"[{index}/{total}] {job.notebook.name}: up to date, skipped — {why}", flush=True)
-        record = read_record(out_dir, job.name) or {}
-        results[job.name] = BuiltReport(
-            job.notebook, report, int(record.get("figures") or 0), 0.0, rebuilt=False, reason=why
-        )
+        figures = int((job.record or {}).get("figures") or 0)
+        results[job.name] = BuiltReport(job.notebook, report, figures, 0.0, rebuilt=False, reason=why)
         append_build_log(out_dir, _log_entry(job, quick, skipped=True, reason=why))
     todo = [job for job in plan if job.reasons]
     durations = _last_durations(out_dir)
@@ -617,7 +616,7 @@ def report_staleness(folder: Path, report: Path) -> list[str]:
     notebook = PROJECT_ROOT / str(record.get("notebook", ""))
     if not notebook.is_file():
         return [f"its notebook {record.get('notebook')} is not in this project"]
-    reasons = stale_reasons(folder, name, report_inputs(notebook, bool(record.get("quick"))))
+    reasons = stale_reasons(folder, name, report_inputs(notebook, bool(record.get("quick"))), record)
     return [f"stale, rebuild it with make reports: {reason}" for reason in reasons]
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from rftlab.runs.atomic import atomic_write_text
 from rftlab.runs.codehash import import_closure
@@ -210,12 +211,17 @@ def changed_inputs(record: dict, inputs: ReportInputs) -> list[str]:
     return sorted(path for path in set(old) | set(new) if old.get(path) != new.get(path))
 
 
-def stale_reasons(out_dir: Path, name: str, inputs: ReportInputs) -> list[str]:
-    """Why report ``name`` in ``out_dir`` must be rebuilt from ``inputs``; empty when it is current."""
+_UNREAD: Any = object()
+
+
+def stale_reasons(out_dir: Path, name: str, inputs: ReportInputs, record: dict | None = _UNREAD) -> list[str]:
+    """Why report ``name`` in ``out_dir`` must be rebuilt from ``inputs``; empty when it is current.
+    ``record`` is its inputs record when the caller has read it already (``read_record``)."""
     report = Path(out_dir) / f"{name}.md"
     if not report.is_file():
         return ["no report yet"]
-    record = read_record(out_dir, name)
+    if record is _UNREAD:
+        record = read_record(out_dir, name)
     if record is None:
         return [f"no readable inputs record ({record_path(out_dir, name).name})"]
     reasons = []
