@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rftlab.reports.exports import take_svg_figures, write_table_exports
+from rftlab.reports.exports import split_row, take_svg_figures, write_table_exports
 from rftlab.reports.inputs import (
     RECORD_SUFFIX,
     ReportInputs,
@@ -123,11 +123,6 @@ def report_problems(text: str) -> list[str]:
     return problems + _table_shape_problems(text)
 
 
-def _cells(line: str) -> int:
-    """Cells of a Markdown table row: ``|`` not escaped (``\\|``), less the two outer ones."""
-    return len(re.findall(r"(?<!\\)\|", line.strip())) - 1
-
-
 def _table_shape_problems(text: str) -> list[str]:
     """Table rows with another number of cells than their table's header (an unescaped ``|`` in a cell)."""
     problems, header = [], None
@@ -135,11 +130,12 @@ def _table_shape_problems(text: str) -> list[str]:
         if not line.lstrip().startswith("|"):
             header = None
             continue
+        cells = len(split_row(line))  # the exports' own parser: one reading of a table row
         if header is None:
-            header = _cells(line)
-        elif _cells(line) != header:
+            header = cells
+        elif cells != header:
             problems.append(
-                f"line {number}: table row of {_cells(line)} cells, header {header}: {line.strip()[:160]}"
+                f"line {number}: table row of {cells} cells, header {header}: {line.strip()[:160]}"
             )
     return problems
 
