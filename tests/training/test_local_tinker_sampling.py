@@ -354,3 +354,37 @@ def test_lora_seed_none_is_random_and_explicit_seeds_are_reproducible(tmp_path):
     assert a and not all(torch.equal(states[0][n], states[1][n]) for n in a)
     assert all(torch.equal(states[2][n], states[3][n]) for n in states[2])
     assert not all(torch.equal(states[0][n], states[2][n]) for n in a)
+
+
+def test_concurrent_sample_async_requests_are_sampled_in_one_batch(tmp_path, monkeypatch):
+    """Coroutines of one event loop that ask at the same time (a group's candidates) share one flush, as
+    the HTTP service batches them, and get what submitting all and then reading gives."""
+    import asyncio
+
+    from tinker import types
+
+    from rftlab.training.local_tinker import LocalServiceClient
+    from rftlab.training.local_tinker import clients as clients_module
+
+    svc = LocalServiceClient(storage_dir=tmp_path)
+    tc = svc.create_lora_training_client(base_model="rftlab/tiny-qwen3", rank=4, seed=0).result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = types.ModelInput.from_ints([5, 6, 7, 8])
+    params = [types.SamplingParams(max_tokens=6, temperature=1.0, seed=s) for s in range(5)]
+    calls = []
+    real = clients_module.run_generation
+    monkeypatch.setattr(
+        clients_module,
+        "run_generation",
+        lambda model, reqs, *a: (calls.append(len(reqs)), real(model, reqs, *a)),
+    )
+
+    async def together():
+        return await asyncio.gather(*[sampler.sample_async(prompt, 1, p) for p in params])
+
+    concurrent = asyncio.run(together())
+    assert calls == [5]
+    futures = [sampler.sample(prompt, 1, p) for p in params]
+    submitted = [f.result() for f in futures]
+    assert calls == [5, 5]
+    assert [r.sequences[0].tokens for r in concurrent] == [r.sequences[0].tokens for r in submitted]

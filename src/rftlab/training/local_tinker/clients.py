@@ -40,6 +40,7 @@ report its logprobs), so importance-sampling code sees ratios different from 1 (
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import math
@@ -391,7 +392,12 @@ class LocalSamplingClient:
 
     # the SDK's (deprecated) async variants: they return what the SDK's do
     async def sample_async(self, *args: Any, **kwargs: Any) -> types.SampleResponse:
-        return await self.sample(*args, **kwargs)
+        """Queue the request, then yield to the event loop once before running the queue: the requests
+        other coroutines of the loop make meanwhile (a group's candidates, a batch's groups) join the
+        same flush and are sampled as one batch, as the HTTP service batches concurrent requests."""
+        future = self.sample(*args, **kwargs)
+        await asyncio.sleep(0)
+        return future.result()
 
     async def compute_logprobs_async(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
