@@ -269,6 +269,11 @@ def read_reply(renderer: Any, tokens: Sequence[int], stop_reason: str = "stop") 
 # ------------------------------------------------------------------------------------ the env
 
 
+def valid_step(info: Any) -> bool:
+    """Whether a step's report was scored with no malformed note (the ``valid_submit`` metric)."""
+    return bool(info.scored and all(note.malformed is None for note in info.actions))
+
+
 class SpectrumCookbookEnv(Env):
     """One candidate of one row: a ``SpectrumRFTEnv`` episode behind the cookbook's token-level ``Env``
     (module docstring). ``spectrum`` is the project env (its band, records and metrics)."""
@@ -295,6 +300,7 @@ class SpectrumCookbookEnv(Env):
         self.config = turn_config(meta.get("dataset_info"))
         self.spectrum = SpectrumRFTEnv(self.config)
         obs = self.spectrum.reset(self.row_id, salt=self.salt)
+        self.observation = obs  # the scan to answer now, as data (for a scripted reference policy)
         self._system = self._with_tools(system_messages(row.get("messages") or (), think))
         self.chat: list[dict[str, Any]] = first_messages(obs)
         self.budget = model_call_budget(self.config, max_model_calls)
@@ -335,10 +341,11 @@ class SpectrumCookbookEnv(Env):
         reply = read_reply(self.renderer, action, stop_reason)
         self.chat.append(reply.message)
         result = self.spectrum.step(reply.turn)
+        self.observation = result.observation
         self.chat.extend(followup_messages(result.observation))
         self.model_calls += 1
         info = result.info
-        valid = info.scored and all(note.malformed is None for note in info.actions)
+        valid = valid_step(info)
         self.valid_submits += int(valid)
         self.parse_errors += int(reply.structural is not None)
         metrics: dict[str, float] = numeric(
