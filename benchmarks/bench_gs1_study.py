@@ -41,7 +41,7 @@ def main() -> int:
     from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, base_config, design, load_spec, run_study
     from rftlab.training.gs1.rl_loop import evaluate, resolve
 
-    spec, _ = load_spec(DEFAULT_SPEC)
+    spec, revised = load_spec(DEFAULT_SPEC), load_spec(REVISED_SPEC)
     root = Path(tempfile.mkdtemp(prefix="bench-gs1-")) / "runs"
     phases: dict[str, float] = {}
 
@@ -52,16 +52,16 @@ def main() -> int:
     t0 = time.perf_counter()
     summary = run_study(
         backend,
-        DEFAULT_SPEC,
+        spec,
         root,
         despite_failed_gate=args.gate,
         store=RunStore(root),
-        revised_spec=REVISED_SPEC,
+        revised=revised,
     )
     phases["study (preflight, pilot, arms, base, decisions)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for path in (DEFAULT_SPEC, REVISED_SPEC):
-        design(path, candidates=path == REVISED_SPEC, reps=args.reps)
+    for rule_spec in (spec, revised):
+        design(rule_spec, candidates=rule_spec is revised, reps=args.reps)
     phases["design numbers (both rules)"] = time.perf_counter() - t0
     peak = peak_rss_mib()
 
@@ -86,23 +86,18 @@ def main() -> int:
     print(
         f"  peak memory (max RSS of this process): {peak:.0f} MiB (budget {BUDGET_MIB:.0f}: {peak / BUDGET_MIB:.2f})"
     )
-    print(
-        f"  stopped: {summary['stopped']}"
-        if "stopped" in summary
-        else f"  decision: {summary['decision']['decision']}"
-    )
-    for name, info in summary.get("runs", {}).items():
-        print(f"  {name}: {info['origin']}")
-    if "decision" in summary:  # the numbers a rebuild must reproduce (the study is seeded)
-        d = summary["decision"]
+    d = summary.decision
+    print(f"  stopped: {summary.stopped}" if summary.stopped is not None else f"  decision: {d.decision}")
+    for name, info in summary.runs.items():
+        print(f"  {name}: {info.origin}")
+    if d is not None:  # the numbers a rebuild must reproduce (the study is seeded)
         print(
-            f"  accuracy: base {d['base_accuracy']:.4f}, grpo_gs8 {d['baseline_accuracy']:.4f}, "
-            f"gs1_kernel {d['treatment_accuracy']:.4f}"
+            f"  accuracy: base {d.base_accuracy:.4f}, grpo_gs8 {d.baseline_accuracy:.4f}, "
+            f"gs1_kernel {d.treatment_accuracy:.4f}"
         )
-        for dec in (d, d.get("revised")):
-            if dec:
-                c = dec["rule"]["criteria"][0]
-                print(f"  {c['method']}: lower {c['lower']:+.4f}, decision {dec['decision']}")
+        for dec in d.decisions():
+            c = dec.rule.primary
+            print(f"  {c.method}: lower {c.lower:+.4f}, decision {dec.decision}")
     return 0
 
 

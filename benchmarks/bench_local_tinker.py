@@ -151,13 +151,11 @@ def gs1_step_http_vs_in_process(
 
     from rftlab.launch.gs1.backend import LOCAL_RENDERER, LOCAL_SIZES
     from rftlab.studies.gs1 import DEFAULT_SPEC, load_spec
-    from rftlab.training.gs1.rl_loop import arms_from_spec, make_estimator, rl_step
+    from rftlab.training.gs1.rl_loop import make_estimator, rl_step
     from rftlab.training.local_tinker.server import ServerProcess
 
-    spec, _ = load_spec(DEFAULT_SPEC)
-    arms = arms_from_spec(
-        spec, base_model=base, renderer_name=LOCAL_RENDERER, task="local_math", **LOCAL_SIZES
-    )
+    spec = load_spec(DEFAULT_SPEC)
+    arms = spec.arm_configs(base_model=base, renderer_name=LOCAL_RENDERER, task="local_math", **LOCAL_SIZES)
     task = local_task(max(c.n_train for c in arms.values()))
     renderer = renderer_for(base, LOCAL_RENDERER)
     local_sc = LocalServiceClient(model_dirs=[base])

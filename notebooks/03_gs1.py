@@ -29,7 +29,7 @@
 # %% tags=["parameters"]
 import os
 
-from rftlab.runs.paths import notebook_runs_root
+from rftlab.studies.gs1 import notebook_runs_root
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "")
@@ -49,39 +49,44 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # no model-loading progress bars in 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 warnings.filterwarnings("ignore", message="IProgress not found")
-import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis import gs1 as ana
-from rftlab.analysis.display import markdown_table
-from rftlab.launch.gs1.backend import make_gs1_backend
-from rftlab.runs.store import load_run
-from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, decision_table, design, load_spec, run_study
-from rftlab.training.sessions import closing_session
+from rftlab.analysis.display import format_rate, markdown_table
+from rftlab.studies.gs1 import (
+    DEFAULT_SPEC,
+    ESS_METRIC,
+    REVISED_SPEC,
+    closing_session,
+    design,
+    get_backend,
+    load_spec,
+    run_study,
+)
 
-spec, spec_sha = load_spec(DEFAULT_SPEC)
-_, revised_sha = load_spec(REVISED_SPEC)
+spec = load_spec(DEFAULT_SPEC)  # parsed once; every step below takes the model
+revised = load_spec(REVISED_SPEC)
 
 # %%
 # The design numbers, computed before anything trains: what each rule can decide at the spec's n.
 t0 = time.perf_counter()
 designs = {
-    "pre-registered": design(DEFAULT_SPEC, reps=DESIGN_REPS),
-    "revised": design(REVISED_SPEC, candidates=True, reps=DESIGN_REPS),
+    "pre-registered": design(spec, reps=DESIGN_REPS),
+    "revised": design(revised, candidates=True, reps=DESIGN_REPS),
 }
 design_seconds = time.perf_counter() - t0
 
 # %%
 t0 = time.perf_counter()
-backend = make_gs1_backend(BACKEND, spec, root=ROOT, quick=QUICK)
+backend = get_backend(BACKEND, spec, ROOT, QUICK)
 setup_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
 with closing_session(backend.service_client):  # a Tinker session ends with the study (no-op locally)
-    summary = run_study(backend, DEFAULT_SPEC, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised_spec=REVISED_SPEC)
+    summary = run_study(backend, spec, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised=revised)
 study_seconds = time.perf_counter() - t0
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
 print(
@@ -98,8 +103,8 @@ local_detail = (
 # ## Summary
 
 # %%
-rule_designs = [ana.RuleDesign.from_dict(d["design"]) for d in designs.values()]
-display(Markdown("\n".join(f"- {line}" for line in ana.report_summary(summary, rule_designs, local_model, local_detail))))
+rule_designs = [d.design for d in designs.values()]
+display(Markdown("\n".join(f"- {line}" for line in summary.report_lines(rule_designs, local_model, local_detail))))
 
 # %% [markdown]
 # ## 0. Design: what each rule can decide, before any run
@@ -114,25 +119,25 @@ display(Markdown("\n".join(f"- {line}" for line in ana.report_summary(summary, r
 
 # %%
 for label, d in designs.items():
-    display(Markdown(f"**{label.capitalize()} rule** (`{Path(d['spec']).name}`, SHA-256 `{d['spec_sha256'][:16]}…`): "
-                     f"{d['note']}"))  # fmt: skip
-    display(Markdown(pd.DataFrame(d["table"]).to_markdown(index=False)))
+    display(Markdown(f"**{label.capitalize()} rule** (`{Path(d.spec).name}`, SHA-256 `{d.spec_sha256[:16]}…`): "
+                     f"{d.note}"))  # fmt: skip
+    display(Markdown(pd.DataFrame(list(d.table)).to_markdown(index=False)))
 cand = designs["revised"]
 rows = []
-for c in cand["candidates"]:
-    null, zero = c["rows"][0], c["rows"][1]
+for c in cand.candidates:
+    null, zero = c.rows[0], c.rows[1]
     rows.append(
         {
-            "bound (finite-sample)": c["method"],
-            f"P(noninferior) at {null['difference']:+.3f} (error)": ana.format_rate(null),
-            "P(noninferior) at 0 (power)": ana.format_rate(zero),
+            "bound (finite-sample)": c.method,
+            f"P(noninferior) at {-c.margin:+.3f} (error)": format_rate(null),
+            "P(noninferior) at 0 (power)": format_rate(zero),
         }
     )
 display(
     Markdown(
-        f"Every finite-sample bound at the planning discordance {cand['planning_discordance']:g} (same α, margin "
+        f"Every finite-sample bound at the planning discordance {cand.planning_discordance:g} (same α, margin "
         f"and n): the one with the most power at equality whose error stays within α is "
-        f"**{cand['chosen_method']}**, the method of the revised spec."
+        f"**{cand.chosen_method}**, the method of the revised spec."
     )
 )
 display(Markdown(pd.DataFrame(rows).to_markdown(index=False)))
@@ -181,7 +186,7 @@ config_table.loc["base_model"] = [Path(cfg.base_model).name for cfg in backend.a
 display(
     Markdown(
         f"Backend **{backend.name}**{' (quick mode: smoke sizes)' if QUICK else ''}; spec SHA-256 "
-        f"`{spec_sha[:16]}…`, revised spec `{revised_sha[:16]}…`. "
+        f"`{spec.sha256[:16]}…`, revised spec `{revised.sha256[:16]}…`. "
         f"Sampling: one request per sample (`num_samples=1`), "
         f"{'each with its own seed' if backend.send_seeds else 'no seed sent'}, so group members are "
         f"independent whatever the service does with seeds."
@@ -193,8 +198,8 @@ if backend.warm_start:
     display(
         Markdown(
             f"Local warm start (supervised, cross_entropy through the same client; train-stream problems only): "
-            f"{ws['steps']} steps, sampled train reward {ws['final_reward']:.3f} at temperature 1 "
-            f"(target reached: {ws['reached_target']})."
+            f"{ws.steps} steps, sampled train reward {ws.final_reward:.3f} at temperature 1 "
+            f"(target reached: {ws.reached_target})."
         )
     )
 display(
@@ -214,12 +219,10 @@ display(
 # unless every check passed; a preflight is reused only from the same commit with a clean tree.
 
 # %%
-preflight = json.loads(Path(summary["preflight"]["path"]).read_text())
-pre_table = pd.DataFrame(
-    [{"check": c["id"], "status": c["status"], "detail": c["detail"]} for c in preflight["checks"]]
-)
+preflight = summary.preflight.report  # the record this backend wrote (preflight.json)
+pre_table = pd.DataFrame([{"check": c.id, "status": c.status, "detail": c.detail} for c in preflight.checks])
 display(Markdown(markdown_table(pre_table, round3=False)))
-display(Markdown(f"Preflight status: **{preflight['status']}** on backend `{preflight['backend']}`."))
+display(Markdown(f"Preflight status: **{preflight.status}** on backend `{preflight.backend}`."))
 
 # %% [markdown]
 # ## 2. Activation pilot and gate
@@ -231,35 +234,35 @@ display(Markdown(f"Preflight status: **{preflight['status']}** on backend `{pref
 # check that cannot fail in this configuration is flagged **by construction**: its pass is no evidence.
 
 # %%
-pilot = summary.get("pilot")
+pilot = summary.pilot
 if pilot is None:
-    display(Markdown(f"Not run: {summary.get('stopped', 'the preflight did not pass')}"))
+    display(Markdown(f"Not run: {summary.stopped or 'the preflight did not pass'}"))
 else:
-    notes = pilot.get("by_construction", {})
+    notes = pilot.by_construction
     gate_rows = [
         {
-            "metric": c["metric"],
-            "observed": c["observed"],
-            "threshold": c["threshold"],
-            "passed": c["passed"],
-            "informative": "no: by construction" if c["metric"] in notes else "yes",
-            "reason": c["reason"],
+            "metric": c.metric,
+            "observed": c.observed,
+            "threshold": c.threshold,
+            "passed": c.passed,
+            "informative": "no: by construction" if c.metric in notes else "yes",
+            "reason": c.reason,
         }
-        for c in pilot["gate"]["checks"]
+        for c in pilot.gate.checks
     ]
-    display(Markdown(f"Gate at bandwidth h = {pilot['chosen_bandwidth']}:"))
+    display(Markdown(f"Gate at bandwidth h = {pilot.chosen_bandwidth}:"))
     display(Markdown(pd.DataFrame(gate_rows).to_markdown(index=False, floatfmt=".4g")))
     for metric, why in notes.items():
         display(Markdown(f"- `{metric}` {why}."))
-    by_bw = pd.DataFrame(pilot["metrics_by_bandwidth"]).drop(index=["bandwidth"], errors="ignore")
+    by_bw = pd.DataFrame(pilot.metrics_by_bandwidth).drop(index=["bandwidth"], errors="ignore")
     display(Markdown("Gate metrics recomputed from the pilot's rollouts at each pre-registered bandwidth:"))
     display(Markdown(by_bw.to_markdown(floatfmt=".4g")))
     display(
         Markdown(
-            f"Calibration: {pilot['calibration_reason']}. Gate **{'passed' if pilot['gate_passed'] else 'FAILED'}**. "
+            f"Calibration: {pilot.calibration_reason}. Gate **{'passed' if pilot.gate_passed else 'FAILED'}**. "
             f"Recomputing the logged pilot advantages at the pilot's bandwidth reproduces them to "
-            f"{pilot['recompute_max_abs_diff']:.1e}."
-            + ("" if pilot["gate_passed"] or DESPITE_FAILED_GATE else " The full runs do not start (gates are never relaxed).")
+            f"{pilot.recompute_max_abs_diff:.1e}."
+            + ("" if pilot.gate_passed or DESPITE_FAILED_GATE else " The full runs do not start (gates are never relaxed).")
         )
     )
 
@@ -271,33 +274,30 @@ else:
 
 # %%
 if pilot is not None:
-    feas = pilot["feasibility"]
+    feas = pilot.feasibility
     phase_rows = [
         {"phase": f"{arm}: {k[:-2].replace('wall', 'measured')}", "seconds": v}
-        for arm, ph in feas["phases"].items()
+        for arm, ph in feas.phases.items()
         for k, v in ph.items()
     ]
     print(pd.DataFrame(phase_rows).to_string(index=False), file=sys.stderr)  # timings: build log only
-    reserve = feas["recovery_reserve_seconds"]
+    reserve = feas.recovery_reserve_seconds
     print(
-        f"estimated wall time {feas['wall_seconds'] / 60:.1f} min, reserve {reserve / 60:.1f} min",
+        f"estimated wall time {feas.wall_seconds / 60:.1f} min, reserve {reserve / 60:.1f} min",
         file=sys.stderr,
     )
     display(
         Markdown(
-            f"Estimated wall time against the spec's budget of {feas['budget_wall_seconds'] / 60:.0f} min: "
-            f"**{feas['status']}**"
-            f"{'; ' + '; '.join(feas['problems']) if feas['problems'] else ''}. The estimate comes from "
+            f"Estimated wall time against the spec's budget of {feas.budget_wall_seconds / 60:.0f} min: "
+            f"**{feas.status}**"
+            f"{'; ' + '; '.join(feas.problems) if feas.problems else ''}. The estimate comes from "
             f"this machine's measured timings (kept in the run store and the build log); GPU hours are not "
             f"measured on this backend."
         )
     )
 
 # %%
-measured = []
-for arm, info in summary.get("runs", {}).items():
-    t = load_run(info["path"]).record.provider.get("timings") or {}
-    measured.append({"arm": arm, **{k: t.get(k) for k in ("setup_s", "train_s", "eval_s")}})
+measured = [{"arm": arm, **run.timings.to_dict()} for arm, run in summary.runs.items()]
 if measured:  # seconds, from each run's record: the build log, not the report
     print(pd.DataFrame(measured).to_string(index=False), file=sys.stderr)
 
@@ -311,37 +311,33 @@ if measured:  # seconds, from each run's record: the build log, not the report
 # summed importance-sampling losses measure different things.
 
 # %%
-runs = {arm: load_run(info["path"]) for arm, info in summary.get("runs", {}).items() if arm != "base"}
-if runs:
-    curves = pd.concat(
-        [pd.DataFrame(r.metrics()).assign(arm=arm) for arm, r in runs.items()], ignore_index=True
-    )
-    ess_min = ana.gate_minimum(spec, ana.ESS_METRIC)
+curves = {arm: run.curve for arm, run in summary.runs.items() if arm != "base" and run.curve is not None}
+if curves:
+    ess_min = spec.activation_gate.minimum(ESS_METRIC)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
     ax = axes[0]
-    for arm, df in curves.groupby("arm"):
-        ax.plot(df["step"], df["reward_mean"], marker=".", label=arm)
-        if "reward_mean_se" in df:  # (runs logged before the standard error was recorded have none)
-            se = df["reward_mean_se"].astype(float)
-            ax.fill_between(df["step"], df["reward_mean"] - 1.96 * se, df["reward_mean"] + 1.96 * se, alpha=0.2)
+    for arm, c in sorted(curves.items()):
+        ax.plot(c.step, c.reward_mean, marker=".", label=arm)
+        mean, se = np.asarray(c.reward_mean), np.asarray(c.reward_mean_se)  # (nan: logged before the SE was)
+        ax.fill_between(c.step, mean - 1.96 * se, mean + 1.96 * se, alpha=0.2)
     ax.set_ylabel("mean training reward (95% CI, prompt unit)")
     ax.set_title("training reward", fontsize=10)
     ax.legend()
     ax = axes[1]
-    gs1_df = curves[curves["arm"] == "gs1_kernel"]
-    if len(gs1_df):
-        ax.plot(gs1_df["step"], gs1_df["kernel_effective_neighbors_p10"], marker=".", label="10th percentile")
-        ax.plot(gs1_df["step"], gs1_df["kernel_effective_neighbors_median"], ls=":", label="median")
+    gs1_curve = curves.get("gs1_kernel")
+    if gs1_curve is not None and gs1_curve.step:
+        ax.plot(gs1_curve.step, gs1_curve.ess_p10, marker=".", label="10th percentile")
+        ax.plot(gs1_curve.step, gs1_curve.ess_median, ls=":", label="median")
         if ess_min is not None:
             ax.axhline(ess_min, color="k", ls="--", lw=1, label=f"gate minimum {ess_min:g}")
         ax.legend(fontsize=8)
     ax.set_ylabel("GS1 effective neighbours per rollout")
     ax.set_title("kernel effective neighbours", fontsize=10)
     ax = axes[2]
-    grpo_df = curves[curves["arm"] == "grpo_gs8"]
-    if len(grpo_df) and "distinct_samples_per_group_mean" in grpo_df:
-        ax.plot(grpo_df["step"], grpo_df["distinct_samples_per_group_mean"], marker=".", label="mean over groups")
-        ax.plot(grpo_df["step"], grpo_df["distinct_samples_per_group_min"], ls=":", label="smallest group")
+    grpo_curve = curves.get("grpo_gs8")
+    if grpo_curve is not None and grpo_curve.step:
+        ax.plot(grpo_curve.step, grpo_curve.distinct_mean, marker=".", label="mean over groups")
+        ax.plot(grpo_curve.step, grpo_curve.distinct_min, ls=":", label="smallest group")
         ax.set_ylim(0, backend.arms["grpo_gs8"].group_size + 0.5)
         ax.legend(fontsize=8)
     ax.set_ylabel("distinct responses per GRPO group (of 8)")
@@ -350,7 +346,7 @@ if runs:
         ax.set_xlabel("training step")
     fig.tight_layout()
     plt.show()
-    display(Markdown("\n".join(f"- {line}" for line in ana.monitor_sentences(summary["monitor"]))))
+    display(Markdown("\n".join(f"- {line}" for line in summary.monitor_lines())))
     display(
         Markdown(
             "Distinct responses are counted by token sequence; a repeat is *implausible* under independent "
@@ -376,31 +372,31 @@ else:
 # ones, its permutation seed.
 
 # %%
-decision = summary.get("decision")
+decision = summary.decision
 if decision is None:
-    display(Markdown(f"No decision: {summary.get('stopped', 'both arms must be evaluated')}."))
+    display(Markdown(f"No decision: {summary.stopped or 'both arms must be evaluated'}."))
 else:
-    contrasts = decision["contrasts"]
-    gb = contrasts["grpo_gs8-base"]
+    contrasts = decision.contrasts
+    gb = decision.control_vs_base
     acc = pd.DataFrame(
         {
             "arm": ["base (untrained)", "grpo_gs8 (control)", "gs1_kernel (treatment)"],
-            "accuracy": [gb["baseline_accuracy"], decision["baseline_accuracy"], decision["treatment_accuracy"]],
-            "n items": [gb["n"]] * 3,
+            "accuracy": [gb.baseline_accuracy, decision.baseline_accuracy, decision.treatment_accuracy],
+            "n items": [gb.n] * 3,
         }
     )
     display(Markdown(acc.to_markdown(index=False, floatfmt=".4f")))
     crows = []
     for c in contrasts.values():
-        h, e = c["bounds"]["hoeffding"], c["bounds"]["empirical_bernstein"]
+        h, e = c.bounds["hoeffding"], c.bounds["empirical_bernstein"]
         crows.append(
             {
-                "contrast": f"{c['treatment']} − {c['baseline']}",
-                "difference": c["mean_difference"],
-                "gained": c["gained"],
-                "lost": c["lost"],
-                "Hoeffding [lower, upper]": f"[{h['lower']:+.4f}, {h['upper']:+.4f}]",
-                "emp. Bernstein [lower, upper]": f"[{e['lower']:+.4f}, {e['upper']:+.4f}]",
+                "contrast": f"{c.treatment} − {c.baseline}",
+                "difference": c.mean_difference,
+                "gained": c.gained,
+                "lost": c.lost,
+                "Hoeffding [lower, upper]": f"[{h.lower:+.4f}, {h.upper:+.4f}]",
+                "emp. Bernstein [lower, upper]": f"[{e.lower:+.4f}, {e.upper:+.4f}]",
             }
         )
     display(Markdown(pd.DataFrame(crows).to_markdown(index=False, floatfmt="+.4f")))
@@ -412,13 +408,13 @@ else:
     )
     fig, ax = plt.subplots(figsize=(9, 2.6))
     for k, c in enumerate(list(contrasts.values())[::-1]):
-        e = c["bounds"]["empirical_bernstein"]
+        e = c.bounds["empirical_bernstein"]
         ax.errorbar(
-            c["mean_difference"], k,
-            xerr=[[c["mean_difference"] - e["lower"]], [e["upper"] - c["mean_difference"]]],
+            c.mean_difference, k,
+            xerr=[[c.mean_difference - e.lower], [e.upper - c.mean_difference]],
             fmt="o", capsize=4, color="tab:blue",
         )  # fmt: skip
-    margin = decision["assay_sensitivity"]["margin"]
+    margin = decision.assay_sensitivity.margin
     ax.axvline(0, color="k", lw=0.8)
     ax.axvline(-margin, color="tab:red", ls="--", lw=1, label=f"−{margin:g} (noninferiority threshold)")
     ax.axvline(margin, color="tab:green", ls=":", lw=1, label=f"+{margin:g} (assay sensitivity)")
@@ -429,36 +425,34 @@ else:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
-    display(Markdown(ana.assay_sentence(decision["assay_sensitivity"])))
-    for dec in (decision, decision.get("revised")):
-        if not dec:
-            continue
-        crit = dec["rule"]["criteria"][0]
-        table = pd.DataFrame(decision_table(dec))
+    display(Markdown(decision.assay_sensitivity.sentence()))
+    for dec in decision.decisions():
+        crit = dec.rule.primary
+        table = pd.DataFrame(dec.bound_rows())
         table["one-sided level"] = [f"{x:.0%}" for x in table["one-sided level"]]
         display(
             Markdown(
-                f"**{dec['registration'].capitalize()} rule** (`{dec['spec']}`): {crit['method']}"
-                + (f", permutation seed {crit['permutation_seed']}" if crit["permutation_seed"] is not None else "")
-                + f", one-sided α = {crit['alpha']:g}, GS1 − GRPO, threshold {crit['margin']:+.2f}."
+                f"**{dec.registration.capitalize()} rule** (`{dec.spec}`): {crit.method}"
+                + (f", permutation seed {crit.permutation_seed}" if crit.permutation_seed is not None else "")
+                + f", one-sided α = {crit.alpha:g}, GS1 − GRPO, threshold {crit.margin:+.2f}."
             )
         )
         display(Markdown(table.to_markdown(index=False, floatfmt="+.4f")))
         gate_note = (
             ""
-            if decision.get("gate_passed")
+            if decision.gate_passed
             else " The activation gate failed, so this is **not** a test of the GS1 hypothesis (gates are never relaxed)."
         )
         display(
             Markdown(
-                f"**Decision ({dec['registration']}) for these seed-0 checkpoints: {dec['decision']}.** Mean paired "
-                f"difference (GS1 − GRPO) {crit['statistic_mean']:+.4f} over {crit['n']} items; one-sided "
-                f"{100 * crit['one_sided_level']:.0f}% {crit['method']} lower bound {crit['lower']:+.4f} against the "
-                f"threshold {crit['margin']:+.2f}.{gate_note}"
+                f"**Decision ({dec.registration}) for these seed-0 checkpoints: {dec.decision}.** Mean paired "
+                f"difference (GS1 − GRPO) {crit.statistic_mean:+.4f} over {crit.n} items; one-sided "
+                f"{100 * crit.one_sided_level:.0f}% {crit.method} lower bound {crit.lower:+.4f} against the "
+                f"threshold {crit.margin:+.2f}.{gate_note}"
                 + (f" Backend: local ({local_detail}): a check of the machinery." if local_model else "")
                 + (
                     " Exploratory here: the revised spec was written after earlier local results were seen."
-                    if local_model and dec["registration"] == "revised"
+                    if local_model and dec.registration == "revised"
                     else ""
                 )
             )

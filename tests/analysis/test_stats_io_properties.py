@@ -22,11 +22,11 @@ from rftlab.analysis.gates import GateCheck, GateInputError, evaluate_gate, pars
 from rftlab.analysis.io import (
     AnalysisInputError,
     iter_jsonl,
-    json_safe,
     load_item_outcomes,
     load_metric_series,
     read_json_file,
 )
+from rftlab.runs.strictjson import json_ready, nonfinite_as_text
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -112,7 +112,8 @@ def test_gate_evaluation_never_raises_on_values_and_its_json_is_strict(metrics):
             evaluation = evaluate_gate(checks, candidate, spec_sha256="x")
         except GateInputError:
             continue
-        json.dumps(evaluation.to_dict(), allow_nan=False)
+        json.dumps(json_ready(evaluation.to_dict()), allow_nan=False)  # --json output
+        json.dumps(nonfinite_as_text(evaluation.to_dict()), allow_nan=False)  # a gate record
         for check in evaluation.checks:
             if check.passed and check.metric == "m":
                 assert 0.0 <= parse_gate_value(metrics) <= 10.0
@@ -143,8 +144,9 @@ def test_decision_rule_and_gate_specs_raise_only_validation_errors(spec):
 
 @SETTINGS
 @given(json_values)
-def test_json_safe_output_is_strict_json(value):
-    json.dumps(json_safe(value), allow_nan=False)
+def test_json_output_and_record_encodings_are_strict_json(value):
+    json.dumps(json_ready(value), allow_nan=False)
+    json.dumps(nonfinite_as_text(value), allow_nan=False)
 
 
 @pytest.mark.parametrize("depth", [50_000])

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from rftlab.cli import json_safe, main, print_json
+from rftlab.cli import main, print_json
+from rftlab.runs.strictjson import json_ready
 
 
 def run(argv, capsys):
@@ -230,7 +231,7 @@ def test_json_outputs_are_strict_json(capsys, argv):
 def test_print_json_turns_non_finite_numbers_into_null(capsys):
     print_json({"a": float("nan"), "b": [float("inf"), -math.inf, 1.5], "c": (1, None)})
     assert _strict(capsys.readouterr().out) == {"a": None, "b": [None, None, 1.5], "c": [1, None]}
-    assert json_safe(float("nan")) is None
+    assert json_ready(float("nan")) is None
 
 
 def test_a_real_process_prints_one_line_and_no_traceback(work):

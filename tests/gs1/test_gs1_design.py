@@ -11,10 +11,19 @@ import pytest
 
 from rftlab.analysis import gs1 as ana
 from rftlab.analysis.decision_rules import load_decision_rule
+from rftlab.analysis.gs1.results import (
+    AssaySensitivity,
+    Contrast,
+    CriterionVerdict,
+    RuleVerdict,
+    StudyDecision,
+)
 from rftlab.analysis.noninferiority import bound_result
 from rftlab.cli import main
 from rftlab.runs.hashing import file_sha256
-from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, design
+from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, design, load_spec
+
+SPEC, REVISED = load_spec(DEFAULT_SPEC), load_spec(REVISED_SPEC)
 
 N = 1319
 HALF_WIDTH = math.sqrt(2 * math.log(1 / 0.05) / N)  # Hoeffding on 0/1 pairs (docs/statistics.md §3.1)
@@ -22,7 +31,7 @@ HALF_WIDTH = math.sqrt(2 * math.log(1 / 0.05) / N)  # Hoeffding on 0/1 pairs (do
 
 @pytest.fixture(scope="module")
 def registered():
-    return design(DEFAULT_SPEC)
+    return design(SPEC)
 
 
 def _simulated_hoeffding_rate(theta, r, reps, rng):
@@ -34,7 +43,7 @@ def _simulated_hoeffding_rate(theta, r, reps, rng):
 
 @pytest.mark.parametrize("theta, r", [(0.045, 0.2), (0.045, 0.05), (0.02, 0.1), (0.0, 0.2)])
 def test_preregistered_rule_matches_an_independent_simulation(registered, theta, r):
-    d = ana.RuleDesign.from_dict(registered["design"])
+    d = registered.design
     exact = d.p(theta, r)
     assert exact["reps"] == 0 and exact["mc_se"] == 0.0  # Hoeffding is count-only: exact
     reps = 40_000
@@ -44,7 +53,7 @@ def test_preregistered_rule_matches_an_independent_simulation(registered, theta,
 
 
 def test_preregistered_rule_has_no_power_at_equality(registered):
-    d = ana.RuleDesign.from_dict(registered["design"])
+    d = registered.design
     assert d.method == "hoeffding" and d.n == N and d.margin == 0.03
     for r in ana.DESIGN_DISCORDANCE:
         assert d.p(-0.03, r)["p_noninferior"] < 1e-6  # far below alpha
@@ -62,7 +71,7 @@ def test_preregistered_rule_has_no_power_at_equality(registered):
 def test_revised_rule_power_and_error_against_the_single_sample_bound():
     """The Monte Carlo design of the betting rule agrees with evaluating ``bound_result`` (the code path
     of a real decision, one data set at a time) on independent draws, and keeps its error within alpha."""
-    d = ana.spec_design(REVISED_SPEC, discordances=(0.1,), reps=2000, items_for_power=False)
+    d = ana.spec_design(REVISED, discordances=(0.1,), reps=2000, items_for_power=False)
     assert d.method == "betting" and d.permutation_seed == 20 and not d.exact
     null, zero = d.p(-0.03, 0.1), d.p(0.0, 0.1)
     assert null["p_noninferior"] <= 0.05 + 2 * null["mc_se"]
@@ -112,7 +121,7 @@ def test_the_revised_spec_is_a_new_file_that_changes_only_the_rule():
                     if old["decision_rule"].get(k) != new["decision_rule"].get(k)}  # fmt: skip
     assert rule_changes == {"version", "method", "permutation_seed"}
     assert new["revision_of"]["chosen_by"]["planning_discordance"] == ana.PLANNING_DISCORDANCE
-    assert ana.spec_label(old) == "pre-registered" and ana.spec_label(new) == "revised"
+    assert (SPEC.registration, REVISED.registration) == ("pre-registered", "revised")
 
 
 def test_design_cli_prints_the_table(capsys):
@@ -157,8 +166,8 @@ def test_paired_contrast_by_hand(tmp_path):
     assert (c.gained, c.lost, c.n) == (2, 1, 5)
     assert c.mean_difference == pytest.approx(0.2) and c.treatment_accuracy == pytest.approx(0.8)
     hw = math.sqrt(2 * math.log(20) / 5)
-    assert c.bounds["hoeffding"]["lower"] == pytest.approx(max(0.2 - hw, -1.0))
-    assert c.bounds["hoeffding"]["upper"] == pytest.approx(min(0.2 + hw, 1.0))
+    assert c.bounds["hoeffding"].lower == pytest.approx(max(0.2 - hw, -1.0))
+    assert c.bounds["hoeffding"].upper == pytest.approx(min(0.2 + hw, 1.0))
     assert "exploratory" in c.status
     with pytest.raises(ValueError, match="order"):
         ana.paired_contrast(t, b, "t", "b", methods=("betting",))
@@ -173,8 +182,8 @@ def _arms(tmp_path, extra):
 def test_assay_sensitivity_established_when_the_control_clears_the_margin(tmp_path):
     base, control = _arms(tmp_path, 200)  # control − base = 200/1319 = +0.152
     c = ana.paired_contrast(control, base, "grpo_gs8", "base")
-    a = ana.assay_sensitivity(c, DEFAULT_SPEC, base, control, REVISED_SPEC)
-    assert a["established"] and a["hoeffding_lower"] == pytest.approx(200 / N - HALF_WIDTH)
+    a = ana.assay_sensitivity(c, SPEC, base, control, REVISED)
+    assert a.established and a.hoeffding_lower == pytest.approx(200 / N - HALF_WIDTH)
     assert "**yes**" in ana.assay_sentence(a)
 
 
@@ -183,13 +192,11 @@ def test_assay_sensitivity_fails_when_training_gains_less_than_the_margin(tmp_pa
     no worse than GRPO to a powerful bound."""
     base, control = _arms(tmp_path, 24)  # +0.018
     c = ana.paired_contrast(control, base, "grpo_gs8", "base")
-    a = ana.assay_sensitivity(c, DEFAULT_SPEC, base, control, REVISED_SPEC)
-    assert not a["established"]
+    a = ana.assay_sensitivity(c, SPEC, base, control, REVISED)
+    assert not a.established
     # the registered rule on base vs control: Hoeffding interval −0.018 ± 0.0674 straddles −0.03
-    assert a["placebo_decision"] == "inconclusive" and a["placebo_lower"] == pytest.approx(
-        -24 / N - HALF_WIDTH
-    )
-    assert a["revised_placebo_decision"] == "noninferior"  # the betting bound clears −0.03 for the base
+    assert a.placebo_decision == "inconclusive" and a.placebo_lower == pytest.approx(-24 / N - HALF_WIDTH)
+    assert a.revised_placebo_decision == "noninferior"  # the betting bound clears −0.03 for the base
     text = ana.assay_sentence(a)
     assert "**no**" in text and "untrained base" in text and "revised betting rule **noninferior**" in text
 
@@ -198,18 +205,18 @@ def test_assay_sensitivity_fails_when_training_gains_less_than_the_margin(tmp_pa
 
 
 def test_gate_checks_that_pass_by_construction_are_named():
-    notes = ana.gate_construction_notes(
-        "kernel_baseline", {"reached_target": True, "final_reward": 0.39, "config": {"target_reward": 0.35}}
-    )
+    from rftlab.training.gs1.warm_start import WarmStartResult
+
+    warm = WarmStartResult("w", {"target_reward": 0.35}, 10, True, [{"sampled_reward": 0.39}])
+    notes = ana.gate_construction_notes("kernel_baseline", warm)
     assert set(notes) == {"frac_nonzero_advantage_treatment", "pilot_mean_reward"}
     assert "0.35" in notes["pilot_mean_reward"] and "0.390" in notes["pilot_mean_reward"]
     assert ana.gate_construction_notes("kernel_baseline", None).keys() == {"frac_nonzero_advantage_treatment"}
-    assert ana.gate_construction_notes("group_mean", {"reached_target": False}) == {}
+    assert ana.gate_construction_notes("group_mean", WarmStartResult("w", {}, 10, False)) == {}
 
 
 def test_monitor_reports_every_step_below_the_gate_minimum():
-    spec = json.loads(DEFAULT_SPEC.read_text())
-    ess_min = ana.gate_minimum(spec, ana.ESS_METRIC)
+    ess_min = SPEC.activation_gate.minimum(ana.ESS_METRIC)
     assert ess_min == 8.0
     rows = [
         {"step": 0, "kernel_effective_neighbors_p10": 9.1, "kernel_effective_neighbors_median": 20.0,
@@ -225,10 +232,10 @@ def test_monitor_reports_every_step_below_the_gate_minimum():
     ]  # fmt: skip
     mon = ana.training_monitor({"gs1_kernel": rows, "grpo_gs8": grpo}, ess_min)
     g = mon["gs1_kernel"]
-    assert g["steps_below_ess_min"] == [1] and g["ess_p10_min"] == 7.6 and g["ess_p10_min_step"] == 1
-    assert g["kl_sample_train_v1_max_abs"] == 0.02 and g["kl_sample_train_v2_max"] == 0.01
-    assert mon["grpo_gs8"]["steps_with_collapsed_groups"] == [1]
-    assert mon["grpo_gs8"]["distinct_samples_per_group_min"] == 1
+    assert g.steps_below_ess_min == (1,) and g.ess_p10_min == 7.6 and g.ess_p10_min_step == 1
+    assert g.kl_sample_train_v1_max_abs == 0.02 and g.kl_sample_train_v2_max == 0.01
+    assert mon["grpo_gs8"].steps_with_collapsed_groups == (1,)
+    assert mon["grpo_gs8"].distinct_samples_per_group_min == 1 and mon["grpo_gs8"].ess_p10_min is None
     assert ana.step_alerts(rows[1], ess_min) == [
         "kernel_effective_neighbors_p10 7.6 < 8 (the gate's minimum)"
     ]
@@ -243,29 +250,36 @@ def test_monitor_reports_every_step_below_the_gate_minimum():
 # -------------------------------------------------------------------------------------------- summary
 
 
-def _decision(registration, method, seed, lower, decision):
-    crit = {"method": method, "permutation_seed": seed, "statistic_mean": 0.013, "n": N,
-            "one_sided_level": 0.95, "lower": lower, "margin": -0.03}  # fmt: skip
-    return {"registration": registration, "decision": decision, "rule": {"criteria": [crit]}}
+def _decision(registration, method, seed, lower, decision, **extra):
+    """A decision holding only the fields the summary reads (``model_construct``: no other field needed)."""
+    crit = CriterionVerdict.model_construct(method=method, permutation_seed=seed, statistic_mean=0.013, n=N,
+                                            one_sided_level=0.95, lower=lower, margin=-0.03)  # fmt: skip
+    rule = RuleVerdict.model_construct(criteria=(crit,))
+    return StudyDecision.model_construct(registration=registration, decision=decision, rule=rule, **extra)
 
 
-def _summary(**kw):
-    contrast = {"baseline_accuracy": 0.4541, "treatment_accuracy": 0.4723, "mean_difference": 0.0182,
-                "gained": 31, "lost": 7, "n": N}  # fmt: skip
-    decision = {
-        **_decision("pre-registered", "hoeffding", None, -0.0545, "inconclusive"),
-        "revised": _decision("revised", "betting", 20, 0.0024, "noninferior"),
-        "gate_passed": True,
-        "contrasts": {"grpo_gs8-base": contrast, "gs1_kernel-base": {**contrast, "treatment_accuracy": 0.4852}},
-        "assay_sensitivity": {"control": "grpo_gs8", "margin": 0.03, "control_minus_base": 0.0182,
-                              "one_sided_level": 0.95, "hoeffding_lower": -0.049, "established": False,
-                              "placebo_decision": "inconclusive", "placebo_lower": -0.085},
-    }  # fmt: skip
-    return {"decision": decision, "gate": {"passed": True}, "monitor": {}, **kw}
+def _summary(monitor=None, despite_failed_gate=False):
+    contrast = dict(baseline_accuracy=0.4541, treatment_accuracy=0.4723, mean_difference=0.0182,
+                    gained=31, lost=7, n=N)  # fmt: skip
+    decision = _decision(
+        "pre-registered", "hoeffding", None, -0.0545, "inconclusive",
+        revised=_decision("revised", "betting", 20, 0.0024, "noninferior"),
+        gate_passed=True,
+        contrasts={"grpo_gs8-base": Contrast.model_construct(**contrast),
+                   "gs1_kernel-base": Contrast.model_construct(**{**contrast, "treatment_accuracy": 0.4852})},
+        assay_sensitivity=AssaySensitivity.model_construct(
+            control="grpo_gs8", margin=0.03, control_minus_base=0.0182, one_sided_level=0.95,
+            hoeffding_lower=-0.049, empirical_bernstein_lower=None, established=False,
+            placebo_decision="inconclusive", placebo_lower=-0.085, revised_placebo_decision=None),
+    )  # fmt: skip
+    return ana.StudyOutcome(
+        decision=decision, monitor=monitor or {}, gate_passed=True,
+        despite_failed_gate=despite_failed_gate, stopped=None,
+    )  # fmt: skip
 
 
 def test_summary_opens_with_design_then_decisions_and_flags_an_override(registered):
-    d = ana.RuleDesign.from_dict(registered["design"])
+    d = registered.design
     plain = ana.report_summary(_summary(despite_failed_gate=False), [d], "a tiny model")
     assert plain[0].startswith("**Question.**") and plain[1].startswith("**Assay sensitivity")
     assert plain[2].startswith("**Design, before any run:**")
@@ -281,7 +295,7 @@ def test_summary_opens_with_design_then_decisions_and_flags_an_override(register
     assert "a tiny model" in plain[-1] and "one seed per arm" in plain[-1]
     override = ana.report_summary(_summary(despite_failed_gate=True), [d], None)
     assert override[0].startswith("**Override: DESPITE_FAILED_GATE = True.**")
-    monitored = _summary(monitor={"gs1_kernel": {"steps": 40, "steps_below_ess_min": [3, 9], "ess_min": 8.0,
-                                                 "ess_p10_min": 7.6}})  # fmt: skip
+    monitored = _summary(monitor={"gs1_kernel": ana.ArmMonitor(steps=40, steps_below_ess_min=(3, 9), ess_min=8.0,
+                                                               ess_p10_min=7.6)})  # fmt: skip
     text = "\n".join(ana.report_summary(monitored, [d], None))
     assert "fell below the gate's minimum 8 at 2 of 40 training steps (lowest 7.60)" in text

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rftlab.analysis import gs1 as ana
+from rftlab.analysis.gs1 import parse_study_spec
 from rftlab.analysis.io import MAX_INT_DIGITS, AnalysisInputError, read_json_file
 from rftlab.cli import main
 from rftlab.studies.gs1 import DEFAULT_SPEC
@@ -49,8 +50,8 @@ def _set(path, value):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_set(["eval", "n_examples"], {"n": 1}), "eval.n_examples must be an integer from 2 to 200000"),
-        (_set(["eval", "n_examples"], [1319]), "eval.n_examples must be an integer from 2 to 200000"),
+        (_set(["eval", "n_examples"], {"n": 1}), "eval.n_examples: must be an integer from 2 to 200000"),
+        (_set(["eval", "n_examples"], [1319]), "eval.n_examples: must be an integer from 2 to 200000"),
         (
             _set(["eval", "n_examples"], 10**7),
             "(the number of paired items), got 10000000",
@@ -60,7 +61,9 @@ def _set(path, value):
             _set(["decision_rule", "criteria", 0, "margin"], 0.03),
             "decision_rule.criteria.0: criterion 'primary'",
         ),
-        (lambda spec: spec.pop("decision_rule"), "no decision_rule"),
+        (lambda spec: spec.pop("decision_rule"), "decision_rule: Field required"),
+        (_set(["arms", 1, "group_size"], 0), "arms.1.group_size: Input should be greater than or equal to 1"),
+        (_set(["stpes"], 40), "stpes: Extra inputs are not permitted"),
     ],
 )
 def test_bad_specs_are_one_line_naming_the_field(tmp_path, capsys, edit, message):
@@ -74,7 +77,7 @@ def test_bad_specs_are_one_line_naming_the_field(tmp_path, capsys, edit, message
 def test_an_infinite_n_examples_and_a_nan_alpha_are_refused(tmp_path, capsys):
     text = json.dumps(SPEC).replace('"n_examples": 1319', '"n_examples": 1e400')
     err = _refusal(capsys, ["gs1", "design", str(_spec(tmp_path, text=text))])
-    assert "eval.n_examples must be an integer" in err and "got inf" in err
+    assert "eval.n_examples: must be an integer" in err and "got inf" in err
     text = json.dumps(SPEC).replace('"alpha": 0.05', '"alpha": NaN')
     assert "decision_rule.alpha: Input should be a finite number" in _refusal(
         capsys, ["gs1", "design", str(_spec(tmp_path, text=text, name="n.json"))]
@@ -139,10 +142,12 @@ json_values = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_n_examples_is_an_integer_in_range_or_a_refusal_naming_the_field(value):
+    spec = json.loads(json.dumps(SPEC))
+    spec["eval"]["n_examples"] = value
     try:
-        n = ana.spec_items({"eval": {"n_examples": value}}, "s.json")
+        n = parse_study_spec(json.dumps(spec).encode(), "s.json").eval.n_examples
     except ValueError as exc:
-        assert str(exc).startswith("s.json: eval.n_examples must be an integer from 2 to")
+        assert str(exc).startswith("s.json: eval.n_examples: must be an integer from 2 to")
         assert "\n" not in str(exc)
     else:
         assert type(n) is int and 2 <= n <= ana.MAX_DESIGN_ITEMS and n == value

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from test_gs1_fakes import BASE_MODEL, FakeServiceClient, fake_renderer, toy_task
@@ -15,7 +13,6 @@ from rftlab.training.gs1.rl_loop import (
     GS1ArmConfig,
     ModelNotServedError,
     ResumeError,
-    arms_from_spec,
     check_model_served,
     make_datum,
     prompt_order,
@@ -38,9 +35,11 @@ def renderer():
     return fake_renderer()
 
 
-def test_arms_from_spec_use_the_spec_values(shared_dir):
-    spec = json.loads((shared_dir / "seeds" / "gs1_vs_grpo_spec.json").read_text())
-    arms = arms_from_spec(spec)
+def test_arm_configs_use_the_spec_values(shared_dir):
+    from rftlab.studies.gs1 import load_spec
+
+    spec = load_spec(shared_dir / "seeds" / "gs1_vs_grpo_spec.json")
+    arms = spec.arm_configs()
     g, k = arms["grpo_gs8"], arms["gs1_kernel"]
     assert (g.group_size, g.groups_per_batch, g.estimator) == (8, 8, "group_mean")
     assert (k.group_size, k.groups_per_batch, k.estimator) == (1, 64, "kernel_baseline")
@@ -48,7 +47,7 @@ def test_arms_from_spec_use_the_spec_values(shared_dir):
         assert a.rollouts_per_step == 64 and a.steps == 40 and a.max_tokens == 512 and a.temperature == 1.0
         assert a.lora_rank == 32 and a.seed == 0 and a.n_eval == 1319 and a.bandwidth == 0.5
         assert a.adam_params() == types.AdamParams(learning_rate=4e-5, beta1=0.9, beta2=0.95, eps=1e-8)
-    assert arms_from_spec(spec, steps=3)["gs1_kernel"].steps == 3
+    assert spec.arm_configs(steps=3)["gs1_kernel"].steps == 3
 
 
 def test_prompt_order_is_the_seed_0_permutation_and_steps_take_consecutive_slices():

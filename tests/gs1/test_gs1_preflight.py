@@ -32,7 +32,9 @@ def arms(**kw):
 
 
 def test_preflight_passes_on_a_backend_with_gradients(shared_dir, tmp_path):
-    spec = json.loads((shared_dir / "seeds" / "gs1_vs_grpo_spec.json").read_text())
+    from rftlab.studies.gs1 import load_spec
+
+    spec = load_spec(shared_dir / "seeds" / "gs1_vs_grpo_spec.json")
     report = run_preflight(arms(), TinyTorchServiceClient(), fake_renderer(), toy_task(), "tiny", spec=spec)
     by_id = {c.id: c for c in report.checks}
     assert set(by_id) == {

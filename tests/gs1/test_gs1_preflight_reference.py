@@ -150,20 +150,21 @@ def test_a_preflight_made_on_a_dirty_tree_is_never_reused(tmp_path):
 
     repo = _repo(tmp_path)
     store = RunStore(tmp_path / "runs", repo=repo)
-    spec, sha = load_spec(DEFAULT_SPEC)
+    spec = load_spec(DEFAULT_SPEC)
+    sha = spec.sha256
     backend = _backend(TinyTorchServiceClient(), spec)
     (repo / "loop.py").write_text("x = 2\n")  # uncommitted change
-    dirty, dirty_path = study_preflight(backend, spec, sha, store)
+    dirty, dirty_path = study_preflight(backend, spec, store)
     assert dirty["status"] == "passed"
-    again, again_path = study_preflight(backend, spec, sha, store)
+    again, again_path = study_preflight(backend, spec, store)
     assert again_path != dirty_path  # still dirty: run again, never reuse
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@x", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # fmt: skip
     subprocess.run(["git", "commit", "-qam", "loop 2"], cwd=repo, check=True, env=env)
-    clean, clean_path = study_preflight(backend, spec, sha, store)
+    clean, clean_path = study_preflight(backend, spec, store)
     assert clean_path not in (dirty_path, again_path)
     assert RunStore(tmp_path / "runs").runs("gs1_vs_grpo", "preflight")[0].record.git["dirty"] is True
-    reused, reused_path = study_preflight(backend, spec, sha, store)
+    reused, reused_path = study_preflight(backend, spec, store)
     assert reused_path == clean_path  # same commit, clean tree: reused
     tinker = {**report("tinker", TINKER, sha=sha), "status": "unresolved"}
     pre_path = _preflight_run(store, "tinker", tinker)

@@ -14,10 +14,11 @@ from test_gs1_fakes import FakeServiceClient, TinyTorchServiceClient, fake_rende
 from rftlab.cli import main
 from rftlab.launch.gs1.backend import GS1Backend, quick_arms
 from rftlab.runs.store import RunStore
-from rftlab.studies.gs1 import DEFAULT_SPEC, decide, decision_table, run_study
+from rftlab.studies.gs1 import DEFAULT_SPEC, REVISED_SPEC, decide, load_spec, run_study
 from rftlab.training.gs1.advantages import advantages_for_rows
 from rftlab.training.gs1.pilot import calibrate_bandwidth, feasibility, gate_metrics
-from rftlab.training.gs1.rl_loop import arms_from_spec
+
+SPEC = load_spec(DEFAULT_SPEC)
 
 
 def test_packaged_spec_is_the_preregistered_one(shared_dir):
@@ -73,15 +74,15 @@ def test_decision_is_the_paired_hoeffding_rule_with_tighter_bounds_beside(tmp_pa
     base = rng.random(1319) < 0.6
     treat = np.where(rng.random(1319) < 0.9, base, ~base)
     t, b = _eval_file(tmp_path / "t.jsonl", treat), _eval_file(tmp_path / "b.jsonl", base)
-    out = decide(DEFAULT_SPEC, t, b)
+    out = decide(SPEC, t, b)
     d = treat.astype(float) - base.astype(float)
     lcb = d.mean() - math.sqrt(2 * math.log(1 / 0.05) / 1319)  # docs/statistics.md §3.1 for 0/1 items
-    crit = out["rule"]["criteria"][0]
-    assert crit["lower"] == pytest.approx(lcb, abs=1e-12) and crit["margin"] == -0.03
+    crit = out.rule.primary
+    assert crit.lower == pytest.approx(lcb, abs=1e-12) and crit.margin == -0.03
     expected = "noninferior" if lcb > -0.03 else None
     if expected:
-        assert out["decision"] == expected
-    table = decision_table(out)
+        assert out.decision == expected
+    table = out.bound_rows()
     methods = [r["method"] for r in table]
     assert methods[0] == "hoeffding" and table[0]["status"].startswith("pre-registered: gs1_vs_grpo.json")
     assert "empirical_bernstein" in methods
@@ -89,21 +90,20 @@ def test_decision_is_the_paired_hoeffding_rule_with_tighter_bounds_beside(tmp_pa
         assert row["status"] == "exploratory" and row["one-sided level"] == pytest.approx(0.95)
         order_dependent = row["method"] in ("betting", "plugin_empirical_bernstein")
         assert row["permutation seed"] == (0 if order_dependent else "none")
-    assert out["n"] == 1319
+    assert out.n == 1319
     assert main(["gs1", "decide", "--treatment", str(t), "--baseline", str(b)]) == 0
     assert "decision:" in capsys.readouterr().out
 
 
 def _backend(service, spec):
-    arms = quick_arms(arms_from_spec(spec, max_tokens=64, eval_max_tokens=64, renderer_name="x", n_train=64))
+    arms = quick_arms(spec.arm_configs(max_tokens=64, eval_max_tokens=64, renderer_name="x", n_train=64))
     return GS1Backend("local", service, fake_renderer(), toy_task(64, 16), arms)
 
 
 def test_study_stops_before_full_runs_when_preflight_is_unresolved(tmp_path):
-    spec = json.loads(DEFAULT_SPEC.read_text())
-    summary = run_study(_backend(FakeServiceClient(), spec), DEFAULT_SPEC, tmp_path / "runs")
-    assert summary["preflight"]["status"] == "unresolved"
-    assert "no full run starts" in summary["stopped"]
+    summary = run_study(_backend(FakeServiceClient(), SPEC), SPEC, tmp_path / "runs")
+    assert summary.preflight.status == "unresolved" and summary.preflight.report.status == "unresolved"
+    assert "no full run starts" in summary.stopped and summary.pilot is None
     arms = {r.record.arm for r in RunStore(tmp_path / "runs").runs()}
     assert arms == {"preflight"}  # no pilot, no arm
 
@@ -114,8 +114,7 @@ def test_run_command_end_to_end_on_fakes(tmp_path, monkeypatch, capsys):
     ``KeyError: 'arm'`` after the first full-arm step), on the fake service with a real tiny torch model."""
     import rftlab.studies.gs1 as study
 
-    spec = json.loads(DEFAULT_SPEC.read_text())
-    backend = _backend(TinyTorchServiceClient(), spec)
+    backend = _backend(TinyTorchServiceClient(), SPEC)
     monkeypatch.setattr(study, "get_backend", lambda name, spec, root, quick: backend)
     root = tmp_path / "runs"
     code = main(["gs1", "run", "--root", str(root), "--despite-failed-gate"])
@@ -129,31 +128,38 @@ def test_run_command_end_to_end_on_fakes(tmp_path, monkeypatch, capsys):
     )
     assert "--despite-failed-gate was given" in out
 
-    summary = run_study(backend, DEFAULT_SPEC, root, despite_failed_gate=True)  # reuses every run
-    assert summary["preflight"]["status"] == "passed"
-    pilot = summary["pilot"]
-    checks = {c["metric"]: c for c in pilot["gate"]["checks"]}
-    assert checks["executed_group_size_treatment"]["observed"] == 1
-    assert checks["executed_group_size_baseline"]["observed"] == 8
-    assert "frac_nonzero_advantage_treatment" in pilot["by_construction"]
-    assert pilot["recompute_max_abs_diff"] < 1e-12
-    assert pilot["chosen_bandwidth"] in (0.5, 1.0)
-    assert set(pilot["metrics_by_bandwidth"]) == {"0.5", "1.0"}
-    assert pilot["feasibility"]["wall_seconds"] > 0
-    assert {r["origin"] for r in summary["runs"].values()} == {"reused"}
-    assert set(summary["runs"]) == {"grpo_gs8", "gs1_kernel", "base"}
-    d = summary["decision"]
-    assert d["n"] == 16 and d["decision"] in ("noninferior", "inferior", "inconclusive")
-    assert d["revised"]["rule"]["method"] == "betting" and d["revised"]["rule"]["permutation_seed"] == 20
+    revised = load_spec(REVISED_SPEC)
+    summary = run_study(backend, SPEC, root, despite_failed_gate=True, revised=revised)  # reuses every run
+    assert summary.preflight.status == "passed"
+    pilot = summary.pilot
+    checks = {c.metric: c for c in pilot.gate.checks}
+    assert checks["executed_group_size_treatment"].observed == 1
+    assert checks["executed_group_size_baseline"].observed == 8
+    assert "frac_nonzero_advantage_treatment" in pilot.by_construction
+    assert pilot.recompute_max_abs_diff < 1e-12
+    assert pilot.chosen_bandwidth in (0.5, 1.0)
+    assert set(pilot.metrics_by_bandwidth) == {"0.5", "1.0"}
+    assert pilot.feasibility.wall_seconds > 0
+    assert {r.origin for r in summary.runs.values()} == {"reused"}
+    assert set(summary.runs) == {"grpo_gs8", "gs1_kernel", "base"}
+    assert summary.runs["gs1_kernel"].curve.step == (0, 1) and summary.runs["base"].curve.step == ()
+    d = summary.decision
+    assert d.n == 16 and d.decision in ("noninferior", "inferior", "inconclusive")
+    assert d.revised.rule.method == "betting" and d.revised.rule.permutation_seed == 20
+    # the typed summary gives back the dict the study returned before it was typed: same keys, same order
+    record = json.loads(
+        (RunStore(root).runs("gs1_vs_grpo", "decision")[0].path / "decision.json").read_text()
+    )
+    assert json.dumps(summary.to_dict()["decision"], default=str) == json.dumps(
+        {**record, "gate_passed": d.gate_passed}
+    )
     base_eval = RunStore(root).runs("gs1_vs_grpo", "base")[0]
     assert base_eval.record.spec["steps"] == 0 and len(base_eval.eval_items()) == 16
-    c = d["contrasts"]
-    assert c["grpo_gs8-base"]["baseline_accuracy"] == d["base_accuracy"]
-    assert c["gs1_kernel-grpo_gs8"]["mean_difference"] == pytest.approx(
-        d["rule"]["criteria"][0]["statistic_mean"]
-    )
-    assert set(summary["monitor"]) == {"grpo_gs8", "gs1_kernel"}
-    assert summary["monitor"]["gs1_kernel"]["steps"] == 2
+    c = d.contrasts
+    assert d.control_vs_base.baseline_accuracy == d.base_accuracy
+    assert c["gs1_kernel-grpo_gs8"].mean_difference == pytest.approx(d.rule.primary.statistic_mean)
+    assert set(summary.monitor) == {"grpo_gs8", "gs1_kernel"}
+    assert summary.monitor["gs1_kernel"].steps == 2
     store = RunStore(root)
     assert {r.record.arm for r in store.runs("gs1_vs_grpo_pilot")} == {"grpo_gs8", "gs1_kernel"}
 
@@ -231,13 +237,12 @@ def test_bandwidth_calibration_rule():
 
 
 def test_feasibility_estimate_by_hand():
-    spec = json.loads(DEFAULT_SPEC.read_text())
-    arms = arms_from_spec(spec)
+    arms = SPEC.arm_configs()
     timings = {
         "grpo_gs8": {"setup_s": 10.0, "step_s_mean": 30.0, "eval_s_per_item": 0.5},
         "gs1_kernel": {"setup_s": 12.0, "step_s_mean": 33.0, "eval_s_per_item": 0.5},
     }
-    f = feasibility(arms, timings, spec["budget"], "pilot")
+    f = feasibility(arms, timings, SPEC.budget.max_wall_minutes, "pilot")
     expected = 10 + 40 * 30 + 1319 * 0.5 + 12 + 40 * 33 + 1319 * 0.5
     assert f["wall_seconds"] == pytest.approx(expected)
     assert f["budget_wall_seconds"] == 7200 and f["recovery_reserve_seconds"] == pytest.approx(
@@ -245,7 +250,10 @@ def test_feasibility_estimate_by_hand():
     )
     assert f["status"] == "ok" and f["effective_config"]["batch_size"] == 64
     slow = feasibility(
-        arms, {k: {**v, "step_s_mean": 100.0} for k, v in timings.items()}, spec["budget"], "pilot"
+        arms,
+        {k: {**v, "step_s_mean": 100.0} for k, v in timings.items()},
+        SPEC.budget.max_wall_minutes,
+        "pilot",
     )
     assert slow["status"] != "ok" and "exceeds" in slow["problems"][0]
 
@@ -257,7 +265,7 @@ def test_tinker_backend_without_a_key_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_quick_arms_keep_equal_rollout_budgets_and_group_sizes():
-    arms = quick_arms(arms_from_spec(json.loads(DEFAULT_SPEC.read_text())))
+    arms = quick_arms(SPEC.arm_configs())
     g, k = arms["grpo_gs8"], arms["gs1_kernel"]
     assert g.group_size == 8 and k.group_size == 1
     assert g.rollouts_per_step == k.rollouts_per_step == 64  # the spec's: the activation gate needs them
@@ -267,10 +275,9 @@ def test_quick_arms_keep_equal_rollout_budgets_and_group_sizes():
 def test_model_not_served_stops_the_study_before_anything_runs(tmp_path):
     from rftlab.training.gs1.rl_loop import ModelNotServedError
 
-    spec = json.loads(DEFAULT_SPEC.read_text())
     service = FakeServiceClient(models=(("Qwen/Qwen3.5-4B", True, True),))
     with pytest.raises(ModelNotServedError, match="not served"):
-        run_study(_backend(service, spec), DEFAULT_SPEC, tmp_path / "runs")
+        run_study(_backend(service, SPEC), SPEC, tmp_path / "runs")
     assert service.calls == []
     assert not (tmp_path / "runs").exists()
 

@@ -70,7 +70,7 @@ def tinker_env(server, monkeypatch):
 def _backends(base_dir, tmp_path):
     """The study's ``tinker`` backend (real SDK, ``TINKER_BASE_URL``) at quick size on the served base, and
     the same arms, task and renderer on the in-process backend."""
-    spec, _ = load_spec(DEFAULT_SPEC)
+    spec = load_spec(DEFAULT_SPEC)
     overrides = {"base_model": base_dir, "renderer_name": LOCAL_RENDERER, "task": "local_math", **LOCAL_SIZES}
     remote = make_gs1_backend("tinker", spec, root=tmp_path / "runs_tinker", quick=True, overrides=overrides)
     _OPENED.append(remote.service_client)
@@ -88,16 +88,15 @@ def test_the_quick_study_through_the_sdk_matches_the_in_process_backend(tinker_e
     spec, remote, local = _backends(base_dir, tmp_path)
     assert type(remote.service_client).__module__.startswith("tinker")  # the real SDK client
     assert remote.arms["grpo_gs8"].base_model == base_dir and remote.task.name == "local_math"
-    _, sha = load_spec(DEFAULT_SPEC)
     out = {}
     for name, backend in (("tinker", remote), ("local", local)):
         store = RunStore(tmp_path / f"runs_{name}")
-        pre, _ = study_preflight(backend, spec, sha, store)
-        pilot = study_pilot(backend, spec, sha, store)
+        pre, _ = study_preflight(backend, spec, store)
+        pilot = study_pilot(backend, spec, store)
         runs = {arm: run_arm(cfg, backend.service_client, backend.renderer, backend.task, store, name)
                 for arm, cfg in backend.arms.items()}  # fmt: skip
         decision = decide(
-            DEFAULT_SPEC, runs["gs1_kernel"].run.path / "eval.jsonl", runs["grpo_gs8"].run.path / "eval.jsonl"
+            spec, runs["gs1_kernel"].run.path / "eval.jsonl", runs["grpo_gs8"].run.path / "eval.jsonl"
         )
         out[name] = (pre, pilot, runs, decision)
     pre_t, pilot_t, runs_t, dec_t = out["tinker"]
@@ -138,14 +137,14 @@ def test_the_quick_study_through_the_sdk_matches_the_in_process_backend(tinker_e
             assert same == len(el)
         else:
             assert same >= 0.9 * len(el), f"{same}/{len(el)} identical greedy answers"
-    assert dec_t["rule"] == dec_l["rule"] and dec_t["n"] == dec_l["n"] == remote.arms["gs1_kernel"].n_eval
+    assert dec_t.rule == dec_l.rule and dec_t.n == dec_l.n == remote.arms["gs1_kernel"].n_eval
 
 
 def test_run_study_on_the_service_stops_where_a_paid_run_would(tinker_env, base_dir, tmp_path):
     """Without a passed local preflight of the same committed code, the tinker backend starts no arm."""
-    _, remote, _ = _backends(base_dir, tmp_path)
-    summary = run_study(remote, DEFAULT_SPEC, tmp_path / "runs_tinker")
-    assert "no full run starts" in summary["stopped"] and "runs" not in summary
+    spec, remote, _ = _backends(base_dir, tmp_path)
+    summary = run_study(remote, spec, tmp_path / "runs_tinker")
+    assert "no full run starts" in summary.stopped and not summary.runs
     arms = {r.record.arm for r in RunStore(tmp_path / "runs_tinker").runs()}
     assert arms == {"preflight"}
 
@@ -153,10 +152,10 @@ def test_run_study_on_the_service_stops_where_a_paid_run_would(tinker_env, base_
 def test_a_model_the_service_does_not_serve_stops_the_study_before_anything_runs(
     tinker_env, base_dir, tmp_path
 ):
-    _, remote, _ = _backends(base_dir, tmp_path)
+    spec, remote, _ = _backends(base_dir, tmp_path)
     remote.arms = {k: replace(v, base_model="Qwen/Qwen3.5-2B") for k, v in remote.arms.items()}
     with pytest.raises(ModelNotServedError, match="Qwen/Qwen3.5-2B is not served by this backend"):
-        run_study(remote, DEFAULT_SPEC, tmp_path / "runs")
+        run_study(remote, spec, tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
 

@@ -80,14 +80,13 @@ def test_a_kind_cannot_leave_the_cache_folder(tmp_path):
 
 
 def test_gs1_design_is_cached_and_a_fresh_computation_equals_the_cached_one(monkeypatch):
-    from rftlab.studies.gs1 import DEFAULT_SPEC, design
+    from rftlab.studies.gs1 import DEFAULT_SPEC, design, load_spec
 
+    spec = load_spec(DEFAULT_SPEC)
     misses = []
-    first = design(DEFAULT_SPEC, on_miss=lambda: misses.append(1))
-    second = design(DEFAULT_SPEC, on_miss=lambda: misses.append(1))
-    assert (first["cached"], second["cached"], len(misses)) == (False, True, 1)
+    first = design(spec, on_miss=lambda: misses.append(1))
+    second = design(spec, on_miss=lambda: misses.append(1))
+    assert (first.cached, second.cached, len(misses)) == (False, True, 1)
     monkeypatch.setenv("RFTLAB_NO_CACHE", "1")
-    fresh = design(DEFAULT_SPEC)
-    assert {k: v for k, v in fresh.items() if k != "cached"} == {
-        k: v for k, v in second.items() if k != "cached"
-    }
+    fresh = design(spec)
+    assert fresh.model_copy(update={"cached": True}) == second

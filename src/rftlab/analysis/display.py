@@ -9,6 +9,7 @@ Pure formatting (no IPython): notebooks wrap the returned text in ``IPython.disp
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 MISSING = "–"
@@ -103,3 +104,12 @@ def fixed_digits_markdown(df: Any, digits: int = 3) -> Any:
     from IPython.display import Markdown
 
     return Markdown(fixed_digits_table(df, digits))
+
+
+def format_rate(cell: Mapping[str, Any]) -> str:
+    """A design cell's P(noninferior): exact to 4 decimals (or 1 significant digit below 1e-4), a Monte
+    Carlo rate with its standard error (``0.812 ± 0.005``)."""
+    p = cell["p_noninferior"]
+    if not cell["reps"]:
+        return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
+    return f"{p:.3f} ± {cell['mc_se']:.3f}"

@@ -16,6 +16,10 @@ a plain decimal number: optional sign, digits with an optional decimal point, op
 object) **fails** the check with a reason. ``one_of`` compares the value's text, or its number when
 both sides parse under the same rule.
 
+**Records.** An evaluation keeps the values it saw, a non-finite float as it is. ``rftlab gates --json``
+prints it as ``null`` (``rftlab.runs.strictjson.json_output``); a gate record in a run folder writes it as
+the text ``"NaN"`` (``nonfinite_as_text``), as it always has.
+
 **Specs.** A threshold must be a finite JSON number and ``min <= max``; a spec that breaks this is a
 bad spec (a ``pydantic.ValidationError``, exit 2 in the CLI), never a failing gate.
 """
@@ -31,8 +35,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rftlab.analysis.io import AnalysisInputError, json_safe, read_json_file
+from rftlab.analysis.io import AnalysisInputError, read_json_file
 from rftlab.runs.hashing import file_sha256
+from rftlab.runs.strictjson import json_plain
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 Threshold = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -155,7 +160,7 @@ def evaluate_check(
     check: GateCheck, metrics: Mapping[str, Any], evidence: Mapping[str, Any] | None = None
 ) -> CheckResult:
     """Evaluate one check; a missing or non-numeric metric fails with a reason instead of raising."""
-    evidence = dict(json_safe(dict(evidence or {})))
+    evidence = dict(json_plain(dict(evidence or {})))
     if check.metric not in metrics or metrics[check.metric] is None:
         return CheckResult(
             check.metric,
@@ -188,11 +193,11 @@ def evaluate_check(
     return CheckResult(
         check.metric,
         check.measures,
-        json_safe(observed),
+        json_plain(observed),
         check.threshold(),
         not failures,
         reason,
-        json_safe(evidence),
+        json_plain(evidence),
     )
 
 
@@ -226,7 +231,7 @@ def evaluate_gate(
         metrics = metrics["metrics"]
     elif top_evidence is not None:
         evidence = {**dict(top_evidence), **dict(evidence or {})}
-    evidence = json_safe(dict(evidence or {}))
+    evidence = json_plain(dict(evidence or {}))
     results = tuple(evaluate_check(check, metrics, evidence) for check in checks)
     return GateEvaluation(
         spec_sha256=spec_sha256, passed=all(r.passed for r in results), checks=results, spec_path=spec_path

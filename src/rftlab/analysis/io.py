@@ -151,11 +151,20 @@ def read_json_file(path: str | Path, what: str = "file") -> object:
     that holds them; callers decide whether a non-finite value is a bad spec or a failing value.
     """
     path = Path(path)
+    return parse_json_bytes(read_file_bytes(path, what), path, what)
+
+
+def read_file_bytes(path: Path, what: str = "file") -> bytes:
+    """The bytes of ``path``; an ``AnalysisInputError`` naming ``what`` and the file when it cannot be read."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         error = _open_error(path, exc)
         raise AnalysisInputError(f"{what} {error}") from None
+
+
+def parse_json_bytes(raw: bytes, path: Path, what: str = "file") -> object:
+    """``read_json_file`` on bytes already read from ``path`` (so a caller can hash the same bytes)."""
     text = _decode_json_text(raw, path, what)
     try:
         value = json.loads(text, parse_int=_parse_int)
@@ -173,32 +182,6 @@ def read_json_file(path: str | Path, what: str = "file") -> object:
         raise AnalysisInputError(
             f"{what} {path}: field {huge[0]} is an integer of {huge[1].digits} digits (at most {MAX_INT_DIGITS})"
         )
-    return value
-
-
-def json_safe(value: object) -> object:
-    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts.
-
-    Non-finite floats become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (so no output holds
-    the non-standard JSON literals); tuples become lists, numpy scalars Python numbers; mappings keep
-    their (string) keys.
-    """
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
     return value
 
 
@@ -394,16 +377,17 @@ def load_metric_series(
     return xs, ys, x, sum(len(v) for v in points.values())
 
 
-def validation_message(exc: Exception) -> str:
-    """One line for a ``pydantic.ValidationError`` (``field.path: message; ...``), else ``str(exc)``."""
+def validation_message(exc: Exception, limit: int = 3) -> str:
+    """One line for a ``pydantic.ValidationError`` (``field.path: message; ...``, the first ``limit``
+    errors), else ``str(exc)``."""
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return " ".join(str(exc).split())
     parts = []
-    for error in errors()[:3]:
+    for error in errors()[:limit]:
         where = ".".join(str(part) for part in error.get("loc", ()))
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
-    more = len(errors()) - 3
+    more = len(errors()) - limit
     text = "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
     return " ".join(text.split())  # field names from the input may hold newlines: keep it one line

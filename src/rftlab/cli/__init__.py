@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import math
 import os
 import sys
 from typing import Any
@@ -41,20 +39,12 @@ class UsageError(Exception):
     """Bad input from the user: printed as ``rftlab: error: ...`` with exit code 2."""
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN or infinity replaced by ``None`` (JSON ``null``), recursively."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def print_json(value: Any) -> None:
-    """Print ``value`` as ``--json`` output: indented, strict JSON (no ``NaN``/``Infinity``)."""
-    print(json.dumps(json_safe(value), indent=2, allow_nan=False))
+    """Print ``value`` as ``--json`` output: indented strict JSON, a NaN or an infinity as ``null``
+    (``rftlab.runs.strictjson.json_output``, the one rule of every ``--json``)."""
+    from rftlab.runs.strictjson import json_output
+
+    print(json_output(value))
 
 
 def add_root_argument(parser: argparse.ArgumentParser) -> None:

@@ -51,7 +51,8 @@ def _read_json_object(path: str, what: str) -> dict:
 def check_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.gates import GateInputError, evaluate_gate, file_sha256, parse_checks
     from rftlab.analysis.io import validation_message
-    from rftlab.cli.stats import print_json
+    from rftlab.cli import print_json
+    from rftlab.runs.strictjson import nonfinite_as_text
 
     spec = _read_json_object(args.spec, "spec")
     metrics = _read_json_object(args.metrics, "metrics")
@@ -72,7 +73,7 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"gate of {args.spec} (sha256 {evaluation.spec_sha256})")
         for c in evaluation.checks:
             status = "PASS" if c.passed else "FAIL"
-            observed = repr(c.observed)
+            observed = repr(nonfinite_as_text(c.observed))  # the text it has always shown
             observed = observed if len(observed) <= 40 else observed[:37] + "..."
             print(f"  {status}  {c.metric:<36} observed={observed:<10} threshold={c.threshold}  ({c.reason})")
         print(

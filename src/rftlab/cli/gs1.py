@@ -20,20 +20,13 @@ import math
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rftlab.cli import UsageError, add_root_argument
-from rftlab.studies.gs1 import (
-    ARMS,
-    DEFAULT_SPEC,
-    REVISED_SPEC,
-    decide,
-    decision_table,
-    run_study,
-    study_preflight,
-    write_json,
-)
-from rftlab.training.sessions import closing_session
+from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC
+
+if TYPE_CHECKING:  # the driver imports the statistics: each command imports it when it runs
+    from rftlab.studies.gs1 import GS1StudySpec, GS1Summary
 
 
 def _spec_message(path: str | Path, exc: Exception) -> str:
@@ -44,8 +37,8 @@ def _spec_message(path: str | Path, exc: Exception) -> str:
     return text if str(path) in text else f"{path}: {text}"
 
 
-def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
-    """The study spec and its SHA-256; a bad file is a usage error."""
+def load_spec(path: str | Path) -> GS1StudySpec:
+    """The study spec, parsed once (its SHA-256 is ``spec.sha256``); a bad file is a usage error."""
     from rftlab.studies.gs1 import load_spec as load
 
     try:
@@ -54,7 +47,7 @@ def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
         raise UsageError(_spec_message(path, exc)) from None
 
 
-def get_backend(backend: str | None, spec: dict[str, Any], root: str, quick: bool):
+def get_backend(backend: str | None, spec: GS1StudySpec, root: str, quick: bool):
     """The study's backend; one that cannot be built here is a usage error."""
     from rftlab.studies.gs1 import get_backend as build
 
@@ -221,10 +214,9 @@ def advantages_command(args: argparse.Namespace) -> int:
 
 def design_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.gs1 import MAX_DESIGN_REPS
-    from rftlab.cli import print_json
     from rftlab.studies.gs1 import design
 
-    load_spec(args.spec)
+    spec = load_spec(args.spec)
     if args.reps is not None and not 100 <= args.reps <= MAX_DESIGN_REPS:
         raise UsageError(f"--reps must be an integer from 100 to {MAX_DESIGN_REPS}, got {args.reps}")
     if args.discordance is not None and not all(0 < r <= 1 for r in args.discordance):
@@ -241,7 +233,7 @@ def design_command(args: argparse.Namespace) -> int:
     slow.daemon = True
     try:
         out = design(
-            args.spec,
+            spec,
             candidates=args.candidates,
             discordances=args.discordance,
             reps=args.reps,
@@ -252,39 +244,40 @@ def design_command(args: argparse.Namespace) -> int:
     finally:
         slow.cancel()
     if args.json:
-        print_json(json.loads(json.dumps(out, default=str)))
+        print_json(out.to_dict())
         return 0
-    d = out["design"]
-    print(f"design of {Path(args.spec).name} (sha256 {out['spec_sha256'][:16]}…)")
-    print(out["note"])
-    rows = out["table"]
+    d = out.design
+    print(f"design of {spec.file_name} (sha256 {out.spec_sha256[:16]}…)")
+    print(out.note)
+    rows = out.table
     cols = list(rows[0])
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
     for r in rows:
         print("  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths, strict=True)))
-    if args.candidates:
-        r = out["planning_discordance"]
+    if out.candidates is not None:
+        r = out.planning_discordance
         print(
-            f"finite-sample bounds at discordance {r:g} (n = {d['n']}, alpha {d['alpha']:g}, margin {d['margin']:g}):"
+            f"finite-sample bounds at discordance {r:g} (n = {d.n}, alpha {d.alpha:g}, margin {d.margin:g}):"
         )
-        for c in out["candidates"]:
-            null, zero = c["rows"][0], c["rows"][1]
+        for c in out.candidates:
+            null, zero = c.rows[0], c.rows[1]
             se = lambda row: "" if not row["reps"] else f" ± {row['mc_se']:.3f}"  # noqa: E731
             print(
-                f"  {c['method']:<28} P(noninferior) at {null['difference']:+.3f}: {null['p_noninferior']:.4f}{se(null)}"
+                f"  {c.method:<28} P(noninferior) at {null['difference']:+.3f}: {null['p_noninferior']:.4f}{se(null)}"
                 f"   at 0: {zero['p_noninferior']:.4f}{se(zero)}"
             )
-        print(f"chosen by the design numbers: {out['chosen_method']}")
+        print(f"chosen by the design numbers: {out.chosen_method}")
     return 0
 
 
 def preflight_command(args: argparse.Namespace) -> int:
     from rftlab.runs.paths import PROJECT_ROOT
     from rftlab.runs.store import RunStore
+    from rftlab.studies.gs1 import closing_session, study_preflight, write_json
     from rftlab.training.gs1.rl_loop import ModelNotServedError, check_model_served, service_capabilities
 
-    spec, sha = load_spec(args.spec)
+    spec = load_spec(args.spec)
     backend = get_backend(args.backend, spec, args.root, args.quick)
     with closing_session(backend.service_client, "rftlab gs1 preflight"):
         try:
@@ -292,11 +285,11 @@ def preflight_command(args: argparse.Namespace) -> int:
                 check_model_served(service_capabilities(backend.service_client), cfg.base_model)
         except ModelNotServedError as exc:
             raise UsageError(str(exc)) from None
-        pre, path = study_preflight(backend, spec, sha, RunStore(args.root, repo=PROJECT_ROOT))
+        pre, path = study_preflight(backend, spec, RunStore(args.root, repo=PROJECT_ROOT))
     if args.out:
         write_json(Path(args.out), pre)
     if args.json:
-        print(json.dumps(pre, indent=2, default=str))
+        print_json(pre)
     else:
         for c in pre["checks"]:
             print(f"  {c['status'].upper():<8} {c['id']:<28} {c['detail']}")
@@ -305,62 +298,64 @@ def preflight_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    spec, _ = load_spec(args.spec)
+    spec = load_spec(args.spec)
+    revised = load_spec(args.revised_spec) if args.revised_spec else None
     backend = get_backend(args.backend, spec, args.root, args.quick)
     arms = ARMS if args.arm == "both" else (args.arm,)
 
-    revised = args.revised_spec or None
-    if revised:
-        load_spec(revised)
-
+    from rftlab.studies.gs1 import closing_session, run_study
     from rftlab.training.gs1.rl_loop import ModelNotServedError, ResumeError
 
     try:
         with closing_session(backend.service_client, "rftlab gs1 run"):
             summary = run_study(
                 backend,
-                args.spec,
+                spec,
                 args.root,
                 arms,
                 args.despite_failed_gate,
                 progress=print_step,
-                revised_spec=revised,
+                revised=revised,
             )
     except (ModelNotServedError, ResumeError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        print_json(summary.to_dict())
     else:
-        print(f"preflight: {summary['preflight']['status']} ({summary['preflight']['path']})")
-        if "gate" in summary:
+        print_summary(summary)
+    return 0 if summary.stopped is None else 1
+
+
+def print_summary(summary: GS1Summary) -> None:
+    """The study's outcome in a few lines (``rftlab gs1 run`` without ``--json``)."""
+    pre = summary.preflight
+    print(f"preflight: {pre.status} ({pre.path})")
+    if summary.gate is not None:
+        print(
+            f"activation gate: {'passed' if summary.gate.passed else 'FAILED'} "
+            f"(bandwidth {summary.gate.bandwidth})"
+        )
+    for name, r in summary.runs.items():
+        print(f"{name}: {r.path} ({r.origin})")
+    if summary.despite_failed_gate:
+        print("--despite-failed-gate was given: a failed gate would not have stopped the full runs")
+    d = summary.decision
+    if d is not None:
+        for label, dec in zip(("pre-registered", "revised"), d.decisions(), strict=False):
+            crit = dec.rule.primary
             print(
-                f"activation gate: {'passed' if summary['gate']['passed'] else 'FAILED'} "
-                f"(bandwidth {summary['gate']['bandwidth']})"
+                f"decision ({label}, {dec.spec}): {dec.decision} for these seed-0 checkpoints "
+                f"(mean diff {crit.statistic_mean:+.4f}, {crit.method} lower bound "
+                f"{crit.lower:+.4f} vs margin {crit.margin})"
             )
-        for name, r in summary.get("runs", {}).items():
-            print(f"{name}: {r['path']} ({r['origin']})")
-        if summary.get("despite_failed_gate"):
-            print("--despite-failed-gate was given: a failed gate would not have stopped the full runs")
-        if "decision" in summary:
-            d = summary["decision"]
-            for label, dec in (("pre-registered", d), ("revised", d.get("revised"))):
-                if not dec:
-                    continue
-                crit = dec["rule"]["criteria"][0]
-                print(
-                    f"decision ({label}, {dec['spec']}): {dec['decision']} for these seed-0 checkpoints "
-                    f"(mean diff {crit['statistic_mean']:+.4f}, {crit['method']} lower bound "
-                    f"{crit['lower']:+.4f} vs margin {crit['margin']})"
-                )
-            a = d["assay_sensitivity"]
-            print(
-                f"assay sensitivity: {a['control']} - base {a['control_minus_base']:+.4f}, Hoeffding lower "
-                f"{a['hoeffding_lower']:+.4f} vs margin {a['margin']:g}: "
-                f"{'established' if a['established'] else 'NOT established'}"
-            )
-        if "stopped" in summary:
-            print(f"stopped: {summary['stopped']}")
-    return 0 if "stopped" not in summary else 1
+        a = d.assay_sensitivity
+        print(
+            f"assay sensitivity: {a.control} - base {a.control_minus_base:+.4f}, Hoeffding lower "
+            f"{a.hoeffding_lower:+.4f} vs margin {a.margin:g}: "
+            f"{'established' if a.established else 'NOT established'}"
+        )
+    if summary.stopped is not None:
+        print(f"stopped: {summary.stopped}")
 
 
 def print_step(m: dict[str, Any]) -> None:
@@ -374,34 +369,34 @@ def print_step(m: dict[str, Any]) -> None:
 
 def decide_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.io import AnalysisInputError, validation_message
-    from rftlab.studies.gs1 import check_input_file
+    from rftlab.studies.gs1 import check_input_file, decide
 
-    load_spec(args.spec)
+    spec = load_spec(args.spec)
     try:
         check_input_file(args.treatment, "--treatment")
         check_input_file(args.baseline, "--baseline")
-        out = decide(args.spec, args.treatment, args.baseline)
+        out = decide(spec, args.treatment, args.baseline)
     except (AnalysisInputError, ValueError) as exc:
         raise UsageError(validation_message(exc)) from None
     if args.json:
-        print(json.dumps(out, indent=2, default=str))
+        print_json(out.to_dict())
         return 0
-    crit = out["rule"]["criteria"][0]
+    crit = out.rule.primary
     print(
         f"GS1 decision: treatment {args.treatment} vs baseline {args.baseline}\n"
-        f"n = {out['n']} paired items; accuracy {out['treatment_accuracy']:.4f} vs {out['baseline_accuracy']:.4f}, "
-        f"mean difference {crit['statistic_mean']:+.4f}; noninferiority margin {crit['margin']:+g}\n"
+        f"n = {out.n} paired items; accuracy {out.treatment_accuracy:.4f} vs {out.baseline_accuracy:.4f}, "
+        f"mean difference {crit.statistic_mean:+.4f}; noninferiority margin {crit.margin:+g}\n"
     )
     print(
         f"{'method':<34} {'status':<15} {'level':>6} {'seed':>5} {'lower':>9} {'upper':>9}  {'decision':<14} validity"
     )
-    for row in decision_table(out):
+    for row in out.bound_rows():
         status = str(row["status"]).split(":")[0]  # registered (in its spec) or exploratory
         print(
             f"{row['method']:<34} {status:<15} {row['one-sided level']:>6} {row['permutation seed']!s:>5} "
             f"{_fmt_bound(row['lower']):>9} {_fmt_bound(row['upper']):>9}  {row['decision']:<14} {row['validity']}"
         )
-    print(f"\ndecision (pre-registered, {crit['method']}): {out['decision']}")
+    print(f"\ndecision (pre-registered, {crit.method}): {out.decision}")
     return 0
 
 

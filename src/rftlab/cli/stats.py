@@ -11,10 +11,9 @@ Every command exits 0 whatever the statistical decision, and 2 with a one-line m
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, print_json
 
 # The analysis modules pull in scipy and statsmodels (~1 s): each handler imports what it needs, so
 # `rftlab --help` and the other commands start fast. AnalysisInputError is a ValueError.
@@ -103,13 +102,6 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     return f"{value:+.{digits}f}"
-
-
-def print_json(obj: object) -> None:
-    """Print ``obj`` as JSON with non-finite floats written as strings (never NaN/Infinity literals)."""
-    from rftlab.analysis.io import json_safe
-
-    print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
 
 
 def _check_seed(seed: int | None) -> None:

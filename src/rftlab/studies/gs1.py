@@ -28,17 +28,40 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR, display_path
+from pydantic import Field
 
-DEFAULT_SPEC = SPECS_DIR / "gs1_vs_grpo.json"
-REVISED_SPEC = SPECS_DIR / "gs1_vs_grpo_betting.json"  # the rule with power (docs/gs1.md §11)
-ARMS = ("grpo_gs8", "gs1_kernel")
+from rftlab.analysis.gs1 import (
+    ESS_METRIC,
+    ArmMonitor,
+    GS1StudySpec,
+    RuleDecision,
+    RuleDesign,
+    StudyDecision,
+    StudyOutcome,
+)
+from rftlab.analysis.gs1.results import GateRecord, Record
+from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC
+from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
+from rftlab.training.sessions import closing_session
+
+# what notebook 03 and the CLI take from here besides the driver's own functions
+__all__ = [
+    "ARMS",
+    "DEFAULT_SPEC",
+    "ESS_METRIC",
+    "REVISED_SPEC",
+    "GS1StudySpec",
+    "closing_session",
+    "notebook_runs_root",
+]
+
 TREATMENT, BASELINE, BASE = "gs1_kernel", "grpo_gs8", "base"
 
 
@@ -53,16 +76,16 @@ def check_input_file(path: str | Path, what: str) -> None:
         raise ValueError(f"{what} {path} is not a regular file (a FIFO, socket or device)")
 
 
-def load_spec(path: str | Path) -> tuple[dict[str, Any], str]:
-    from rftlab.analysis.io import read_json_file
-    from rftlab.runs.hashing import file_sha256
+def load_spec(path: str | Path) -> GS1StudySpec:
+    """The GS1 spec at ``path``, validated once, with its file's SHA-256 (``spec.sha256``).
 
-    file = Path(path)
-    check_input_file(file, "spec")
-    spec = read_json_file(file, "spec")  # AnalysisInputError (a ValueError) naming the file and field
-    if not isinstance(spec, dict) or "arms" not in spec:
-        raise ValueError(f"spec {path}: not a GS1 study spec (no 'arms')")
-    return spec, file_sha256(file)
+    A missing or unreadable file, bad JSON or a bad field is a ``ValueError`` of one line naming the file
+    and the field."""
+    from rftlab.analysis.gs1 import parse_study_spec
+    from rftlab.analysis.io import read_file_bytes
+
+    check_input_file(path, "spec")
+    return parse_study_spec(read_file_bytes(Path(path), "spec"), path)
 
 
 def write_json(path: Path, obj: Any) -> Path:
@@ -87,7 +110,7 @@ def _record_run(store, arm: str, spec: dict[str, Any], backend: str, filename: s
     return payload, run, origin
 
 
-def get_backend(backend: str | None, spec: dict[str, Any], root: str | Path, quick: bool):
+def get_backend(backend: str | None, spec: GS1StudySpec, root: str | Path, quick: bool):
     """The study's backend (``local`` or ``tinker``; ``None``: tinker when ``TINKER_API_KEY`` is set);
     ``ValueError`` when it cannot be built here."""
     from rftlab.launch.gs1.backend import BackendUnavailable, default_backend, make_gs1_backend
@@ -96,6 +119,173 @@ def get_backend(backend: str | None, spec: dict[str, Any], root: str | Path, qui
         return make_gs1_backend(backend or default_backend(), spec, root=str(root), quick=quick)
     except BackendUnavailable as exc:
         raise ValueError(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------------- typed results
+
+
+class PreflightCheckRecord(Record):
+    """One check of the correctness preflight as recorded in ``preflight.json``."""
+
+    id: str
+    status: str
+    detail: str
+    values: dict[str, Any] = {}
+    backend: str | None = None
+    seconds: float | None = None
+
+
+class PreflightRecord(Record):
+    """A ``preflight.json`` record (``launch.gs1.preflight.PreflightReport.to_dict``)."""
+
+    status: str
+    passed: bool
+    backend: str
+    spec_sha256: str | None
+    created_at: str
+    checks: tuple[PreflightCheckRecord, ...]
+    wall_seconds: float | None = None
+
+
+class PreflightSummary(Record):
+    """The preflight's status and record path; ``report`` is the record itself (not in ``to_dict``)."""
+
+    status: str
+    path: str
+    completed_by: str | None = None
+    report: PreflightRecord = Field(exclude=True)
+
+
+class Feasibility(Record):
+    """The full study's wall time estimated from the pilot (``training.gs1.pilot.feasibility``)."""
+
+    status: str
+    problems: tuple[str, ...]
+    effective_config: dict[str, Any]
+    source: str
+    measurements: dict[str, dict[str, float]]
+    phases: dict[str, dict[str, float]]
+    wall_seconds: float
+    budget_wall_seconds: float
+    recovery_reserve_seconds: float | None
+    gpu_hours: float | None
+
+
+class PilotResult(Record):
+    """``gate.json``: the pilot's gate at the chosen bandwidth, the calibration and the feasibility;
+    ``by_construction`` (gate checks that cannot fail here) is added by the study."""
+
+    gate: GateRecord
+    gate_passed: bool
+    evaluations: dict[str, GateRecord]
+    chosen_bandwidth: float
+    calibration_reason: str
+    metrics_by_bandwidth: dict[str, dict[str, Any]]
+    recompute_max_abs_diff: float | None
+    pilot_runs: dict[str, str]
+    feasibility: Feasibility
+    by_construction: dict[str, str] = {}
+
+
+class GateBrief(Record):
+    passed: bool
+    bandwidth: float
+
+
+@dataclass(frozen=True)
+class TrainingCurve:
+    """An arm's logged training steps, one value per step (``nan`` where a step did not log it)."""
+
+    step: tuple[int, ...]
+    reward_mean: tuple[float, ...]
+    reward_mean_se: tuple[float, ...]
+    ess_p10: tuple[float, ...]
+    ess_median: tuple[float, ...]
+    distinct_mean: tuple[float, ...]
+    distinct_min: tuple[float, ...]
+
+    @classmethod
+    def from_metrics(cls, rows: Sequence[Mapping[str, Any]]) -> TrainingCurve:
+        def column(name: str) -> tuple[float, ...]:
+            return tuple(math.nan if r.get(name) is None else float(r[name]) for r in rows)
+
+        return cls(
+            step=tuple(int(r["step"]) for r in rows),
+            reward_mean=column("reward_mean"),
+            reward_mean_se=column("reward_mean_se"),
+            ess_p10=column("kernel_effective_neighbors_p10"),
+            ess_median=column("kernel_effective_neighbors_median"),
+            distinct_mean=column("distinct_samples_per_group_mean"),
+            distinct_min=column("distinct_samples_per_group_min"),
+        )
+
+
+class ArmTimings(Record):
+    setup_s: float | None = None
+    train_s: float | None = None
+    eval_s: float | None = None
+
+
+class ArmRun(Record):
+    """One arm's run: its folder and how it was obtained; the timings and the training curve come from
+    its record and metrics (not in ``to_dict``)."""
+
+    path: str
+    origin: str
+    timings: ArmTimings = Field(default=ArmTimings(), exclude=True)
+    curve: TrainingCurve | None = Field(default=None, exclude=True)
+
+
+class GS1Summary(Record):
+    """What ``run_study`` returns: every stage reached, and ``stopped`` when one stopped the study."""
+
+    backend: str
+    spec_sha256: str
+    despite_failed_gate: bool
+    preflight: PreflightSummary | None = None
+    gate: GateBrief | None = None
+    pilot: PilotResult | None = None
+    runs: dict[str, ArmRun] = {}
+    monitor: dict[str, ArmMonitor] = {}
+    decision: StudyDecision | None = None
+    stopped: str | None = None
+
+    def outcome(self) -> StudyOutcome:
+        return StudyOutcome(
+            decision=self.decision,
+            monitor=self.monitor,
+            gate_passed=self.gate.passed if self.gate is not None else None,
+            despite_failed_gate=self.despite_failed_gate,
+            stopped=self.stopped,
+        )
+
+    def report_lines(
+        self, designs: Sequence[RuleDesign], local_model: str | None, local_detail: str | None
+    ) -> list[str]:
+        """The report's opening bullets (``analysis.gs1.report_summary``)."""
+        from rftlab.analysis.gs1 import report_summary
+
+        return report_summary(self.outcome(), designs, local_model, local_detail)
+
+    def monitor_lines(self) -> list[str]:
+        from rftlab.analysis.gs1 import monitor_sentences
+
+        return monitor_sentences(self.monitor)
+
+
+class DesignResult(Record):
+    """What ``design`` returns: the rule's design, its table and caption, and with ``candidates`` every
+    finite-sample bound and the one the numbers choose."""
+
+    spec: str
+    spec_sha256: str
+    design: RuleDesign
+    table: tuple[dict[str, Any], ...]
+    note: str
+    candidates: tuple[RuleDesign, ...] | None = None
+    chosen_method: str | None = None
+    planning_discordance: float | None = None
+    cached: bool
 
 
 # ---------------------------------------------------------------------------------- study functions
@@ -112,8 +302,9 @@ def same_clean_code(record_git: Mapping[str, Any] | None, current_git: Mapping[s
     )
 
 
-def study_preflight(backend, spec: dict[str, Any], sha: str, store) -> tuple[dict[str, Any], Path]:
-    """Run (or reuse) the correctness preflight for these arm configs on this backend.
+def study_preflight(backend, spec: GS1StudySpec, store) -> tuple[dict[str, Any], Path]:
+    """Run (or reuse) the correctness preflight for these arm configs on this backend: the record and
+    its path.
 
     A finished preflight is reused only when it was made at the commit checked out now with a clean tree,
     and the tree is still clean: a preflight tests the code, so one made on other or uncommitted code is
@@ -123,7 +314,7 @@ def study_preflight(backend, spec: dict[str, Any], sha: str, store) -> tuple[dic
 
     key = {
         "kind": "gs1_preflight",
-        "spec_sha256": sha,
+        "spec_sha256": spec.sha256,
         "arms": {k: v.to_dict() for k, v in backend.arms.items()},
     }
     found = store.find_run(EXPERIMENT, "preflight", key, "finished", backend.name)
@@ -141,7 +332,7 @@ def study_preflight(backend, spec: dict[str, Any], sha: str, store) -> tuple[dic
         backend.task,
         backend.name,
         spec,
-        sha,
+        spec.sha256,
         send_seeds=backend.send_seeds,
         reference_client=backend.reference_client,
     )
@@ -176,17 +367,17 @@ def reference_completion(store, pre: dict[str, Any], pre_path: Path) -> tuple[di
     return best, reason
 
 
-def gate_evaluator(spec: dict[str, Any], sha: str):
-    from rftlab.analysis.gates import evaluate_gate, parse_checks
+def gate_evaluator(spec: GS1StudySpec):
+    from rftlab.analysis.gates import evaluate_gate
 
-    checks = parse_checks(spec)
-    return lambda metrics: evaluate_gate(checks, metrics, sha)
+    checks = list(spec.activation_gate.checks)
+    return lambda metrics: evaluate_gate(checks, metrics, spec.sha256)
 
 
-def study_pilot(
-    backend, spec: dict[str, Any], sha: str, store, preflight_s: float | None = None
-) -> dict[str, Any]:
-    """The 2-step pilot, its gate at the pre-registered bandwidth (and the calibration), feasibility."""
+def study_pilot(backend, spec: GS1StudySpec, store, preflight_s: float | None = None) -> dict[str, Any]:
+    """The 2-step pilot, its gate at the pre-registered bandwidth (and the calibration), feasibility: the
+    ``gate.json`` record."""
+    from rftlab.runs.strictjson import nonfinite_as_text
     from rftlab.training.gs1.pilot import calibrate_bandwidth, feasibility, run_pilot
 
     pilot = run_pilot(
@@ -198,14 +389,16 @@ def study_pilot(
         backend.name,
         send_seeds=backend.send_seeds,
     )
-    calib = calibrate_bandwidth(pilot.metrics_by_bandwidth, gate_evaluator(spec, sha))
+    calib = calibrate_bandwidth(pilot.metrics_by_bandwidth, gate_evaluator(spec))
     gate = calib.evaluations[calib.chosen_bandwidth]
     source = ", ".join(f"{k}:{r.run.run_id}" for k, r in pilot.runs.items())
-    feas = feasibility(backend.arms, pilot.timings, spec.get("budget", {}), source, preflight_s=preflight_s)
-    return {
-        "gate": gate.to_dict(),
+    feas = feasibility(
+        backend.arms, pilot.timings, spec.budget.max_wall_minutes, source, preflight_s=preflight_s
+    )
+    return {  # a gate record keeps a non-finite observed value as text ("NaN"), as it always has
+        "gate": nonfinite_as_text(gate.to_dict()),
         "gate_passed": gate.passed,
-        "evaluations": {str(h): e.to_dict() for h, e in calib.evaluations.items()},
+        "evaluations": {str(h): nonfinite_as_text(e.to_dict()) for h, e in calib.evaluations.items()},
         "chosen_bandwidth": calib.chosen_bandwidth,
         "calibration_reason": calib.reason,
         "metrics_by_bandwidth": {str(h): m for h, m in pilot.metrics_by_bandwidth.items()},
@@ -215,16 +408,18 @@ def study_pilot(
     }
 
 
-def decide(spec_path: str | Path, treatment_eval: str | Path, baseline_eval: str | Path) -> dict[str, Any]:
+def decision_record(
+    spec: GS1StudySpec, treatment_eval: str | Path, baseline_eval: str | Path
+) -> dict[str, Any]:
     """The spec's decision rule on the two ``eval.jsonl`` files, with every other bound beside it (the
-    order-dependent ones on the rule's permutation seed, or seed 0 when the rule registers none)."""
-    from rftlab.analysis.decision_rules import evaluate_decision_rule_file, load_decision_rule
-    from rftlab.analysis.gs1 import spec_label
+    order-dependent ones on the rule's permutation seed, or seed 0 when the rule registers none), as the
+    record ``decision.json`` holds."""
+    from rftlab.analysis.gs1 import rule_verdict
     from rftlab.analysis.io import load_paired_items
     from rftlab.analysis.noninferiority import paired_noninferiority
 
-    result = evaluate_decision_rule_file(spec_path, treatment_eval, baseline_eval)
-    rule, sha = load_decision_rule(spec_path)
+    result = rule_verdict(spec, treatment_eval, baseline_eval)
+    rule = spec.decision_rule
     crit = rule.criteria[0]
     paired = load_paired_items(treatment_eval, baseline_eval)
     seed = rule.permutation_seed if rule.permutation_seed is not None else 0
@@ -232,9 +427,9 @@ def decide(spec_path: str | Path, treatment_eval: str | Path, baseline_eval: str
         paired.treatment, paired.baseline, margin=-crit.margin, alpha=rule.alpha, permutation_seed=seed
     )
     return {
-        "spec": Path(spec_path).name,
-        "spec_sha256": sha,
-        "registration": spec_label(json.loads(Path(spec_path).read_text(encoding="utf-8"))),
+        "spec": spec.file_name,
+        "spec_sha256": spec.sha256,
+        "registration": spec.registration,
         "rule": result.to_dict(),
         "decision": result.decision,
         "n": int(report.n),
@@ -244,27 +439,31 @@ def decide(spec_path: str | Path, treatment_eval: str | Path, baseline_eval: str
     }
 
 
+def decide(spec: GS1StudySpec, treatment_eval: str | Path, baseline_eval: str | Path) -> RuleDecision:
+    """The spec's decision rule on the two ``eval.jsonl`` files, typed (``decision_record``)."""
+    return RuleDecision.model_validate(decision_record(spec, treatment_eval, baseline_eval))
+
+
 def design(
-    spec_path: str | Path = DEFAULT_SPEC,
+    spec: GS1StudySpec,
     candidates: bool = False,
     discordances=None,
     reps: int | None = None,
     seed: int | None = None,
     on_miss: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> DesignResult:
     """What the spec's decision rule can decide at its n before any run (``rftlab.analysis.gs1``): the
     probability of ``noninferior`` at −margin, 0, +0.02 and +0.045 and the items for 80% power at
-    equality; with ``candidates``, every finite-sample bound at the planning discordance and the one the
+    equality. With ``candidates``, every finite-sample bound at the planning discordance and the one the
     design numbers choose.
 
     The tables are deterministic for their inputs, so they are cached in the run store
     (``rftlab.runs.cache``) under the spec's SHA-256, the options and the digest of the code that computes
-    them; ``on_miss`` is called before a computation (a Monte Carlo rule's takes tens of seconds).
+    them. ``on_miss`` is called before a computation (a Monte Carlo rule's takes tens of seconds).
     ``cached`` in the result says which it was."""
     from rftlab.runs.cache import cached_json
     from rftlab.runs.codehash import closure_digest
 
-    spec, sha = load_spec(spec_path)
     opts: dict[str, Any] = {}
     if discordances is not None:
         opts["discordances"] = [float(r) for r in discordances]
@@ -273,28 +472,35 @@ def design(
     if seed is not None:
         opts["seed"] = int(seed)
     key = {
-        "spec_sha256": sha,
+        "spec_sha256": spec.sha256,
         "candidates": bool(candidates),
         "options": opts,
         "code": closure_digest("rftlab.analysis.gs1"),
     }
     value, hit = cached_json(
-        "gs1_design", key, lambda: _design_tables(spec_path, candidates, opts), on_miss=on_miss
+        "gs1_design", key, lambda: _design_tables(spec, candidates, opts), on_miss=on_miss
     )
-    return {"spec": str(spec_path), "spec_sha256": sha, **value, "cached": hit}
+    return DesignResult.model_validate(
+        {
+            "spec": spec.path,
+            "spec_sha256": spec.sha256,
+            **value,
+            "design": RuleDesign.from_dict(value["design"]),
+            **({"candidates": [RuleDesign.from_dict(c) for c in value["candidates"]]} if candidates else {}),
+            "cached": hit,
+        }
+    )
 
 
-def _design_tables(spec_path: str | Path, candidates: bool, opts: dict[str, Any]) -> dict[str, Any]:
+def _design_tables(spec: GS1StudySpec, candidates: bool, opts: dict[str, Any]) -> dict[str, Any]:
     from rftlab.analysis import gs1 as ana
-    from rftlab.analysis.decision_rules import load_decision_rule
 
     run_opts = {k: (tuple(v) if k == "discordances" else v) for k, v in opts.items()}
-    d = ana.spec_design(spec_path, **run_opts)
+    d = ana.spec_design(spec, **run_opts)
     out: dict[str, Any] = {"design": d.to_dict(), "table": ana.design_table(d), "note": ana.design_note(d)}
     if candidates:
-        rule, _ = load_decision_rule(spec_path)
         cand_opts = {k: v for k, v in run_opts.items() if k in ("reps", "seed")}
-        designs = ana.candidate_designs(rule, d.n, **cand_opts)
+        designs = ana.candidate_designs(spec.decision_rule, d.n, **cand_opts)
         out["candidates"] = [c.to_dict() for c in designs]
         out["chosen_method"] = ana.choose_method(designs)
         out["planning_discordance"] = ana.PLANNING_DISCORDANCE
@@ -313,13 +519,14 @@ def check_served(backend) -> None:
         check_model_served(capabilities, cfg.base_model)
 
 
-def resolved_preflight(backend, spec, sha, store, summary: dict[str, Any]) -> dict[str, Any] | None:
+def resolved_preflight(backend, spec: GS1StudySpec, store, summary: dict[str, Any]) -> dict[str, Any] | None:
     """The preflight, completed by a local reference when this backend cannot run every check; ``None``
     (with ``summary["stopped"]``) when it is unresolved."""
     from rftlab.launch.gs1.preflight import preflight_resolved
 
-    pre, pre_path = study_preflight(backend, spec, sha, store)
-    summary["preflight"] = {"status": pre["status"], "path": str(pre_path)}
+    pre, pre_path = study_preflight(backend, spec, store)
+    report = PreflightRecord.model_validate(pre)
+    summary["preflight"] = PreflightSummary(status=pre["status"], path=str(pre_path), report=report)
     if preflight_resolved(pre):
         return pre
     completed, why = reference_completion(store, pre, pre_path)
@@ -329,22 +536,20 @@ def resolved_preflight(backend, spec, sha, store, summary: dict[str, Any]) -> di
             f"{display_path(pre_path.parent.parent)}; {why})"
         )
         return None
-    summary["preflight"] = {
-        "status": "passed",
-        "path": str(pre_path),
-        "completed_by": completed["completed_by"],
-    }
+    summary["preflight"] = PreflightSummary(
+        status="passed", path=str(pre_path), completed_by=completed["completed_by"], report=report
+    )
     return completed
 
 
-def pilot_gate(backend, spec, sha, store, preflight: Mapping[str, Any]) -> dict[str, Any]:
+def pilot_gate(backend, spec: GS1StudySpec, store, preflight: Mapping[str, Any]) -> PilotResult:
     """The activation pilot and its gate (recorded once per configuration in ``gate.json``), with the gate
     checks that pass by construction here flagged."""
     from rftlab.analysis.gs1 import gate_construction_notes
 
     key = {
         "kind": "gs1_pilot_gate",
-        "spec_sha256": sha,
+        "spec_sha256": spec.sha256,
         "arms": {k: v.to_dict() for k, v in backend.arms.items()},
     }
     gate, _, _ = _record_run(
@@ -353,22 +558,21 @@ def pilot_gate(backend, spec, sha, store, preflight: Mapping[str, Any]) -> dict[
         key,
         backend.name,
         "gate.json",
-        lambda: study_pilot(backend, spec, sha, store, preflight.get("wall_seconds")),
+        lambda: study_pilot(backend, spec, store, preflight.get("wall_seconds")),
     )
-    gate = dict(gate)
-    gate["by_construction"] = gate_construction_notes(backend.arms[TREATMENT].estimator, backend.warm_start)
-    return gate
+    notes = gate_construction_notes(backend.arms[TREATMENT].estimator, backend.warm_start)
+    return PilotResult.model_validate({**gate, "by_construction": notes})
 
 
-def train_arms(backend, store, arms, bandwidth: float, spec, progress=None) -> dict[str, Any]:
+def train_arms(backend, store, arms, bandwidth: float, spec: GS1StudySpec, progress=None) -> dict[str, Any]:
     """Each requested arm's run (trained, or resumed, or reused) at the gate's bandwidth; ``progress``
     gets every new step's metrics with the ``arm`` and its ``alerts`` (``analysis.gs1.step_alerts``)."""
-    from rftlab.analysis.gs1 import ESS_METRIC, gate_minimum, step_alerts
+    from rftlab.analysis.gs1 import ESS_METRIC, step_alerts
     from rftlab.training.gs1.rl_loop import run_arm
 
     configs = dict(backend.arms)
     configs[TREATMENT] = replace(configs[TREATMENT], bandwidth=float(bandwidth))
-    ess_min = gate_minimum(spec, ESS_METRIC)
+    ess_min = spec.activation_gate.minimum(ESS_METRIC)
     results = {}
     for name in arms:
 
@@ -411,30 +615,34 @@ def evaluate_base(backend, store):
 
 
 def study_decision(
-    spec_path, revised_spec, evals: Mapping[str, Path], run_ids: Mapping[str, str], store, backend_name: str
+    spec: GS1StudySpec,
+    revised: GS1StudySpec | None,
+    evals: Mapping[str, Path],
+    run_ids: Mapping[str, str],
+    store,
+    backend_name: str,
 ) -> dict[str, Any]:
     """The registered decision, the revised rule's decision, the paired contrasts against the base and
-    the assay-sensitivity check (recorded once per set of evaluated runs in ``decision.json``)."""
+    the assay-sensitivity check: the record ``decision.json`` holds (one per set of evaluated runs)."""
     from rftlab.analysis.gs1 import assay_sensitivity, paired_contrast
-    from rftlab.runs.hashing import file_sha256
 
     key = {
         "kind": "gs1_decision",
-        "spec_sha256": file_sha256(spec_path),
-        "revised_spec_sha256": file_sha256(revised_spec) if revised_spec else None,
+        "spec_sha256": spec.sha256,
+        "revised_spec_sha256": revised.sha256 if revised is not None else None,
         **{name: run_ids[name] for name in (TREATMENT, BASELINE, BASE)},
     }
 
     def payload():
-        out = decide(spec_path, evals[TREATMENT], evals[BASELINE])
-        out["revised"] = decide(revised_spec, evals[TREATMENT], evals[BASELINE]) if revised_spec else None
+        out = decision_record(spec, evals[TREATMENT], evals[BASELINE])
+        out["revised"] = decision_record(revised, evals[TREATMENT], evals[BASELINE]) if revised else None
         pairs = [(TREATMENT, BASELINE), (BASELINE, BASE), (TREATMENT, BASE)]
         contrasts = {f"{t}-{b}": paired_contrast(evals[t], evals[b], t, b) for t, b in pairs}
         control = contrasts[f"{BASELINE}-{BASE}"]
         out["contrasts"] = {k: c.to_dict() for k, c in contrasts.items()}
         out["assay_sensitivity"] = assay_sensitivity(
-            control, spec_path, evals[BASE], evals[BASELINE], revised_spec
-        )
+            control, spec, evals[BASE], evals[BASELINE], revised
+        ).to_dict()
         out["base_accuracy"] = control.baseline_accuracy
         return out
 
@@ -442,87 +650,62 @@ def study_decision(
     return decision
 
 
+def arm_run(result) -> ArmRun:
+    """An arm's run as the summary holds it: folder, origin, timings and training curve."""
+    timings = result.run.record.provider.get("timings") or {}
+    return ArmRun(
+        path=str(result.run.path),
+        origin=result.origin,
+        timings=ArmTimings(**{k: timings.get(k) for k in ("setup_s", "train_s", "eval_s")}),
+        curve=TrainingCurve.from_metrics(result.run.metrics()),
+    )
+
+
 def run_study(
     backend,
-    spec_path: str | Path,
+    spec: GS1StudySpec,
     root: str | Path,
     arms=ARMS,
     despite_failed_gate: bool = False,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    revised_spec: str | Path | None = REVISED_SPEC,
+    revised: GS1StudySpec | None = None,
     store=None,
-) -> dict[str, Any]:
+) -> GS1Summary:
     """Preflight → pilot gate → arms → base → decisions (see the module docstring); returns a summary.
-    ``store`` defaults to ``RunStore(root)`` recording the git state of the project checkout."""
-    from rftlab.analysis.gs1 import ESS_METRIC, gate_minimum, training_monitor
+    ``store`` defaults to ``RunStore(root)`` recording the git state of the project checkout. ``revised``
+    is the revised rule's spec (``REVISED_SPEC``), reported after the registered one."""
+    from rftlab.analysis.gs1 import ESS_METRIC, training_monitor
     from rftlab.runs.store import RunStore
 
-    spec, sha = load_spec(spec_path)
     store = store if store is not None else RunStore(root, repo=PROJECT_ROOT)
     summary: dict[str, Any] = {
         "backend": backend.name,
-        "spec_sha256": sha,
+        "spec_sha256": spec.sha256,
         "despite_failed_gate": bool(despite_failed_gate),
     }
     check_served(backend)
-    pre = resolved_preflight(backend, spec, sha, store, summary)
+    pre = resolved_preflight(backend, spec, store, summary)
     if pre is None:
-        return summary
-    gate = pilot_gate(backend, spec, sha, store, pre)
-    summary["gate"] = {"passed": gate["gate_passed"], "bandwidth": gate["chosen_bandwidth"]}
-    summary["pilot"] = gate
-    if not gate["gate_passed"] and not despite_failed_gate:
+        return GS1Summary.model_validate(summary)
+    pilot = pilot_gate(backend, spec, store, pre)
+    summary["gate"] = GateBrief(passed=pilot.gate_passed, bandwidth=pilot.chosen_bandwidth)
+    summary["pilot"] = pilot
+    if not pilot.gate_passed and not despite_failed_gate:
         summary["stopped"] = (
             "activation gate failed: the full runs need --despite-failed-gate (gates are never relaxed)"
         )
-        return summary
-    results = train_arms(backend, store, arms, gate["chosen_bandwidth"], spec, progress)
-    summary["runs"] = {n: {"path": str(r.run.path), "origin": r.origin} for n, r in results.items()}
+        return GS1Summary.model_validate(summary)
+    results = train_arms(backend, store, arms, pilot.chosen_bandwidth, spec, progress)
+    summary["runs"] = {n: arm_run(r) for n, r in results.items()}
     summary["monitor"] = training_monitor(
-        {n: r.run.metrics() for n, r in results.items()}, gate_minimum(spec, ESS_METRIC)
+        {n: r.run.metrics() for n, r in results.items()}, spec.activation_gate.minimum(ESS_METRIC)
     )
     if all(name in results for name in ARMS):
         base = evaluate_base(backend, store)
-        summary["runs"][BASE] = {"path": str(base.run.path), "origin": base.origin}
+        summary["runs"][BASE] = arm_run(base)
         results[BASE] = base
         evals = {n: results[n].run.path / "eval.jsonl" for n in (*ARMS, BASE)}
         ids = {n: results[n].run.run_id for n in (*ARMS, BASE)}
-        decision = study_decision(spec_path, revised_spec, evals, ids, store, backend.name)
-        decision["gate_passed"] = gate["gate_passed"]
-        summary["decision"] = decision
-    return summary
-
-
-def decision_table(decision: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per bound: the rule's own first (registered in its spec), then every other bound, each
-    labelled exploratory with its one-sided level and permutation seed (``none`` when order-free)."""
-    crit = decision["rule"]["criteria"][0]
-    sha = str(decision.get("spec_sha256") or "")[:12]
-    rows = [
-        {
-            "method": crit["method"],
-            "status": f"{decision.get('registration', 'registered')}: {decision.get('spec', 'spec')} {sha}",
-            "one-sided level": crit["one_sided_level"],
-            "permutation seed": crit["permutation_seed"] if crit["permutation_seed"] is not None else "none",
-            "lower": crit["lower"],
-            "upper": crit["upper"],
-            "decision": crit["decision"],
-            "validity": "finite-sample",
-        }
-    ]
-    for name, b in decision["all_bounds"]["bounds"].items():
-        if name == crit["method"]:
-            continue
-        rows.append(
-            {
-                "method": name,
-                "status": "exploratory",
-                "one-sided level": b["one_sided_level"],
-                "permutation seed": b["permutation_seed"] if b["permutation_seed"] is not None else "none",
-                "lower": b["lower"],
-                "upper": b["upper"],
-                "decision": b["decision"],
-                "validity": b["validity"],
-            }
-        )
-    return rows
+        record = study_decision(spec, revised, evals, ids, store, backend.name)
+        summary["decision"] = StudyDecision.model_validate({**record, "gate_passed": pilot.gate_passed})
+    return GS1Summary.model_validate(summary)

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from rftlab.envs.gs1.task import MathTask, cookbook_math_prompt_format, gsm8k_problems, local_task
-from rftlab.training.gs1.rl_loop import DEFAULT_RENDERER, GS1ArmConfig, arms_from_spec
+from rftlab.launch.gs1.spec import GS1Spec
+from rftlab.training.gs1.rl_loop import DEFAULT_RENDERER, GS1ArmConfig
+from rftlab.training.gs1.warm_start import WarmStartResult
 
 BACKENDS = ("local", "tinker")
 LOCAL_RENDERER = "qwen3_5_disable_thinking"
@@ -59,7 +61,7 @@ class GS1Backend:
     renderer: Any
     task: MathTask
     arms: dict[str, GS1ArmConfig]
-    warm_start: dict[str, Any] | None = None  # local backend: the supervised warm start's record
+    warm_start: WarmStartResult | None = None  # local backend: the supervised warm start's result
     # a seed on every sampling request (local: reproducible runs); never on the service, whose seed
     # handling is unreliable (tinker-feedback #79, tinker-cookbook #206): rl_loop.sample_requests
     send_seeds: bool = True
@@ -259,7 +261,7 @@ def load_gsm8k_task(*, reachable: Callable[[], bool] = hub_reachable) -> MathTas
     return MathTask("gsm8k", train, test, **cookbook_math_prompt_format())
 
 
-def _tinker_parts(spec: Mapping[str, Any], overrides: Mapping[str, Any] | None):
+def _tinker_parts(spec: GS1Spec, overrides: Mapping[str, Any] | None):
     """``(service, renderer, task or None, arms)`` on a tinker service (the hosted one, or a local
     ``rftlab serve tinker`` through ``TINKER_BASE_URL``)."""
     if not os.environ.get("TINKER_API_KEY"):
@@ -270,7 +272,7 @@ def _tinker_parts(spec: Mapping[str, Any], overrides: Mapping[str, Any] | None):
 
     from rftlab.training.local_tinker.model import BUILTIN_MODELS, register_builtin_tokenizers
 
-    arms = arms_from_spec(spec, **{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
+    arms = spec.arm_configs(**{"renderer_name": DEFAULT_RENDERER, **dict(overrides or {})})
     first = next(iter(arms.values()))
     if first.base_model in BUILTIN_MODELS or Path(first.base_model).is_dir():
         # a model a local `rftlab serve tinker` serves (docs/platforms.md §3.12): its tokenizer is here
@@ -284,7 +286,7 @@ def _tinker_parts(spec: Mapping[str, Any], overrides: Mapping[str, Any] | None):
     return service, renderer, task, arms
 
 
-def _warm_base(root: str | Path, quick: bool) -> tuple[str, list[str], dict[str, Any] | None]:
+def _warm_base(root: str | Path, quick: bool) -> tuple[str, list[str], WarmStartResult]:
     """``(base model, model directories, warm-start record)`` of the local backend: the supervised warm
     start's merged base, built once under the run store's local storage (a short one at smoke size,
     ``QUICK_WARM_START``, enough for varied rewards so the quick study trains and draws its figures)."""
@@ -296,21 +298,12 @@ def _warm_base(root: str | Path, quick: bool) -> tuple[str, list[str], dict[str,
     if quick:  # a short warm start, so rewards vary and the study trains (the preflight is never relaxed)
         config = replace(config, **QUICK_WARM_START)
     ws = prepare_base_model(local_storage_dir(root) / ("warm_start_quick" if quick else "warm_start"), config)
-    warm = {
-        "path": ws.path,
-        "steps": ws.steps,
-        "reached_target": ws.reached_target,
-        "final_reward": ws.final_reward,
-        "history": ws.history,
-        "seconds": ws.seconds,
-        "config": ws.config,
-    }
-    return ws.path, [ws.path], warm
+    return ws.path, [ws.path], ws
 
 
 def make_gs1_backend(
     name: str,
-    spec: Mapping[str, Any],
+    spec: GS1Spec,
     root: str | Path = "runs",
     quick: bool = False,
     overrides: Mapping[str, Any] | None = None,
@@ -335,7 +328,7 @@ def make_gs1_backend(
             "task": "local_math",
             **LOCAL_SIZES,
         }
-        arms = arms_from_spec(spec, **{**sizes, **dict(overrides or {})})
+        arms = spec.arm_configs(**{**sizes, **dict(overrides or {})})
         service = LocalServiceClient(storage_dir=local_storage_dir(root), model_dirs=model_dirs)
         # the base model's own tokenizer (a built-in name is registered with the cookbook by the backend;
         # a warm-started directory carries its tokenizer), exactly as on the tinker path

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from rftlab.launch.gs1.spec import GS1Spec
 from rftlab.runs.store import atomic_write_text
 from rftlab.training.backend_fields import loss_sum
 from rftlab.training.gs1.advantages import group_mean, kernel_baseline
@@ -110,12 +111,9 @@ class PreflightReport:
         }
 
 
-def tolerances_from_spec(spec: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    paths = (spec.get("correctness_preflight") or {}).get("paths") or []
-    for path in paths:
-        if path.get("kind") == "loss" and path.get("tolerances"):
-            return {**DEFAULT_TOLERANCES, **path["tolerances"]}
-    return dict(DEFAULT_TOLERANCES)
+def tolerances_from_spec(spec: GS1Spec | None) -> dict[str, dict[str, float]]:
+    """The loss path's tolerances of the spec over ``DEFAULT_TOLERANCES`` (the defaults without a spec)."""
+    return spec.tolerances(DEFAULT_TOLERANCES) if spec is not None else dict(DEFAULT_TOLERANCES)
 
 
 def _timed(fn, *args, **kwargs) -> PreflightCheck:
@@ -435,17 +433,17 @@ def check_restoration(
     configs: Sequence[GS1ArmConfig],
     service_client: Any,
     datums: Sequence[Any],
-    spec: Mapping[str, Any] | None,
+    spec: GS1Spec | None,
 ) -> PreflightCheck:
     """(e) both arms start from the same seed-0 LoRA initialisation on a fixed batch."""
     problems = []
-    if spec and (spec.get("restoration_preflight") or {}).get("groups"):
-        for group in spec["restoration_preflight"]["groups"]:
-            for arm in group["arms"]:
-                cfg = next((c for c in configs if c.arm == arm["name"]), None)
+    if spec is not None and spec.restoration_preflight is not None:
+        for group in spec.restoration_preflight.groups:
+            for arm in group.arms:
+                cfg = next((c for c in configs if c.arm == arm.name), None)
                 if cfg is None:
                     continue
-                oc = arm.get("optimizer_config", {})
+                oc = arm.optimizer_config
                 ours = {
                     "lr": cfg.learning_rate,
                     "beta1": cfg.beta1,
@@ -537,7 +535,7 @@ def run_preflight(
     renderer: Any,
     task: MathTask,
     backend: str,
-    spec: Mapping[str, Any] | None = None,
+    spec: GS1Spec | None = None,
     spec_sha256: str | None = None,
     baseline_arm: str = "grpo_gs8",
     send_seeds: bool = True,
@@ -546,7 +544,7 @@ def run_preflight(
     """Every check, in order; a backend exception fails its check without stopping the others. Check (c)
     runs on ``reference_client`` when given (the local backend's float64 twin), else on
     ``service_client``."""
-    tolerances = tolerances_from_spec(spec or {})
+    tolerances = tolerances_from_spec(spec)
     grpo = arms[baseline_arm]
     checks = [_timed(check_estimators_offline, bandwidth=arms.get("gs1_kernel", grpo).bandwidth)]
     try:

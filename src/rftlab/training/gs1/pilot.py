@@ -220,11 +220,12 @@ def run_timings(run: Run) -> dict[str, float]:
 def feasibility(
     arms: Mapping[str, GS1ArmConfig],
     pilot_timings: Mapping[str, Mapping[str, float]],
-    budget: Mapping[str, Any],
+    budget_wall_minutes: float | None,
     source: str,
     preflight_s: float | None = None,
 ) -> dict[str, Any]:
-    """Estimate the full study's wall time from the pilot's timings, against the spec's budget."""
+    """Estimate the full study's wall time from the pilot's timings, against the spec's budget
+    (``budget.max_wall_minutes``; ``None``: no limit)."""
     phases, total = {}, 0.0
     for name, cfg in arms.items():
         t = pilot_timings[name]
@@ -234,7 +235,7 @@ def feasibility(
     if preflight_s:
         phases["preflight"] = {"wall_s": preflight_s}
         total += preflight_s
-    budget_s = float(budget.get("max_wall_minutes", math.inf)) * 60.0
+    budget_s = float(math.inf if budget_wall_minutes is None else budget_wall_minutes) * 60.0
     problems = []
     if not math.isfinite(total):
         problems.append("a pilot timing is missing")

@@ -74,7 +74,8 @@ class GS1ArmConfig:
     """One arm of the study as data (an ``rftlab.types.ArmSpec``): everything that changes its outcome.
 
     Sizes (``steps``, ``groups_per_batch``, ``max_tokens``, ``n_train``, ``n_eval``) are fields so a
-    smaller backend can run the spec's recipe at its own scale; ``arms_from_spec`` fills the spec's values.
+    smaller backend can run the spec's recipe at its own scale; ``GS1Spec.arm_configs`` fills the spec's
+    values (``rftlab.launch.gs1.spec``).
     """
 
     arm: str
@@ -128,32 +129,6 @@ class GS1ArmConfig:
         out = asdict(self)
         out["heldout_steps"] = list(self.heldout_steps)
         return out
-
-
-ARM_ESTIMATORS = {"group_mean": "group_mean", "kernel_cross_prompt_baseline": "kernel_baseline"}
-
-
-def arms_from_spec(spec: Mapping[str, Any], **overrides: Any) -> dict[str, GS1ArmConfig]:
-    """The spec's arms (``grpo_gs8``, ``gs1_kernel``) as configs, with shared overrides applied."""
-    opt = spec.get("optimizer", {})
-    arms = {}
-    for arm in spec["arms"]:
-        fields: dict[str, Any] = {
-            "arm": arm["name"],
-            "estimator": ARM_ESTIMATORS[arm["advantage"]],
-            "group_size": int(arm["group_size"]),
-            "groups_per_batch": int(arm["groups_per_batch"]),
-            "learning_rate": float(arm.get("lr", opt.get("lr", 4e-5))),
-            "seed": int(arm.get("seed", 0)),
-            "steps": int(spec["steps"]),
-            "lora_rank": int(spec["lora_rank"]),
-            "base_model": spec["base_model"],
-            "n_train": int(spec["dataset"]["n_examples"]),
-            "n_eval": int(spec["eval"]["n_examples"]),
-        }
-        fields.update(overrides)
-        arms[arm["name"]] = GS1ArmConfig(**fields)
-    return arms
 
 
 # -------------------------------------------------------------------------------------------- task

@@ -23,21 +23,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rftlab.analysis.decision_rules import (
-    METHOD_ALIASES,
-    DecisionRule,
-    evaluate_decision_rule_file,
-    load_decision_rule,
+from rftlab.analysis.decision_rules import METHOD_ALIASES, DecisionRule, evaluate_decision_rule
+from rftlab.analysis.display import format_rate
+from rftlab.analysis.gs1.results import (
+    ArmMonitor,
+    AssaySensitivity,
+    Contrast,
+    Interval,
+    RuleDecision,
+    StudyDecision,
 )
-from rftlab.analysis.io import load_paired_items, read_json_file
+from rftlab.analysis.gs1.spec import ActivationGate, GS1StudySpec, parse_study_spec
+from rftlab.analysis.io import load_paired_items
 from rftlab.analysis.noninferiority import COUNT_ONLY, ORDER_DEPENDENT, bound_result
 from rftlab.analysis.power import pass_rates, required_n
+from rftlab.launch.gs1.spec import MAX_EVAL_ITEMS
+
+if TYPE_CHECKING:  # the warm start imports torch
+    from rftlab.training.gs1.warm_start import WarmStartResult
+
+__all__ = [
+    "ActivationGate",
+    "ArmMonitor",
+    "AssaySensitivity",
+    "Contrast",
+    "GS1StudySpec",
+    "Interval",
+    "RuleDecision",
+    "StudyDecision",
+    "format_rate",
+    "parse_study_spec",
+]
 
 DESIGN_POWER = 0.8
 DESIGN_DISCORDANCE = (0.05, 0.1, 0.2)
@@ -46,7 +68,7 @@ PLANNING_DISCORDANCE = 0.1
 in ten (the local runs disagree on fewer; ``docs/gs1.md`` §11)."""
 DESIGN_SEED = 20  # the Monte Carlo generator of the design numbers (order-dependent bounds only)
 DESIGN_REPS = 6400  # mc_reps_for(0.01, 0.8): a rate near 0.8 within ±0.01 at two standard errors
-MAX_DESIGN_ITEMS = 200_000  # the items-for-power search stops there too
+MAX_DESIGN_ITEMS = MAX_EVAL_ITEMS  # the items-for-power search stops there too
 MAX_DESIGN_REPS = 1_000_000
 MAX_DESIGN_CELLS = 1 << 27  # reps x items of one Monte Carlo draw: about 1 GiB of float64 uniforms
 FINITE_SAMPLE = ("hoeffding", "empirical_bernstein", "plugin_empirical_bernstein", "betting")
@@ -168,32 +190,11 @@ def rule_design(
     )
 
 
-def spec_label(spec: Mapping[str, Any]) -> str:
-    """``pre-registered`` for an original spec, ``revised`` for one with a ``revision_of`` block."""
-    return "revised" if isinstance(spec.get("revision_of"), Mapping) else "pre-registered"
-
-
-def spec_design(spec_path: str | Path, **kwargs: Any) -> RuleDesign:
-    """``rule_design`` of a spec file's ``decision_rule`` at its ``eval.n_examples`` items."""
-    rule, _ = load_decision_rule(spec_path)
-    spec = read_json_file(spec_path, "spec")
-    n = spec_items(spec, spec_path)
+def spec_design(spec: GS1StudySpec, **kwargs: Any) -> RuleDesign:
+    """``rule_design`` of the spec's ``decision_rule`` at its ``eval.n_examples`` items."""
+    n = spec.eval.n_examples
     check_design_size(n, kwargs.get("reps", DESIGN_REPS))
-    return rule_design(rule, n, spec_label(spec), **kwargs)
-
-
-def spec_items(spec: Mapping[str, Any], spec_path: str | Path) -> int:
-    """The spec's ``eval.n_examples``: an integer from 2 to ``MAX_DESIGN_ITEMS`` (``ValueError`` naming the
-    field and the limit otherwise)."""
-    block = spec.get("eval")
-    n = block.get("n_examples") if isinstance(block, Mapping) else None
-    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_DESIGN_ITEMS:
-        shown = type(n).__name__ if isinstance(n, dict | list) else repr(n)[:40]
-        raise ValueError(
-            f"{spec_path}: eval.n_examples must be an integer from 2 to {MAX_DESIGN_ITEMS} "
-            f"(the number of paired items), got {shown}"
-        )
-    return n
+    return rule_design(spec.decision_rule, n, spec.registration, **kwargs)
 
 
 def check_design_size(n: int, reps: int) -> None:
@@ -264,13 +265,6 @@ def design_table(design: RuleDesign) -> list[dict[str, Any]]:
     return out
 
 
-def format_rate(cell: Mapping[str, Any]) -> str:
-    p = cell["p_noninferior"]
-    if not cell["reps"]:
-        return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
-    return f"{p:.3f} ± {cell['mc_se']:.3f}"
-
-
 def design_note(design: RuleDesign) -> str:
     """How the numbers were obtained, for a table caption."""
     if design.exact:
@@ -291,26 +285,6 @@ def design_note(design: RuleDesign) -> str:
 # ------------------------------------------------------------------------------------------ contrasts
 
 
-@dataclass(frozen=True)
-class Contrast:
-    """``treatment`` minus ``baseline`` on the same items (exploratory: not a registered decision)."""
-
-    treatment: str
-    baseline: str
-    n: int
-    treatment_accuracy: float
-    baseline_accuracy: float
-    mean_difference: float
-    gained: int  # items the treatment gets right and the baseline wrong
-    lost: int
-    alpha: float
-    bounds: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    status: str = "exploratory (not pre-registered); each bound one-sided at 1 - alpha, order-free"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def paired_contrast(
     treatment_path: str | Path,
     baseline_path: str | Path,
@@ -329,7 +303,7 @@ def paired_contrast(
         if method in ORDER_DEPENDENT:
             raise ValueError(f"{method} depends on the item order; contrasts use order-free bounds")
         res = bound_result(method, d, 0.0, alpha)
-        bounds[method] = {"lower": res.lower, "upper": res.upper}
+        bounds[method] = Interval(lower=res.lower, upper=res.upper)
     return Contrast(
         treatment=treatment,
         baseline=baseline,
@@ -344,63 +318,68 @@ def paired_contrast(
     )
 
 
+def rule_verdict(spec: GS1StudySpec, treatment_eval: str | Path, baseline_eval: str | Path):
+    """The spec's decision rule on a treatment and a baseline per-item file (``DecisionRuleResult``)."""
+    files: dict[str, str | Path] = {"treatment": treatment_eval, "baseline": baseline_eval}
+    return evaluate_decision_rule(spec.decision_rule, files, spec_sha256=spec.sha256)
+
+
 def assay_sensitivity(
     control_vs_base: Contrast,
-    spec_path: str | Path,
+    spec: GS1StudySpec,
     base_eval: str | Path,
     control_eval: str | Path,
-    revised_spec: str | Path | None = None,
-) -> dict[str, Any]:
+    revised: GS1StudySpec | None = None,
+) -> AssaySensitivity:
     """Does the active control beat the untrained base by more than the margin?
 
     ``established`` when the control-minus-base Hoeffding lower bound (one-sided 1 − α, the registered
     rule's own kind of bound) exceeds the margin. ``placebo_decision`` is the registered rule applied to
-    the base as if it were the treatment: ``noninferior`` there means the rule cannot tell the untrained
+    the base as if it were the treatment. ``noninferior`` there means the rule cannot tell the untrained
     base from the control, so a ``noninferior`` verdict for the treatment would not show it learned
-    anything; ``revised_placebo_*`` is the same for ``revised_spec``'s rule."""
-    rule, _ = load_decision_rule(spec_path)
-    margin = _paired_binary_margin(rule)
-    lower = control_vs_base.bounds["hoeffding"]["lower"]
-    placebo = evaluate_decision_rule_file(spec_path, base_eval, control_eval)
-    revised = evaluate_decision_rule_file(revised_spec, base_eval, control_eval) if revised_spec else None
-    established = lower is not None and lower > margin
-    return {
-        "revised_placebo_decision": revised.decision if revised else None,
-        "revised_placebo_method": revised.method if revised else None,
-        "revised_placebo_lower": revised.criteria[0].lower if revised else None,
-        "control": control_vs_base.treatment,
-        "margin": margin,
-        "control_minus_base": control_vs_base.mean_difference,
-        "hoeffding_lower": lower,
-        "empirical_bernstein_lower": control_vs_base.bounds.get("empirical_bernstein", {}).get("lower"),
-        "one_sided_level": 1.0 - control_vs_base.alpha,
-        "established": bool(established),
-        "placebo_decision": placebo.decision,
-        "placebo_lower": placebo.criteria[0].lower,
-    }
-
-
-def assay_sentence(assay: Mapping[str, Any]) -> str:
-    """The decision section's assay-sensitivity line."""
-    verdict = "yes" if assay["established"] else "no"
-    text = (
-        f"**Assay sensitivity:** does {assay['control']} beat the untrained base by more than the "
-        f"{assay['margin']:g} margin? **{verdict}** ({assay['control']} − base {assay['control_minus_base']:+.4f}; "
-        f"one-sided {assay['one_sided_level']:.0%} Hoeffding lower bound {assay['hoeffding_lower']:+.4f}"
+    anything. ``revised_placebo_*`` is the same for the ``revised`` spec's rule."""
+    margin = _paired_binary_margin(spec.decision_rule)
+    lower = control_vs_base.bounds["hoeffding"].lower
+    placebo = rule_verdict(spec, base_eval, control_eval)
+    again = rule_verdict(revised, base_eval, control_eval) if revised is not None else None
+    bernstein = control_vs_base.bounds.get("empirical_bernstein")
+    return AssaySensitivity(
+        revised_placebo_decision=again.decision if again else None,
+        revised_placebo_method=again.method if again else None,
+        revised_placebo_lower=again.criteria[0].lower if again else None,
+        control=control_vs_base.treatment,
+        margin=margin,
+        control_minus_base=control_vs_base.mean_difference,
+        hoeffding_lower=lower,
+        empirical_bernstein_lower=bernstein.lower if bernstein is not None else None,
+        one_sided_level=1.0 - control_vs_base.alpha,
+        established=bool(lower is not None and lower > margin),
+        placebo_decision=placebo.decision,
+        placebo_lower=placebo.criteria[0].lower,
     )
-    if assay.get("empirical_bernstein_lower") is not None:
-        text += f", empirical Bernstein {assay['empirical_bernstein_lower']:+.4f}"
+
+
+def assay_sentence(assay: AssaySensitivity) -> str:
+    """The decision section's assay-sensitivity line."""
+    verdict = "yes" if assay.established else "no"
+    text = (
+        f"**Assay sensitivity:** does {assay.control} beat the untrained base by more than the "
+        f"{assay.margin:g} margin? **{verdict}** ({assay.control} − base {assay.control_minus_base:+.4f}; "
+        f"one-sided {assay.one_sided_level:.0%} Hoeffding lower bound {assay.hoeffding_lower:+.4f}"
+    )
+    if assay.empirical_bernstein_lower is not None:
+        text += f", empirical Bernstein {assay.empirical_bernstein_lower:+.4f}"
     text += ", exploratory)."
-    if assay["established"]:
+    if assay.established:
         return text + " A noninferiority verdict against it therefore excludes the untrained base."
     text += (
         " The pre-registered rule applied to the untrained base as if it were the treatment says "
-        f"**{assay['placebo_decision']}** (lower bound {assay['placebo_lower']:+.4f})"
+        f"**{assay.placebo_decision}** (lower bound {assay.placebo_lower:+.4f})"
     )
-    if assay.get("revised_placebo_decision"):
+    if assay.revised_placebo_decision:
         text += (
-            f", the revised {assay['revised_placebo_method']} rule **{assay['revised_placebo_decision']}** "
-            f"(lower bound {assay['revised_placebo_lower']:+.4f})"
+            f", the revised {assay.revised_placebo_method} rule **{assay.revised_placebo_decision}** "
+            f"(lower bound {assay.revised_placebo_lower:+.4f})"
         )
     return text + (
         ": a noninferiority verdict against this control cannot, on its own, tell a trained treatment "
@@ -412,7 +391,7 @@ def assay_sentence(assay: Mapping[str, Any]) -> str:
 
 
 def gate_construction_notes(
-    treatment_estimator: str, warm_start: Mapping[str, Any] | None = None
+    treatment_estimator: str, warm_start: WarmStartResult | None = None
 ) -> dict[str, str]:
     """Gate checks that pass by construction in this configuration, with the reason (an empty dict when
     every check can fail)."""
@@ -423,22 +402,14 @@ def gate_construction_notes(
             "|A| ≤ 1e-6 needs every weighted neighbour to share the rollout's reward; it can fail only "
             "when rewards barely vary, which pilot_mean_reward already tests"
         )
-    if warm_start and warm_start.get("reached_target"):
-        target = (warm_start.get("config") or {}).get("target_reward")
+    if warm_start is not None and warm_start.reached_target:
+        target = warm_start.config.get("target_reward")
         notes["pilot_mean_reward"] = (
             "passes by construction here: the local warm start trains the base until its sampled train "
             f"reward reaches {target if target is not None else 'its target'} (it reached "
-            f"{warm_start.get('final_reward', float('nan')):.3f}), inside the gate's window"
+            f"{warm_start.final_reward:.3f}), inside the gate's window"
         )
     return notes
-
-
-def gate_minimum(spec: Mapping[str, Any], metric: str) -> float | None:
-    """The ``min`` of an activation-gate check of the spec (``None`` when the check has none)."""
-    for check in (spec.get("activation_gate") or {}).get("checks", []):
-        if check.get("metric") == metric and check.get("min") is not None:
-            return float(check["min"])
-    return None
 
 
 ESS_METRIC = "kernel_effective_neighbors_p10"
@@ -459,7 +430,7 @@ def step_alerts(metrics: Mapping[str, Any], ess_min: float | None) -> list[str]:
 
 def training_monitor(
     metrics_by_arm: Mapping[str, Sequence[Mapping[str, Any]]], ess_min: float | None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, ArmMonitor]:
     """Per arm, over every logged training step: effective neighbours (minimum, its step, the steps
     below ``ess_min``), distinct samples per group, collapsed-group steps and the sampler-vs-trainer KL."""
     out = {}
@@ -499,45 +470,45 @@ def training_monitor(
             info["kl_sample_train_v2_max"] = float(
                 np.max([m["kl_sample_train_v2"] for m in rows if m.get("kl_sample_train_v2") is not None])
             )
-        out[arm] = info
+        out[arm] = ArmMonitor.model_validate(info)
     return out
 
 
-def monitor_sentences(monitor: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def monitor_sentences(monitor: Mapping[str, ArmMonitor]) -> list[str]:
     """One line per arm for the report."""
     lines = []
     for arm, info in monitor.items():
         parts = []
-        if "ess_p10_min" in info:
-            below = info["steps_below_ess_min"]
+        if info.ess_p10_min is not None:
+            below = info.steps_below_ess_min
             parts.append(
-                f"effective neighbours (10th percentile per step) min {info['ess_p10_min']:.2f} at step "
-                f"{info['ess_p10_min_step']}, median {info['ess_p10_median']:.2f}; "
+                f"effective neighbours (10th percentile per step) min {info.ess_p10_min:.2f} at step "
+                f"{info.ess_p10_min_step}, median {info.ess_p10_median:.2f}; "
                 + (
-                    f"**below the gate's minimum {info['ess_min']:g} at {len(below)} of {info['steps']} steps** "
+                    f"**below the gate's minimum {info.ess_min:g} at {len(below)} of {info.steps} steps** "
                     f"(step{'s' if len(below) > 1 else ''} {', '.join(map(str, below[:10]))}"
                     f"{'…' if len(below) > 10 else ''})"
                     if below
-                    else f"never below the gate's minimum {info['ess_min']:g}"
+                    else f"never below the gate's minimum {info.ess_min:g}"
                 )
             )
-        if "distinct_samples_per_group_min" in info:
+        if info.distinct_samples_per_group_min is not None:
             parts.append(
-                f"distinct samples per group mean {info['distinct_samples_per_group_mean']:.2f}, min "
-                f"{info['distinct_samples_per_group_min']}"
+                f"distinct samples per group mean {info.distinct_samples_per_group_mean:.2f}, min "
+                f"{info.distinct_samples_per_group_min}"
             )
-        collapsed = info.get("steps_with_collapsed_groups") or []
+        collapsed = list(info.steps_with_collapsed_groups)
         parts.append(
             f"collapsed groups at steps {collapsed}"
             if collapsed
             else "no group with an implausible duplicate"
         )
-        if "kl_sample_train_v1_max_abs" in info:
+        if info.kl_sample_train_v1_max_abs is not None:
             parts.append(
-                f"sampler-vs-trainer KL max |v1| {info['kl_sample_train_v1_max_abs']:.2e}, max v2 "
-                f"{info['kl_sample_train_v2_max']:.2e}"
+                f"sampler-vs-trainer KL max |v1| {info.kl_sample_train_v1_max_abs:.2e}, max v2 "
+                f"{info.kl_sample_train_v2_max:.2e}"
             )
-        lines.append(f"{arm} ({info['steps']} steps): " + "; ".join(parts) + ".")
+        lines.append(f"{arm} ({info.steps} steps): " + "; ".join(parts) + ".")
     return lines
 
 
@@ -565,53 +536,66 @@ def design_sentence(design: RuleDesign, discordance: float = PLANNING_DISCORDANC
     return text + f" (discordance {discordance:g}{'' if design.exact else ', Monte Carlo ± 1 SE'})"
 
 
-def _decision_sentence(dec: Mapping[str, Any], gate_passed: bool, tag: str, local: bool) -> str:
+def _decision_sentence(dec: RuleDecision, gate_passed: bool, tag: str, local: bool) -> str:
     """One decision (the registered or the revised rule) with its bound, threshold and caveats."""
-    crit = dec["rule"]["criteria"][0]
-    seed = f", permutation seed {crit['permutation_seed']}" if crit["permutation_seed"] is not None else ""
+    crit = dec.rule.primary
+    seed = f", permutation seed {crit.permutation_seed}" if crit.permutation_seed is not None else ""
     text = (
-        f"**Decision ({dec.get('registration', 'registered')} rule, {crit['method']}{seed}) for these "
-        f"seed-0 checkpoints{tag}: {dec['decision']}.** GS1 − GRPO {crit['statistic_mean']:+.4f} over "
-        f"{crit['n']} paired items; one-sided {crit['one_sided_level']:.0%} lower bound "
-        f"{crit['lower']:+.4f} against the threshold {crit['margin']:+.2f}"
+        f"**Decision ({dec.registration} rule, {crit.method}{seed}) for these "
+        f"seed-0 checkpoints{tag}: {dec.decision}.** GS1 − GRPO {crit.statistic_mean:+.4f} over "
+        f"{crit.n} paired items; one-sided {crit.one_sided_level:.0%} lower bound "
+        f"{crit.lower:+.4f} against the threshold {crit.margin:+.2f}"
     )
     if not gate_passed:
         text += "; the activation gate failed, so this is not a test of the GS1 hypothesis"
     text += "."
-    if local and dec.get("registration") == "revised":
+    if local and dec.registration == "revised":
         text += " Exploratory here: the revised spec was written after earlier local results were seen."
     return text
 
 
-def _accuracy_sentence(contrasts: Mapping[str, Any], tag: str) -> str:
+def _accuracy_sentence(contrasts: Mapping[str, Contrast], tag: str) -> str:
     """Base, GRPO and GS1 accuracy with each arm's paired change against the base."""
     gb, tb = contrasts["grpo_gs8-base"], contrasts["gs1_kernel-base"]
     return (
-        f"**Accuracy{tag}:** untrained base {gb['baseline_accuracy']:.4f}; GRPO {gb['treatment_accuracy']:.4f} "
-        f"({gb['mean_difference']:+.4f} vs base: {gb['gained']} items gained, {gb['lost']} lost); GS1 "
-        f"{tb['treatment_accuracy']:.4f} ({tb['mean_difference']:+.4f} vs base: {tb['gained']} gained, "
-        f"{tb['lost']} lost); n = {gb['n']} items each, paired contrasts (exploratory) in section 5."
+        f"**Accuracy{tag}:** untrained base {gb.baseline_accuracy:.4f}; GRPO {gb.treatment_accuracy:.4f} "
+        f"({gb.mean_difference:+.4f} vs base: {gb.gained} items gained, {gb.lost} lost); GS1 "
+        f"{tb.treatment_accuracy:.4f} ({tb.mean_difference:+.4f} vs base: {tb.gained} gained, "
+        f"{tb.lost} lost); n = {gb.n} items each, paired contrasts (exploratory) in section 5."
     )
 
 
-def _monitoring_alerts(monitor: Mapping[str, Any]) -> list[str]:
+def _monitoring_alerts(monitor: Mapping[str, ArmMonitor]) -> list[str]:
     """What the training monitor flagged per arm: effective neighbours under the gate's minimum,
     collapsed sample groups."""
     alerts = []
     for arm, info in monitor.items():
-        below = info.get("steps_below_ess_min") or []
+        below = info.steps_below_ess_min
         if below:
             alerts.append(
-                f"{arm}'s effective neighbours fell below the gate's minimum {info['ess_min']:g} at "
-                f"{len(below)} of {info['steps']} training steps (lowest {info['ess_p10_min']:.2f})"
+                f"{arm}'s effective neighbours fell below the gate's minimum {info.ess_min:g} at "
+                f"{len(below)} of {info.steps} training steps (lowest {info.ess_p10_min:.2f})"
             )
-        if info.get("steps_with_collapsed_groups"):
-            alerts.append(f"{arm} had collapsed sample groups at steps {info['steps_with_collapsed_groups']}")
+        if info.steps_with_collapsed_groups:
+            alerts.append(
+                f"{arm} had collapsed sample groups at steps {list(info.steps_with_collapsed_groups)}"
+            )
     return alerts
 
 
+@dataclass(frozen=True)
+class StudyOutcome:
+    """What the summary bullets need from a study run (``rftlab.studies.gs1.GS1Summary`` gives it)."""
+
+    decision: StudyDecision | None
+    monitor: Mapping[str, ArmMonitor]
+    gate_passed: bool | None  # None: the gate was not reached
+    despite_failed_gate: bool
+    stopped: str | None
+
+
 def report_summary(
-    summary: Mapping[str, Any],
+    outcome: StudyOutcome,
     designs: Sequence[RuleDesign],
     local_model: str | None = None,
     local_detail: str | None = None,
@@ -621,13 +605,13 @@ def report_summary(
     design numbers (the pre-registered rule's before any run; a revised rule's labelled as written after
     the earlier local results), the decisions (the pre-registered one first) on these seed-0 checkpoints,
     base/GRPO/GS1 with paired contrasts, monitoring alerts and what the result does not show. ``local_model``
-    names the simulation the numbers come from next to each of them (``None`` on the Tinker service);
+    names the simulation the numbers come from next to each of them (``None`` on the Tinker service).
     ``local_detail`` describes it once, at the end."""
     out = []
     tag = f" ({local_model})" if local_model else ""
-    if summary.get("despite_failed_gate"):
-        gate = summary.get("gate") or {}
-        state = "passed" if gate.get("passed") else "**failed**" if gate else "not reached"
+    if outcome.despite_failed_gate:
+        gate = outcome.gate_passed
+        state = "passed" if gate else "**failed**" if gate is not None else "not reached"
         out.append(
             "**Override: DESPITE_FAILED_GATE = True.** The full runs and the decision go ahead even if the "
             f"activation gate fails (the gate {state}); the spec says gates are never relaxed."
@@ -637,9 +621,9 @@ def report_summary(
         "sample) no worse than GRPO (8 prompts × 8 samples, group-mean baseline) by more than 3 points of "
         "exact-match accuracy?"
     )
-    decision = summary.get("decision")
+    decision = outcome.decision
     if decision is not None:  # what a noninferiority verdict at this margin can tell, before the verdicts
-        out.append(assay_sentence(decision["assay_sensitivity"]))
+        out.append(assay_sentence(decision.assay_sensitivity))
     for k, d in enumerate(designs):
         label = (
             "Design, before any run"
@@ -648,13 +632,12 @@ def report_summary(
         )
         out.append(f"**{label}:** {design_sentence(d)}.")
     if decision is None:
-        out.append(f"**No decision:** {summary.get('stopped', 'both arms must be trained and evaluated')}.")
+        out.append(f"**No decision:** {outcome.stopped or 'both arms must be trained and evaluated'}.")
     else:
-        for dec in (decision, decision.get("revised")):
-            if dec:
-                out.append(_decision_sentence(dec, bool(decision.get("gate_passed")), tag, bool(local_model)))
-        out.append(_accuracy_sentence(decision["contrasts"], tag))
-    alerts = _monitoring_alerts(summary.get("monitor") or {})
+        for dec in decision.decisions():
+            out.append(_decision_sentence(dec, bool(decision.gate_passed), tag, bool(local_model)))
+        out.append(_accuracy_sentence(decision.contrasts, tag))
+    alerts = _monitoring_alerts(outcome.monitor)
     if alerts:
         out.append("**Monitoring during training:** " + "; ".join(alerts) + ".")
     out.append(
