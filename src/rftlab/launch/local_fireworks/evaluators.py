@@ -21,6 +21,7 @@ without installing anything:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .datasets import file_sizes
-from .state import ApiError, ControlPlane, check_fields, check_id, now_iso, private_dir, public
+from .state import ApiError, ControlPlane, check_fields, check_id, make_private, now_iso, private_dir, public
 
 EVALUATOR_FIELDS = (
     "displayName",
@@ -121,6 +122,7 @@ def _safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
 def unpack(tarballs: list[Path], dest: Path) -> Path:
     """Unpack the tarballs into ``dest``; the code root is their one top folder (eval-protocol packs the
     upload folder under its own name), else ``dest`` itself."""
+    shutil.rmtree(dest, ignore_errors=True)  # a rebuild starts from the tarballs again
     private_dir(dest)
     for path in tarballs:
         try:
@@ -128,7 +130,8 @@ def unpack(tarballs: list[Path], dest: Path) -> Path:
                 tar.extractall(dest, members=_safe_members(tar), filter="data")
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise ValueError(f"{path.name} is not a readable tarball: {exc}") from None
-    tops = [p for p in dest.iterdir()]
+    make_private(dest)
+    tops = list(dest.iterdir())
     return tops[0] if len(tops) == 1 and tops[0].is_dir() else dest
 
 

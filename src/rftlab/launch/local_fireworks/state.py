@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import re
 import secrets
 import shutil
@@ -80,6 +81,19 @@ def private_dir(path: Path) -> Path:
     for folder in reversed(missing):
         folder.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def make_private(tree: Path) -> None:
+    """Every folder under ``tree`` 0700, every file 0600 (0700 when executable); links are left alone."""
+    for folder, dirs, files in os.walk(tree):
+        for name in dirs:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                path.chmod(0o700)
+        for name in files:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                path.chmod(0o700 if path.stat().st_mode & 0o100 else 0o600)
 
 
 def write_json(path: Path, obj: Any) -> None:
