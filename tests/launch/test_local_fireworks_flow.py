@@ -9,8 +9,10 @@ Every test runs the evaluator's pytest at least once (seconds each), hence ``slo
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -28,15 +30,18 @@ from local_fireworks_helpers import (
     wait_for,
 )
 
-from rftlab.launch.firectl import rollout_dataset_id
+from rftlab.launch.firectl import job_id_for, rollout_dataset_id
 from rftlab.launch.fireworks import (
     _parse_rows,
     _rollout_record,
     dataset_text,
     epoch_metrics,
+    evaluator_id,
     upload_evaluator,
 )
+from rftlab.launch.fireworks_sdk import sdk_launcher
 from rftlab.launch.spectrum.spec import load_arm_spec
+from rftlab.runs import load_run
 from rftlab.runs.paths import SPECS_DIR
 
 pytest.importorskip("eval_protocol")
@@ -259,3 +264,56 @@ def test_create_rft_stops_at_a_build_failure_and_creates_no_job(tmp_path):
         assert not fw.reinforcement_fine_tuning_jobs.list().reinforcement_fine_tuning_jobs
     finally:
         srv.stop()
+
+
+class _Passed:
+    """The spectrum preflight's verdict, passed (the preflight has its own tests)."""
+
+    passed = True
+
+    def to_dict(self):
+        return {"passed": True, "checks": []}
+
+
+WANDB = "wandb-SENTINEL-in-the-body-7c1d"
+
+
+def test_the_sdk_launcher_launches_polls_and_records_epoch_metrics(spectrum_plane, tmp_path, monkeypatch):
+    from rftlab.rollout.spectrum.dataset import dataset_rows
+
+    srv, log, ev_id, base = spectrum_plane
+    fw_section = base.fireworks.model_copy(
+        update={"wandb_project": "p", "wandb_entity": "e", "max_concurrent_rollouts": 4}
+    )
+    spec = base.model_copy(update={"epochs": 1, "response_candidates": 2, "fireworks": fw_section})
+    assert evaluator_id(spec, ACCOUNT) == ev_id  # the evaluator uploaded above is the one the job names
+    monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+    monkeypatch.setenv("WANDB_API_KEY", WANDB)
+    rows = list(
+        dataset_rows(
+            2, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix, epoch_salt=spec.epoch_salt
+        )
+    )
+    launcher = sdk_launcher(
+        account_id=ACCOUNT, base_url=srv.base_url, preflight=lambda s: _Passed(), dataset_rows=lambda s: rows
+    )
+    ref = launcher.launch(spec, root=tmp_path / "runs")
+    result = launcher.watch(ref, every=0, stall_after=600, sleep=lambda s: time.sleep(0.5))
+    assert result.done and result.status.state == "completed", result.status
+    run = load_run(ref.path)
+    assert run.record.status == "finished" and run.record.provider["job_id"] == job_id_for(spec)
+    (metrics,) = run.metrics()
+    assert (metrics["epoch"], metrics["rollouts"], metrics["groups"], metrics["rollouts_without_score"]) == (
+        0,
+        4,
+        2,
+        0,
+    )
+    calls = [json.loads(x) for x in (ref.path / "provider" / "firectl_calls.jsonl").read_text().splitlines()]
+    assert calls and all(c["argv"][0] == "sdk" for c in calls)
+    job = client(srv).reinforcement_fine_tuning_jobs.get(job_id_for(spec))
+    assert (job.wandb_config.project, job.wandb_config.enabled, job.wandb_config.api_key) == ("p", True, None)
+    for folder in (ref.path, srv.plane.storage):
+        for f in folder.rglob("*"):
+            assert not f.is_file() or WANDB.encode() not in f.read_bytes(), f
+    assert WANDB not in log.getvalue()
