@@ -294,6 +294,41 @@ def _tinker_service(work: Path, env: Env) -> list[str]:
             "--api-key-env", _setenv(env, "RFTLAB_SERVE_KEY", key), "--stop-after", "4"]  # fmt: skip
 
 
+def _fireworks_plane(work: Path, env: Env) -> list[str]:
+    """``serve fireworks`` for a few seconds on a free loopback port, its key carrying the sentinel; a
+    client thread verifies the key, registers a secret whose value is the sentinel, and sends a wrong key."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = f"fw_{ASCII_SENTINEL}"
+
+    def client() -> None:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with httpx.Client(
+                    base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=5
+                ) as http:
+                    account = http.get("/verifyApiKey").headers["x-fireworks-account-id"]
+                    body = {"name": "held", "keyName": "HELD", "value": SENTINEL}
+                    http.post(f"/v1/accounts/{account}/secrets", json=body)
+                    http.get("/verifyApiKey", headers={"Authorization": "Bearer fw_wrong_key"})
+                return
+            except httpx.TransportError:
+                time.sleep(0.1)
+
+    threading.Thread(target=client, daemon=True).start()
+    return ["--port", str(port), "--storage", str(work / "out" / "fw-storage"),
+            "--api-key-env", _setenv(env, "RFTLAB_SERVE_FW_KEY", key), "--stop-after", "4"]  # fmt: skip
+
+
 INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
@@ -499,6 +534,8 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ],
     # A live Tinker-compatible server on 127.0.0.1 for a few seconds (--stop-after), its key set.
     ("serve", "tinker"): _tinker_service,
+    # A live Fireworks-compatible control plane on 127.0.0.1 for a few seconds, its key set.
+    ("serve", "fireworks"): _fireworks_plane,
 }
 
 # Commands whose exit code is a verdict of what they ran, which their smallest offline run cannot pass:
@@ -590,6 +627,11 @@ def test_no_credential_reaches_any_output(command, tmp_path, monkeypatch, capsys
         assert written, "the command was expected to write its --out file"
     if command == ("serve", "tinker"):  # it did serve requests carrying the key (and refused a wrong one)
         assert '"event":"session_created"' in err and '"status":401' in err, err
+    if command == (
+        "serve",
+        "fireworks",
+    ):  # it took the secret (and dropped its value) and refused a wrong key
+        assert '"path":"/v1/accounts/local/secrets","status":200' in err and '"status":401' in err, err
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".rftlab-tmp")]
 
 
