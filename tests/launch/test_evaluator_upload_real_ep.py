@@ -149,3 +149,34 @@ def test_cli_upload_evaluator_accepts_a_poker_spec(monkeypatch, capsys):
     assert cli_main(["fireworks", "upload-evaluator", path, "--account-id", ACCOUNT]) == 0
     assert got["spec"].experiment == "poker" and got["account"] == ACCOUNT
     assert "uploaded evaluator rftlab-poker-mcp for arm seed" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_code_upload_that_fails_is_a_failure_not_an_uploaded_evaluator(monkeypatch, capsys):
+    """eval-protocol's real upload against the loopback API stub (tests/launch/fireworks_api_stub.py),
+    whose signed-URL PUT refuses the tarball with 403: eval-protocol 0.3.33 logs "Code upload failed
+    (evaluator created but code not uploaded)" and returns normally; the command must exit non-zero and
+    say that the evaluator has no code."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fireworks_api_stub import FireworksApiStub
+
+    spec = load_arm_spec(SPECS_DIR / "spectrum_A.json")
+    with FireworksApiStub(account=ACCOUNT, put_status=403) as api:
+        monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+        monkeypatch.setenv("FIREWORKS_API_BASE", api.base_url)
+        code = cli_main(
+            ["fireworks", "upload-evaluator", str(SPECS_DIR / "spectrum_A.json"), "--account-id", ACCOUNT]
+        )
+        calls = list(api.calls)
+    err = capsys.readouterr().err
+    ev = evaluator_id(spec, ACCOUNT)
+    assert code == 2 and "uploaded evaluator" not in capsys.readouterr().out
+    assert f"the evaluator '{ev}' was created on Fireworks but its code was not uploaded" in err
+    assert "Code upload failed" in err and KEY not in err
+    # the real upload went as far as the signed-URL PUT, was refused there, and never validated
+    assert ("POST", f"/v1/accounts/{ACCOUNT}/evaluatorsV2") in calls
+    assert any(m == "PUT" and p.startswith(f"/upload/{ev}/") for m, p in calls)
+    assert not any(p.endswith(":validateUpload") for _, p in calls)
