@@ -65,6 +65,7 @@ from rftlab.launch.firectl import (
     learning_rate_problem,
     output_metrics,
     output_model_for,
+    resolve_executable,
     rollout_dataset_id,
     status_message,
     wandb_problem,
@@ -355,6 +356,8 @@ class FireworksLauncher:
         fw = _fireworks_section(spec)
         self._run_preflight(spec, run)
         fc = self._firectl(_call_logger(run))
+        if fc.exe is None:
+            resolve_executable()  # no firectl: say so before anything is read from the API
         run.set_provider(
             job_settings=resolved_job_settings(fw),
             firectl_version=_firectl_version(fc),
