@@ -248,8 +248,22 @@ def _fireworks_run(work: Path, env: Env) -> Path:
     key; the fake then reports the job COMPLETED after its one epoch, with that epoch's rollouts ready."""
     scenario = _fake_bin(work, env)
     spec_path = work / "probe_one_epoch.json"  # the probe's rows and candidates pass the preflight
-    spec_path.write_text(json.dumps({**json.loads((SPECS / "spectrum_probe.json").read_text()), "epochs": 1}))
+    probe = json.loads((SPECS / "spectrum_probe.json").read_text())
+    probe["fireworks"]["max_context_length"] = 32768  # holds a 12-scan episode (the context check)
+    spec_path.write_text(json.dumps({**probe, "epochs": 1}))
     job_id = job_id_for(load_arm_spec(spec_path))
+    # the evaluator check reads the evaluator through the fireworks-ai SDK: a loopback stub has it ACTIVE
+    import importlib.util
+
+    from rftlab.launch.fireworks import evaluator_id
+
+    where = REPO / "tests" / "launch" / "fireworks_api_stub.py"
+    module_spec = importlib.util.spec_from_file_location("fireworks_api_stub", where)
+    stub_module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(stub_module)
+    api = env.enter(stub_module.FireworksApiStub(account="acct"))
+    api.states[evaluator_id(load_arm_spec(spec_path), "acct")] = "ACTIVE"
+    env.setenv("FIREWORKS_BASE_URL", api.base_url)
     job = {"state": "JOB_STATE_COMPLETED", "jobProgress": {"epoch": 0, "percent": 100}}
     (scenario / "job_get.0.json").write_text(json.dumps(job))
     rows = [{"messages": [{"role": "system", "content": "x"}], "input_metadata": {"row_id": f"r{g}"},

@@ -17,11 +17,11 @@ import re
 import pytest
 
 from rftlab.cli import main as cli_main
-from rftlab.launch.firectl import evaluator_name
 from rftlab.launch.fireworks import (
     FireworksLauncher,
     LaunchRefused,
     evaluator_id,
+    evaluator_resource,
     evaluator_upload_argv,
     upload_evaluator,
 )
@@ -35,6 +35,7 @@ pytest.importorskip("eval_protocol")
 KEY = "fw-test-key-not-real-0123456789"
 ACCOUNT = "acct-under-test"
 EVALUATOR_PATH = re.compile(r"/accounts/([^/]+)/evaluators/([^/?:]+)")
+CREATE_PATH = re.compile(r"/accounts/([^/]+)/evaluatorsV2")
 
 
 @pytest.fixture
@@ -47,9 +48,15 @@ def fireworks_recorder(monkeypatch, fireworks_api):
 
 
 def _first_evaluator_request(calls):
+    """eval-protocol's first evaluator request: ``POST .../evaluatorsV2`` names the id in its body (rftlab's
+    own look-up before the upload, a ``GET`` of the id, is left out: it is not eval-protocol's)."""
     for call in calls:
+        m = CREATE_PATH.search(call["path"])
+        if m and call["method"] == "POST":
+            body = json.loads(call["body"] or "{}")
+            return call, m.group(1), body.get("evaluatorId") or body.get("evaluator_id")
         m = EVALUATOR_PATH.search(call["path"])
-        if m:
+        if m and call["method"] != "GET":
             return call, m.group(1), m.group(2)
     return None, None, None
 
@@ -73,7 +80,9 @@ def test_real_upload_creates_the_evaluator_the_job_points_at(fireworks_recorder,
     plan = launcher().plan(spec)
     (create,) = [c for c in plan.commands if "--job-id" in c]
     job_evaluator = create[create.index("--evaluator") + 1]
-    assert f"accounts/{account}/evaluators/{uploaded_id}" == job_evaluator == evaluator_name(spec, ACCOUNT)
+    assert (
+        f"accounts/{account}/evaluators/{uploaded_id}" == job_evaluator == evaluator_resource(spec, ACCOUNT)
+    )
     assert uploaded_id == evaluator_id(spec, ACCOUNT) == plan.evaluator.rsplit("/", 1)[-1]
     # the failure keeps eval-protocol's own words, whole lines, and says what to check
     message = str(refused.value)
@@ -111,7 +120,8 @@ def test_upload_evaluator_uses_the_running_interpreter_and_its_bin_dir(monkeypat
         seen.update(argv=argv, env=env)
         return Proc()
 
-    record = upload_evaluator(load_arm_spec(SPECS_DIR / "spectrum_A.json"), ACCOUNT, runner=runner)
+    spec = load_arm_spec(SPECS_DIR / "spectrum_A.json")
+    record = upload_evaluator(spec, ACCOUNT, runner=runner, lookup=lambda account, ev: None)
     assert seen["argv"][:3] == [sys.executable, "-m", "rftlab.launch.ep_upload"]
     assert seen["env"]["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert seen["env"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
@@ -139,3 +149,34 @@ def test_cli_upload_evaluator_accepts_a_poker_spec(monkeypatch, capsys):
     assert cli_main(["fireworks", "upload-evaluator", path, "--account-id", ACCOUNT]) == 0
     assert got["spec"].experiment == "poker" and got["account"] == ACCOUNT
     assert "uploaded evaluator rftlab-poker-mcp for arm seed" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_code_upload_that_fails_is_a_failure_not_an_uploaded_evaluator(monkeypatch, capsys):
+    """eval-protocol's real upload against the loopback API stub (tests/launch/fireworks_api_stub.py),
+    whose signed-URL PUT refuses the tarball with 403: eval-protocol 0.3.33 logs "Code upload failed
+    (evaluator created but code not uploaded)" and returns normally; the command must exit non-zero and
+    say that the evaluator has no code."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fireworks_api_stub import FireworksApiStub
+
+    spec = load_arm_spec(SPECS_DIR / "spectrum_A.json")
+    with FireworksApiStub(account=ACCOUNT, put_status=403) as api:
+        monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+        monkeypatch.setenv("FIREWORKS_API_BASE", api.base_url)
+        code = cli_main(
+            ["fireworks", "upload-evaluator", str(SPECS_DIR / "spectrum_A.json"), "--account-id", ACCOUNT]
+        )
+        calls = list(api.calls)
+    err = capsys.readouterr().err
+    ev = evaluator_id(spec, ACCOUNT)
+    assert code == 2 and "uploaded evaluator" not in capsys.readouterr().out
+    assert f"the evaluator '{ev}' was created on Fireworks but its code was not uploaded" in err
+    assert "Code upload failed" in err and KEY not in err
+    # the real upload went as far as the signed-URL PUT, was refused there, and never validated
+    assert ("POST", f"/v1/accounts/{ACCOUNT}/evaluatorsV2") in calls
+    assert any(m == "PUT" and p.startswith(f"/upload/{ev}/") for m, p in calls)
+    assert not any(p.endswith(":validateUpload") for _, p in calls)

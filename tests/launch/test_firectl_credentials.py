@@ -127,8 +127,27 @@ def test_the_wandb_key_has_no_other_route_and_is_announced_before_the_call(fake_
     fc = Firectl(account_id="acct", api_key=KEY, warn=lambda m: order.append("warning"))
     real_run = fc.run
     fc.run = lambda argv: (order.append("call"), real_run(argv))[1]  # type: ignore[method-assign]
-    flags = ["--epochs", "1", "--learning-rate", "0.0001", "--temperature", "1.0",
-             "--response-candidates-count", "4", "--wandb", "--wandb-api-key", "wandb-key-0123456789"]  # fmt: skip
+    flags = [
+        "--dataset",
+        "d",
+        "--evaluator",
+        "accounts/acct/evaluators/e",
+        "--epochs",
+        "1",
+        "--learning-rate",
+        "0.0001",
+        "--temperature",
+        "1.0",
+        "--response-candidates-count",
+        "4",
+        "--wandb",
+        "--wandb-project",
+        "p",
+        "--wandb-entity",
+        "e",
+        "--wandb-api-key",
+        "wandb-key-0123456789",
+    ]  # fmt: skip  (the strict fake wants all three)
     fc.job_create("rftlab-a-1234abcd", flags)
     assert order == ["warning", "call"]
     assert "WANDB_API_KEY" in WANDB_ON_ARGV_WARNING and "process list" in WANDB_ON_ARGV_WARNING

@@ -12,14 +12,18 @@ import pytest
 
 from rftlab.cli import main as cli_main
 from rftlab.launch.firectl import Firectl, job_create_flags, job_id_for, rollout_dataset_id
-from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused, epoch_metrics
+from rftlab.launch.fireworks import FireworksLauncher, LaunchRefused, epoch_metrics, evaluator_id
 from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import load_run
 
+sys.path.insert(0, str(Path(__file__).parent))
+from fireworks_api_stub import FireworksApiStub  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted((REPO / "data" / "specs").glob("spectrum_*.json"))
-# A sentinel key with characters that JSON escapes, so a leak in any encoding is caught.
-SENTINEL = 'fw-sentinel-"quote"\\back-ключ-0123456789'
+# A sentinel key with characters that JSON escapes, so a leak in any encoding is caught. ASCII only: the
+# evaluator check sends the key in an HTTP header, which holds ASCII (a real Fireworks key is ASCII).
+SENTINEL = 'fw-sentinel-"quote"\\back-0123456789'
 
 
 class Passed:
@@ -37,8 +41,9 @@ class Failed(Passed):
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """A scenario folder + a ``firectl`` on PATH that replays it; returns helpers to script it."""
+def fake(tmp_path, monkeypatch, request):
+    """A scenario folder + a ``firectl`` on PATH that replays it, and the API stub with the arms'
+    evaluator ACTIVE; returns helpers to script them."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "firectl"
@@ -57,9 +62,19 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", "acct-test")
     monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     monkeypatch.setattr("rftlab.cli.fireworks._sleep", lambda seconds: None)  # CLI polls never wait in tests
+    api = FireworksApiStub(account="acct-test").__enter__()  # the evaluator check's API (the SDK reads it)
+    request.addfinalizer(lambda: api.__exit__(None, None, None))
+    monkeypatch.setenv("FIREWORKS_BASE_URL", api.base_url)
+    api.states[evaluator_id(spec("A"), "acct-test")] = "ACTIVE"  # every spectrum arm shares this code
 
     class Fake:
         dir = scenario
+        evaluators = api
+
+        @staticmethod
+        def reset_replies():
+            for p in [*scenario.glob("job_get.*"), *scenario.glob(".count.*")]:
+                p.unlink()
 
         @staticmethod
         def calls() -> list[list[str]]:
@@ -118,11 +133,13 @@ def eval_rows(epoch, groups=3, candidates=4):
     return rows
 
 
-def spec(name="A", **changes):
+def spec(name="A", context=32768, **changes):
+    """An arm spec of data/specs with ``changes``; its Fireworks section gets ``max_context_length``
+    ``context`` (the shipped specs leave it unset, and the default 8192 cannot hold a 12-scan episode)."""
     s = load_arm_spec(REPO / "data" / "specs" / f"spectrum_{name}.json")
-    if changes:
-        s = s.model_copy(update=changes)
-    return s
+    if s.fireworks is not None and context is not None:
+        changes.setdefault("fireworks", s.fireworks.model_copy(update={"max_context_length": context}))
+    return s.model_copy(update=changes) if changes else s
 
 
 def launcher(**kw):
@@ -318,9 +335,7 @@ def test_stall_stops_without_cancelling_and_resume_finishes(fake, tmp_path):
     assert load_run(ref.path).record.status == "running"
     assert not any("cancel" in c for c in fake.calls())
     # the job moves again: a second watch picks up and finishes
-    for p in fake.dir.glob("job_get.*"):
-        p.unlink()
-    (fake.dir / ".job_get.count").unlink()
+    fake.reset_replies()
     fake.job_replies(job("COMPLETED", 1, 100, 50))
     for k in range(2):
         fake.epoch_dataset(job_id_for(s), k, eval_rows(k))
@@ -338,9 +353,7 @@ def test_malformed_json_and_errors_stop_cleanly_then_resume(fake, tmp_path):
     assert load_run(ref.path).record.status == "running"
     calls_log = (ref.path / "provider" / "firectl_calls.jsonl").read_text().splitlines()
     assert any(json.loads(line)["returncode"] == 1 for line in calls_log)
-    for p in fake.dir.glob("job_get.*"):
-        p.unlink()
-    (fake.dir / ".job_get.count").unlink()
+    fake.reset_replies()
     fake.job_replies("Some banner line\n" + json.dumps(job("COMPLETED", 0, 100)))
     fake.epoch_dataset(job_id_for(s), 0, eval_rows(0))
     assert lau.watch(ref, every=0, sleep=lambda _: None).status.state == "completed"
@@ -484,9 +497,11 @@ def test_upload_evaluator_stages_a_clean_folder(monkeypatch, tmp_path):
         seen["entry_exists"] = (staged / "rftlab" / "launch" / "fireworks.py").exists()
         return Proc()
 
-    record = upload_evaluator(spec("A"), "acct", runner=runner)
+    record = upload_evaluator(spec("A"), "acct", runner=runner, lookup=lambda account, ev: None)
     assert seen["argv"][1:4] == ["-m", "rftlab.launch.ep_upload", "upload"]
-    assert seen["argv"][seen["argv"].index("--id") + 1] == "test-spectrum-turn-test-spectrum-turn"
+    assert seen["argv"][seen["argv"].index("--id") + 1] == evaluator_id(spec("A"), "acct")
+    assert evaluator_id(spec("A"), "acct").startswith("test-spectrum-turn-test-spectrum-turn-")
+    assert "--force" not in seen["argv"]  # a missing evaluator is created, never deleted first
     assert "eval-protocol==0.3.33" in seen["requirements"] and not seen["has_env"] and seen["entry_exists"]
     assert set(seen["env"]) <= {"PATH", "HOME", "FIREWORKS_API_KEY", "FIREWORKS_ACCOUNT_ID",
                                 "LITELLM_LOCAL_MODEL_COST_MAP"}  # fmt: skip

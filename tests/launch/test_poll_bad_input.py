@@ -18,9 +18,18 @@ from hypothesis import strategies as st
 
 from rftlab.cli import main as cli_main
 from rftlab.launch.firectl import job_id_for, job_progress, rollout_dataset_id
-from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S, FireworksLauncher, _finished_epochs, _status_of
+from rftlab.launch.fireworks import (
+    MIN_POLL_INTERVAL_S,
+    FireworksLauncher,
+    _finished_epochs,
+    _status_of,
+    evaluator_id,
+)
 from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import RunBusyError, load_run
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fireworks_api_stub import FireworksApiStub  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "fw-poll-test-key-0123456789"
@@ -34,7 +43,7 @@ class Passed:
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch):
+def fake(tmp_path, monkeypatch, request):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "firectl"
@@ -50,6 +59,10 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     sleeps: list[float] = []
     monkeypatch.setattr("rftlab.cli.fireworks._sleep", sleeps.append)
+    api = FireworksApiStub(account="acct").__enter__()  # the evaluator check's API (the SDK reads it)
+    request.addfinalizer(lambda: api.__exit__(None, None, None))
+    monkeypatch.setenv("FIREWORKS_BASE_URL", api.base_url)
+    api.states[evaluator_id(_spec(), "acct")] = "ACTIVE"
 
     class Fake:
         dir = scenario
@@ -57,9 +70,8 @@ def fake(tmp_path, monkeypatch):
 
         @staticmethod
         def replies(*bodies):
-            for p in scenario.glob("job_get.*"):
+            for p in [*scenario.glob("job_get.*"), *scenario.glob(".count.*")]:
                 p.unlink()
-            (scenario / ".job_get.count").unlink(missing_ok=True)
             for i, body in enumerate(bodies):
                 if isinstance(body, str) and body.startswith("ERR:"):
                     (scenario / f"job_get.{i}.err").write_text(body[4:])
@@ -79,7 +91,9 @@ def fake(tmp_path, monkeypatch):
 
 
 def _spec(epochs=3):
-    return load_arm_spec(REPO / "data" / "specs" / "spectrum_A.json").model_copy(update={"epochs": epochs})
+    spec = load_arm_spec(REPO / "data" / "specs" / "spectrum_A.json")
+    fw = spec.fireworks.model_copy(update={"max_context_length": 32768})  # holds a 12-scan episode
+    return spec.model_copy(update={"epochs": epochs, "fireworks": fw})
 
 
 def _launched(tmp_path, epochs=3):

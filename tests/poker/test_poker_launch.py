@@ -100,10 +100,14 @@ def test_each_arm_uploads_the_evaluator_of_its_own_reward():
         assert create[create.index("--evaluator") + 1] == f"accounts/acct/evaluators/{ev_id}"
         assert plan["evaluator"].endswith("/" + ev_id)
         seen[spec.reward] = (entry, ev_id)
-    assert seen["mean_instance"] == ("rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp",
-                                     "rftlab-poker-mcp")  # fmt: skip
-    assert seen["gain"] == ("rftlab/rollout/eval_entries/poker_mcp_gain_eval.py::test_poker_mcp_gain",
-                            "rftlab-poker-mcp-gain")  # fmt: skip
+    # each reward's evaluator id, with the evaluator code's hash (one evaluator per code, docs/platforms.md §1.9)
+    assert seen["mean_instance"][0] == "rftlab/rollout/eval_entries/poker_mcp_eval.py::test_poker_mcp"
+    assert seen["gain"][0] == "rftlab/rollout/eval_entries/poker_mcp_gain_eval.py::test_poker_mcp_gain"
+    code = seen["gain"][1].rsplit("-", 1)[-1]
+    assert (
+        seen["mean_instance"][1] == f"rftlab-poker-mcp-{code}"
+        and seen["gain"][1] == f"rftlab-poker-mcp-gain-{code}"
+    )
 
 
 @pytest.mark.parametrize("reward", ["mean_instance", "gain"])

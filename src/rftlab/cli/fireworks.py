@@ -2,7 +2,8 @@
 
     rftlab fireworks launch data/specs/spectrum_probe.json --dry-run      # print the exact commands
     rftlab fireworks upload-evaluator data/specs/spectrum_probe.json      # eval-protocol upload, staged
-    rftlab fireworks launch data/specs/spectrum_probe.json                # preflight, dataset, job, run folder
+    rftlab fireworks launch data/specs/spectrum_probe.json                # preflight, evaluator, dataset, job
+    rftlab fireworks launch SPEC --resume | --new-attempt                 # after the spec's job FAILED
     rftlab fireworks poll runs/spectrum_memory/probe/<run_id> --every 60  # until done; resumable
 
 The key comes from ``FIREWORKS_API_KEY`` and the account from ``--account-id`` or ``FIREWORKS_ACCOUNT_ID``;
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_root_argument(launch)
     launch.add_argument("--dry-run", action="store_true", help="print the exact commands; run nothing")
     launch.add_argument("--json", action="store_true", help="print the plan or the run as JSON")
+    add_failed_job_arguments(launch)
     common(launch)
     launch.set_defaults(func=_launch)
 
@@ -66,6 +68,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     poll.add_argument("--json", action="store_true", help="print the final state as JSON")
     common(poll)
     poll.set_defaults(func=_poll)
+
+
+def add_failed_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--resume`` / ``--new-attempt``: what a launch does when the spec's job ended without completing
+    (without either, it stops and says so). Shared by every family that launches on Fireworks."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--resume", dest="failed_job", action="store_const", const="resume",
+                       help="the spec's job FAILED: resume it (firectl rftj resume) and record this run "
+                       "as its next attempt")  # fmt: skip
+    group.add_argument("--new-attempt", dest="failed_job", action="store_const", const="new-attempt",
+                       help="the spec's job ended without completing: create a new job (id suffix -a<n>) in "
+                       "a new run linked to the failed one")  # fmt: skip
+    parser.set_defaults(failed_job="refuse")
 
 
 def _spec(path: str):
@@ -129,7 +144,7 @@ def launch_or_plan(
             for argv in plan.commands:
                 print(shlex.join(argv).replace("'$FIREWORKS_API_KEY'", '"$FIREWORKS_API_KEY"'))
             return 0
-        ref = launcher.launch(spec, root=args.root)
+        ref = launcher.launch(spec, root=args.root, failed_job=getattr(args, "failed_job", "refuse"))
     except (LaunchRefused, FirectlError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     out = {"run_dir": str(ref.path), "run_id": ref.run_id, "arm": ref.arm, "backend": ref.backend}
@@ -154,6 +169,9 @@ def _upload(args: argparse.Namespace) -> int:
         record = upload_evaluator(spec, account)
     except LaunchRefused as exc:
         raise UsageError(str(exc)) from None
+    if record.get("skipped"):
+        print(f"{record['skipped']} (arm {spec.arm})")
+        return 0
     if record["stdout"].strip():
         print(record["stdout"].rstrip())
     print(
@@ -212,6 +230,7 @@ def _poll(args: argparse.Namespace) -> int:
         "message": redact_text(status.message),
         "epochs_recorded": result.epochs_recorded,
         "missing_epochs": result.missing_epochs,
+        "incomplete_epochs": result.incomplete_epochs,
         "stalled": result.stalled,
         "exit_code": code,
     }

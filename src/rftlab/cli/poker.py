@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_root_argument(launch)
     launch.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
     launch.add_argument("--json", action="store_true", help="print the plan or the run as JSON")
+    from rftlab.cli.fireworks import add_failed_job_arguments
+
+    add_failed_job_arguments(launch)
     launch.set_defaults(func=_launch)
 
 

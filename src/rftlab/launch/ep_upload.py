@@ -16,12 +16,35 @@ runs it in the staged evaluator folder with the running interpreter::
 
 Unlike ``eval-protocol``'s ``main`` it reads no ``.env``/``.env.dev`` file (nothing but the staged folder's
 empty env file is uploaded as a secret, G11).
+
+A failed code upload is an error here. eval-protocol 0.3.33's ``Evaluator.create`` catches any failure of
+the signed-URL PUT of the code tarball (and of ``validateUpload``), logs the warning ``Code upload failed
+(evaluator created but code not uploaded): ...`` and returns as if it had succeeded, so its ``upload``
+exits 0 for an evaluator without code. The shim watches eval-protocol's log for that warning and then
+exits ``CODE_UPLOAD_EXIT`` with a one-line message on stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+
+CODE_UPLOAD_FAILED = "Code upload failed (evaluator created but code not uploaded)"
+CODE_UPLOAD_EXIT = 3
+
+
+class _CodeUploadWatch(logging.Handler):
+    """Keeps every log message of eval-protocol that reports a failed code upload."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.failures: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if CODE_UPLOAD_FAILED in message:
+            self.failures.append(message)
 
 
 def parse_upload_args(argv: list[str]):
@@ -55,7 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     cwd = os.getcwd()  # as eval-protocol's main does: the evaluator folder is importable
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    return int(upload_command(args) or 0)
+    watch = _CodeUploadWatch()
+    logging.getLogger("eval_protocol").addHandler(watch)
+    try:
+        code = int(upload_command(args) or 0)
+    finally:
+        logging.getLogger("eval_protocol").removeHandler(watch)
+    if watch.failures and code == 0:
+        detail = " ".join(watch.failures[-1].split())[:600]
+        print(
+            f"rftlab: error: the evaluator was created but its code was not uploaded ({detail}); a job on it "
+            "would fail. Nothing else was uploaded; fix the cause and upload again",
+            file=sys.stderr,
+            flush=True,
+        )
+        return CODE_UPLOAD_EXIT
+    return code
 
 
 if __name__ == "__main__":

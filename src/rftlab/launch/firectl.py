@@ -40,15 +40,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rftlab.launch.specs import resolved_job_settings
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.runs.atomic import atomic_write_text
 from rftlab.runs.secrets import redact_text
 from rftlab.runs.strictjson import refuse_constant
 
 SECRET_FLAGS = frozenset({"--api-key", "--wandb-api-key"})
-# Our rule (docs/platforms.md §1.4): PAUSED can be resumed, so it is not terminal.
-TERMINAL_JOB_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "EXPIRED", "EARLY_STOPPED", "DELETED"})
+# Our rule (docs/platforms.md §1.4): PAUSED can be resumed, so it is not terminal; ARCHIVED is (a job the
+# platform archived never runs again), so it ends a poll instead of reading as pending until a false stall.
+TERMINAL_JOB_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "EXPIRED", "EARLY_STOPPED", "DELETED", "ARCHIVED"}
+)
 SUCCESS_JOB_STATES = frozenset({"COMPLETED"})
+# ``firectl reinforcement-fine-tuning-job resume`` "resumes a failed reinforcement fine-tuning job" (its
+# docs page); other terminal states get a new attempt instead.
+RESUMABLE_JOB_STATES = frozenset({"FAILED"})
+LIST_PAGE_SIZE = 200  # per ``dataset list`` call; every page is read (``Firectl.dataset_list``)
+MAX_LIST_PAGES = 1000
 NOUNS = {"rftj": "reinforcement-fine-tuning-job", "dataset": "dataset", "deployment": "deployment"}
 PLURAL_LIST = {"reinforcement-fine-tuning-job": "reinforcement-fine-tuning-jobs", "dataset": "datasets"}
 STYLES = ("noun-verb", "verb-noun")
@@ -268,10 +277,15 @@ class Firectl:
 
     # ------------------------------------------------------------------------------------- argv
     def argv(self, noun: str, verb: str, *args: str, json_out: bool = True) -> list[str]:
+        """``[exe, <noun verb or verb noun>, *args, -a <account>, (-o json)]``; a command without a noun
+        (``version``) is given as ``noun`` with ``verb`` empty."""
         noun = NOUNS.get(noun, noun)
         if self.style == "verb-noun" and verb == "list":
             noun = PLURAL_LIST.get(noun, noun)
-        head = [noun, verb] if self.style == "noun-verb" else [verb, noun]
+        if not verb:
+            head = [noun]
+        else:
+            head = [noun, verb] if self.style == "noun-verb" else [verb, noun]
         key_flag = ["--api-key", self.api_key] if self.api_key and self.key_via == "argv" else []
         tail = ["-a", self.account_id, *key_flag]
         exe = self.exe or resolve_executable()
@@ -323,8 +337,33 @@ class Firectl:
     def dataset_get(self, dataset_id: str) -> Any:
         return self._json("dataset", "get", _safe_id(dataset_id))
 
-    def dataset_list(self) -> Any:
-        return self._json("dataset", "list")
+    def dataset_list(self) -> list[Any]:
+        """Every dataset of the account, read page by page (``--page-size``/``--page-token``, following
+        ``nextPageToken`` until it is empty): one page would miss epoch datasets on a busy account."""
+        items: list[Any] = []
+        token, seen = "", set()
+        for _ in range(MAX_LIST_PAGES):
+            args = ["--page-size", str(LIST_PAGE_SIZE)] + (["--page-token", token] if token else [])
+            page = self._json("dataset", "list", *args)
+            if isinstance(page, list):  # a bare list: no paging information, all there is
+                return items + page
+            if not isinstance(page, Mapping):
+                raise FirectlError("dataset list: firectl printed JSON that is not an object")
+            found = page.get("datasets") or []
+            items += found if isinstance(found, list) else []
+            token = str(_get(page, "nextPageToken") or "")
+            if not token:
+                return items
+            if token in seen:
+                raise FirectlError(f"dataset list: page token {token[:40]!r} came back twice; stopped")
+            seen.add(token)
+        raise FirectlError(f"dataset list: more than {MAX_LIST_PAGES} pages; stopped")
+
+    def version(self) -> str:
+        """``firectl version`` (first line, at most 200 characters), for ``run.json``."""
+        res = self.run(self.argv("version", "", json_out=False))
+        text = (res.stdout.strip() or res.stderr.strip()).splitlines()
+        return text[0][:200] if text else ""
 
     def dataset_download(self, dataset_id: str, out_dir: str | Path) -> list[Path]:
         """Download into ``out_dir`` (``-o json`` is not passed to download); the JSONL files it wrote."""
@@ -357,6 +396,10 @@ class Firectl:
     def job_cancel(self, job_id: str) -> CmdResult:
         return self.run(self.argv("rftj", "cancel", _safe_id(job_id), json_out=False))
 
+    def job_resume(self, job_id: str) -> CmdResult:
+        """``rftj resume <job>``; its docs page lists no ``-o`` flag, so none is passed."""
+        return self.run(self.argv("rftj", "resume", _safe_id(job_id), json_out=False))
+
 
 def _safe_id(value: str) -> str:
     """A resource id or name passed as a positional argument: never something firectl reads as a flag."""
@@ -377,13 +420,73 @@ def evaluator_name(spec: SpectrumArmSpec, account_id: str) -> str:
     return fw.evaluator.replace("<acct>", account_id)
 
 
-def job_id_for(spec: SpectrumArmSpec) -> str:
-    """A deterministic job id: ``rftlab-<arm>-<first 8 hex of the spec hash>`` (lower case, dashes)."""
+def _attempt_suffix(attempt: int) -> str:
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= 99:
+        raise ValueError(f"attempt must be an integer from 1 to 99, got {attempt!r}")
+    return "" if attempt == 1 else f"-a{attempt}"
+
+
+def job_id_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
+    """A deterministic job id: ``rftlab-<arm>-<first 8 hex of the spec hash>`` (lower case, dashes), with
+    ``-a<n>`` for attempt ``n`` >= 2 (``launch --new-attempt`` after a failed job)."""
     arm = re.sub(r"[^a-z0-9]+", "-", spec.arm.lower()).strip("-") or "arm"
-    job = f"rftlab-{arm}-{spec.sha256()[:8]}"
+    job = f"rftlab-{arm}-{spec.sha256()[:8]}{_attempt_suffix(attempt)}"
     if not _ID_RE.match(job):
         raise ValueError(f"cannot make a valid job id from arm {spec.arm!r}")
     return job
+
+
+def output_model_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
+    """The output model id: the spec's ``output_model``, the first 8 hex of the spec hash, and the attempt
+    suffix, so an edited spec (or a new attempt) never writes over another job's model."""
+    fw = _fireworks(spec)
+    model = f"{fw.output_model}-{spec.sha256()[:8]}{_attempt_suffix(attempt)}"
+    if not _ID_RE.match(model):
+        raise ValueError(
+            f"output model id {model!r} is longer than 63 characters: shorten the spec's output_model "
+            f"({fw.output_model!r}) to at most {63 - len(model) + len(fw.output_model)} characters"
+        )
+    return model
+
+
+WANDB_KEY_ENV = "WANDB_API_KEY"
+
+
+def wandb_problem(spec: SpectrumArmSpec, wandb_api_key: str | None) -> str | None:
+    """Why the spec's W&B settings cannot be sent (``None`` when they can). The create page makes
+    ``--wandb-api-key``, ``--wandb-entity`` and ``--wandb-project`` each required once any W&B flag is
+    given; the key comes from ``$WANDB_API_KEY`` only (never from a spec file)."""
+    fw = _fireworks(spec)
+    if not (fw.wandb_project or fw.wandb_entity):
+        return None
+    missing = [
+        name
+        for name, value in (
+            ("fireworks.wandb_project", fw.wandb_project),
+            ("fireworks.wandb_entity", fw.wandb_entity),
+            (f"${WANDB_KEY_ENV}", wandb_api_key),
+        )
+        if not value
+    ]
+    if not missing:
+        return None
+    return (
+        f"W&B logging needs a project, an entity and a key together (firectl requires --wandb-api-key, "
+        f"--wandb-entity and --wandb-project once any W&B flag is set); missing: {', '.join(missing)}. "
+        f"Set the missing spec field(s) and export {WANDB_KEY_ENV}, or remove the W&B fields from the spec"
+    )
+
+
+def learning_rate_problem(learning_rate: float) -> str | None:
+    """A learning rate of 0 is refused on Fireworks: the job's settings travel as a proto3 message, where
+    0.0 cannot be told from "unset", so the platform would train at its default (1e-4) instead."""
+    if learning_rate == 0.0:
+        return (
+            "learning_rate 0 cannot be sent to Fireworks: in the job's proto3 message 0.0 reads as unset, so "
+            "the platform would train at its default learning rate; run a zero-learning-rate control on the "
+            "local backend, or use a tiny positive rate (the probe arm uses 1e-09)"
+        )
+    return None
 
 
 def job_create_flags(
@@ -392,30 +495,41 @@ def job_create_flags(
     account_id: str,
     wandb_api_key: str | None = None,
     dataset_id: str | None = None,
+    evaluator: str | None = None,
+    attempt: int = 1,
 ) -> list[str]:
     """Every hyper-parameter of the arm as ``firectl rftj create`` flags (docs/platforms.md §1.3: pass every
-    value explicitly; defaults differ between doc pages). ``--job-id`` is added by ``job_create``."""
+    value explicitly; defaults differ between doc pages): the spec's value, else ``JOB_DEFAULTS``.
+    ``--job-id`` is added by ``job_create``. Raises ``ValueError`` for a W&B setting firectl would refuse
+    or a learning rate of 0 (``wandb_problem``, ``learning_rate_problem``)."""
     fw = _fireworks(spec)
+    for problem in (wandb_problem(spec, wandb_api_key), learning_rate_problem(spec.learning_rate)):
+        if problem:
+            raise ValueError(problem)
+    settings = resolved_job_settings(fw)
     flags = [
         "--base-model", fw.base_model,
         "--dataset", dataset_id or fw.dataset_id,
-        "--evaluator", evaluator_name(spec, account_id),
-        "--output-model", fw.output_model,
+        "--evaluator", evaluator or evaluator_name(spec, account_id),
+        "--output-model", output_model_for(spec, attempt),
         "--epochs", str(spec.epochs),
         "--learning-rate", _num(spec.learning_rate),
+        "--lora-rank", str(settings["lora_rank"]),
+        "--max-context-length", str(settings["max_context_length"]),
+        "--batch-size", str(settings["batch_size"]),
         "--temperature", _num(spec.temperature),
+        "--top-p", _num(settings["top_p"]),
+        "--top-k", str(settings["top_k"]),
         "--max-output-tokens", str(fw.max_output_tokens),
         "--response-candidates-count", str(spec.response_candidates),
+        "--rl-loss-method", settings["loss_method"],
+        "--rl-kl-beta", _num(settings["kl_beta"]),
+        "--chunk-size", str(settings["chunk_size"]),
         "--max-concurrent-rollouts", str(fw.max_concurrent_rollouts),
     ]  # fmt: skip
-    if fw.lora_rank is not None:
-        flags += ["--lora-rank", str(fw.lora_rank)]
-    if fw.wandb_project:
-        flags += ["--wandb", "--wandb-project", fw.wandb_project]
-        if fw.wandb_entity:
-            flags += ["--wandb-entity", fw.wandb_entity]
-        if wandb_api_key:
-            flags += ["--wandb-api-key", wandb_api_key]
+    if fw.wandb_project:  # wandb_problem: project, entity and key are all present
+        flags += ["--wandb", "--wandb-project", fw.wandb_project, "--wandb-entity", str(fw.wandb_entity)]
+        flags += ["--wandb-api-key", str(wandb_api_key)]
     return flags
 
 

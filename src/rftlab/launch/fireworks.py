@@ -48,21 +48,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rftlab.launch import evaluators
+from rftlab.launch.context_budget import context_check
 from rftlab.launch.firectl import (
     MAX_EPOCHS,
+    RESUMABLE_JOB_STATES,
     TERMINAL_JOB_STATES,
+    WANDB_KEY_ENV,
     Firectl,
     FirectlError,
     accelerator_seconds,
-    evaluator_name,
     job_create_flags,
     job_id_for,
     job_progress,
     job_state,
+    learning_rate_problem,
     output_metrics,
+    output_model_for,
+    resolve_executable,
     rollout_dataset_id,
     status_message,
+    wandb_problem,
 )
+from rftlab.launch.specs import resolved_job_settings
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
 from rftlab.runs import RunStore, load_run
 from rftlab.runs.secrets import redact_text
@@ -100,6 +108,13 @@ class LaunchRefused(RuntimeError):
     """The launch did not start anything that costs money (preflight failed, missing key, conflict)."""
 
 
+# What ``launch`` does when the planned job exists and ended without completing (``--resume`` /
+# ``--new-attempt`` on the command line): refuse and say so, resume that job, or start attempt n + 1.
+FAILED_JOB_CHOICES = ("refuse", "resume", "new-attempt")
+RESUME_GRACE_S = 600.0  # after a resume, how long the job may still read FAILED before that counts
+MAX_ATTEMPTS = 99
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """The commands a launch runs, in order (argv with keys redacted) and the ids it uses."""
@@ -133,6 +148,7 @@ class WatchResult:
     polls: int = 0
     missing_epochs: list[int] = field(default_factory=list)
     done: bool = False  # the run is finished (or failed): nothing more to poll
+    incomplete_epochs: list[int] = field(default_factory=list)  # recorded with rollouts missing
 
 
 def _default_preflight(spec: SpectrumArmSpec):
@@ -151,6 +167,12 @@ class FireworksLauncher:
     firectl_factory: Callable[..., Firectl] = Firectl
     preflight: Callable[[SpectrumArmSpec], Any] | None = None  # None: rftlab.launch.spectrum.preflight
     dataset_rows: Callable[[SpectrumArmSpec], Iterable[Mapping[str, Any]]] | None = None
+    # evaluator check before anything is created (rftlab.launch.evaluators): lookup, wait bound, pauses
+    evaluator_lookup: evaluators.Lookup | None = None  # None: the fireworks-ai SDK (fetch_evaluator)
+    evaluator_timeout: float = evaluators.EVALUATOR_TIMEOUT_S
+    evaluator_poll: float = evaluators.EVALUATOR_POLL_S
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     backend: str = field(default=BACKEND, init=False)
 
     def _account(self) -> str:
@@ -171,12 +193,9 @@ class FireworksLauncher:
 
     # ------------------------------------------------------------------------------------ plan
     def plan(self, spec: SpectrumArmSpec, dataset_path: str | Path = "<dataset.jsonl>") -> LaunchPlan:
-        """The exact commands ``launch`` runs, without running anything (``--dry-run``)."""
-        fw = spec.fireworks
-        if fw is None:
-            raise LaunchRefused(
-                f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
-            )
+        """The exact commands ``launch`` runs, without running anything (``--dry-run``). The evaluator
+        upload is shown for completeness: ``launch`` itself only checks that the evaluator is ACTIVE."""
+        fw = _fireworks_section(spec)
         account = self.account_id or os.environ.get(ACCOUNT_ENV) or "<account-id>"
         # with --key-via argv the key is shown as its variable (a plan is printed; a printed key would be a
         # leak); by default firectl reads it from a private auth file and the commands carry no key at all
@@ -186,7 +205,14 @@ class FireworksLauncher:
         fc.exe = fc.exe or shutil.which("firectl") or "firectl"
         job_id = job_id_for(spec)
         dataset_id = arm_dataset_id(fw.dataset_id, self._rows(spec))
-        flags = job_create_flags(spec, account_id=account, dataset_id=dataset_id)
+        ev_name = evaluator_resource(spec, account)
+        wandb_key = "$WANDB_API_KEY" if os.environ.get(WANDB_KEY_ENV) else None
+        try:
+            flags = job_create_flags(
+                spec, account_id=account, dataset_id=dataset_id, evaluator=ev_name, wandb_api_key=wandb_key
+            )
+        except ValueError as exc:
+            raise LaunchRefused(str(exc)) from None
         commands = [fc.argv("dataset", "create", dataset_id, str(dataset_path))]
         warnings = []
         entry = getattr(spec, "evaluator_entry", None)  # an arm may fix its own entry (poker: one per reward)
@@ -198,29 +224,50 @@ class FireworksLauncher:
                 evaluator_upload_argv(spec.experiment, fw.interface, evaluator_id(spec, account), entry=entry)
             )
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
-        return LaunchPlan(
-            job_id, dataset_id, evaluator_name(spec, account), commands, warnings, key_via=self.key_via
-        )
+        return LaunchPlan(job_id, dataset_id, ev_name, commands, warnings, key_via=self.key_via)
 
     def _rows(self, spec) -> list[Mapping[str, Any]]:
         return list(self.dataset_rows(spec) if self.dataset_rows else default_dataset_rows(spec))
 
+    def check_spec(self, spec: SpectrumArmSpec) -> None:
+        """Everything that can be refused before any platform call: a local-only arm, an evaluator entry
+        that does not exist, W&B settings firectl would refuse, a learning rate of 0, an output model id
+        too long, a missing key or account (``LaunchRefused``)."""
+        fw = _fireworks_section(spec)
+        missing = missing_entry(spec.experiment, fw.interface, getattr(spec, "evaluator_entry", None))
+        problems = [
+            missing,
+            wandb_problem(spec, os.environ.get(WANDB_KEY_ENV)),
+            learning_rate_problem(spec.learning_rate),
+        ]
+        for problem in problems:
+            if problem:
+                raise LaunchRefused(problem)
+        try:
+            output_model_for(spec, MAX_ATTEMPTS)
+        except ValueError as exc:
+            raise LaunchRefused(str(exc)) from None
+        self._firectl(need_key=True)  # a missing key or account
+
     # ---------------------------------------------------------------------------------- launch
     def launch(
-        self, spec: SpectrumArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+        self,
+        spec: SpectrumArmSpec,
+        *,
+        root: Path | str = "runs",
+        resume: bool = True,
+        force: bool = False,
+        failed_job: str = "refuse",
     ) -> RunRef:
-        """Preflight, then dataset + job, recorded in a run folder. Reuses a finished run of the same spec
-        on Fireworks; with ``resume`` continues an unfinished one (never creates a second job for it)."""
-        if spec.fireworks is None:
-            raise LaunchRefused(
-                f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend"
-            )
-        missing = missing_entry(
-            spec.experiment, spec.fireworks.interface, getattr(spec, "evaluator_entry", None)
-        )
-        if missing:
-            raise LaunchRefused(missing)
-        self._firectl(need_key=True)  # fail on a missing key or account before any work
+        """Preflight, evaluator check, then dataset + job, recorded in a run folder. Reuses a finished run of
+        the same spec on Fireworks; with ``resume`` continues an unfinished one (never creates a second job
+        for it). When the planned job exists and ended without completing, ``failed_job`` decides:
+        ``"refuse"`` (say so, offering the other two), ``"resume"`` (``firectl rftj resume``; this run polls
+        the resumed job, the failed attempt recorded in ``run.json``) or ``"new-attempt"`` (a job id with the
+        next ``-a<n>`` suffix, this run linked to the failed one)."""
+        if failed_job not in FAILED_JOB_CHOICES:
+            raise ValueError(f"failed_job must be one of {FAILED_JOB_CHOICES}, got {failed_job!r}")
+        self.check_spec(spec)
         store = RunStore(root)
         run, origin = store.start_or_reuse(
             spec.experiment, spec.arm, spec.to_dict(), backend=BACKEND, resume=resume
@@ -230,7 +277,7 @@ class FireworksLauncher:
             run.release()
             return ref
         try:
-            self._create_job(spec, run)
+            self._create_job(spec, run, store, failed_job)
         except BaseException as exc:
             # Nothing may stay "running" for good: the job does not exist (or was never recorded), so the
             # run is over. A re-launch starts a new run and finds a job created under the planned id.
@@ -241,57 +288,102 @@ class FireworksLauncher:
             run.release()
         return ref
 
-    def _create_job(self, spec: SpectrumArmSpec, run) -> None:
-        """Preflight, dataset and job of a claimed run (``launch``): raises on any failure."""
-        assert spec.fireworks is not None
+    def _run_preflight(self, spec: SpectrumArmSpec, run) -> None:
+        """The family's preflight plus the context-length check, saved to ``provider/preflight.json``;
+        ``LaunchRefused`` (and the run failed) when any check fails."""
         report = (self.preflight or _default_preflight)(spec)
-        report_dict = report.to_dict() if hasattr(report, "to_dict") else dict(report)
+        report_dict = dict(report.to_dict() if hasattr(report, "to_dict") else report)
+        passed = bool(getattr(report, "passed", report_dict.get("passed")))
+        context = self._context_check(spec)
+        if context is not None:
+            report_dict["checks"] = [*report_dict.get("checks", []), context]
+            passed = passed and bool(context["passed"])
+        report_dict["passed"] = passed
         run.save_provider_snapshot("preflight.json", report_dict)
-        if not getattr(report, "passed", report_dict.get("passed")):
+        if not passed:
             failed = [c.get("name", "?") for c in report_dict.get("checks", []) if not c.get("passed")]
+            details = "; ".join(c.get("detail", "") for c in report_dict["checks"] if not c.get("passed"))
             run.finish(
                 "failed", error=f"preflight failed: {', '.join(failed) or 'see provider/preflight.json'}"
             )
             raise LaunchRefused(
                 f"preflight failed ({', '.join(failed)}); nothing was created on Fireworks. "
-                f"Details: {run.path / 'provider' / 'preflight.json'}"
+                f"{details[:600]} Details: {run.path / 'provider' / 'preflight.json'}"
             )
-        fc = self._firectl(_call_logger(run))
-        fw = spec.fireworks
-        job_id = job_id_for(spec)
 
-        # dataset: create it unless it already exists (its id names its content: arm_dataset_id)
+    def _context_check(self, spec: SpectrumArmSpec) -> dict[str, Any] | None:
+        """``context_budget.context_check`` on the family's rendered episodes (``None``: the family has no
+        renderer yet, said in the check list instead)."""
+        fw = _fireworks_section(spec)
+        renderer = EPISODE_RENDERERS.get((spec.experiment, fw.interface))
+        settings = resolved_job_settings(fw)
+        if renderer is None:
+            return {"name": "context_length_holds_episode", "passed": True, "checked": False,
+                    "detail": f"not checked: no episode renderer for {spec.experiment} on the {fw.interface} "
+                    f"interface; max_context_length {settings['max_context_length']} is sent as it is"}  # fmt: skip
+        module, name = renderer.rsplit(".", 1)
+        episodes = getattr(importlib.import_module(module), name)(self._rows(spec))
+        return context_check(
+            episodes,
+            base_model=fw.base_model,
+            max_context_length=settings["max_context_length"],
+            max_output_tokens=fw.max_output_tokens,
+        )
+
+    def _check_evaluator(self, spec: SpectrumArmSpec, account_id: str, run) -> str:
+        """The evaluator resource once it is ACTIVE (``evaluators.wait_until_active``), its JSON kept as
+        ``provider/evaluator.json``; ``LaunchRefused`` when it is missing, failed or still building."""
+        ev_id = evaluator_id(spec, account_id)
+        try:
+            found = evaluators.wait_until_active(
+                account_id,
+                ev_id,
+                lookup=self.evaluator_lookup or evaluators.fetch_evaluator,
+                timeout=self.evaluator_timeout,
+                every=self.evaluator_poll,
+                clock=self.clock,
+                sleep=self.sleep,
+                on_wait=lambda m: print(m, file=sys.stderr, flush=True),
+            )
+        except evaluators.EvaluatorRefused as exc:
+            raise LaunchRefused(str(exc)) from None
+        run.save_provider_snapshot("evaluator.json", dict(found))
+        return f"accounts/{account_id}/evaluators/{ev_id}"
+
+    def _create_job(self, spec: SpectrumArmSpec, run, store: RunStore, failed_job: str) -> None:
+        """Preflight, evaluator, attempt, dataset and job of a claimed run (``launch``): raises on any
+        failure. Nothing is created before the evaluator is known to be ACTIVE."""
+        fw = _fireworks_section(spec)
+        self._run_preflight(spec, run)
+        fc = self._firectl(_call_logger(run))
+        if fc.exe is None:
+            resolve_executable()  # no firectl: say so before anything is read from the API
+        run.set_provider(
+            job_settings=resolved_job_settings(fw),
+            firectl_version=_firectl_version(fc),
+            eval_protocol_version=_package_version("eval-protocol"),
+        )
+        ev_name = self._check_evaluator(spec, fc.account_id, run)
         rows = self._rows(spec)
         dataset_id = arm_dataset_id(fw.dataset_id, rows)
-        dataset_file = run.save_provider_snapshot("dataset.jsonl", dataset_text(rows))
-        try:
-            existing = fc.dataset_get(dataset_id)
-        except FirectlError:
-            existing = None
-        if existing is None:
-            fc.dataset_create(dataset_id, dataset_file)
-
-        # job: reuse the planned id only when its configuration matches the spec
-        flags = job_create_flags(
-            spec,
-            account_id=fc.account_id,
-            wandb_api_key=os.environ.get("WANDB_API_KEY"),
-            dataset_id=dataset_id,
-        )
-        try:
-            job = fc.job_get(job_id)
-        except FirectlError:
-            job = None
-        if job is not None:
-            if not isinstance(job, Mapping):
-                raise LaunchRefused(f"firectl get of job {job_id!r} returned JSON that is not an object")
-            mismatch = _config_mismatch(job, spec, fc.account_id, dataset_id)
-            if mismatch:
-                raise LaunchRefused(
-                    f"a Fireworks job {job_id!r} already exists with a different configuration ({mismatch}); "
-                    "cancel or delete it, or change the spec"
-                )
-        else:
+        attempt, job, links = self._choose_attempt(spec, fc, store, failed_job, dataset_id, ev_name)
+        job_id = job_id_for(spec, attempt)
+        if job is None:  # a new job: its dataset first (created unless it exists: its id names its content)
+            dataset_file = run.save_provider_snapshot("dataset.jsonl", dataset_text(rows))
+            try:
+                existing = fc.dataset_get(dataset_id)
+            except FirectlError:
+                existing = None
+            if existing is None:
+                fc.dataset_create(dataset_id, dataset_file)
+            flags = job_create_flags(
+                spec,
+                account_id=fc.account_id,
+                wandb_api_key=os.environ.get(WANDB_KEY_ENV),
+                dataset_id=dataset_id,
+                evaluator=ev_name,
+                attempt=attempt,
+            )
             job = fc.job_create(job_id, flags)
             if not isinstance(job, Mapping):
                 raise LaunchRefused(
@@ -303,9 +395,59 @@ class FireworksLauncher:
             job_id=job_id,
             job_name=str(job.get("name") or job_id)[:512],
             dataset_id=dataset_id,
-            evaluator=evaluator_name(spec, fc.account_id),
+            evaluator=ev_name,
             account_id=fc.account_id,
+            attempt=attempt,
+            output_model=output_model_for(spec, attempt),
+            **links,
         )
+        if links.get("attempts"):
+            run.save_provider_snapshot("failed_attempt.json", links["attempts"][-1]["job"])
+
+    def _choose_attempt(
+        self, spec, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
+    ) -> tuple[int, Mapping[str, Any] | None, dict[str, Any]]:
+        """``(attempt, existing job or None, run.json links)`` for this launch: the latest attempt of the
+        spec that exists on Fireworks is reused when it is alive or completed (and matches the spec); one
+        that ended without completing is refused, resumed or followed by attempt n + 1 (``failed_job``)."""
+        attempt, job = _latest_attempt(fc, spec)
+        if job is None:
+            return 1, None, {}
+        job_id = job_id_for(spec, attempt)
+        state = job_state(job)
+        if state not in TERMINAL_JOB_STATES or state == "COMPLETED":
+            mismatch = _config_mismatch(job, spec, fc.account_id, dataset_id, ev_name, attempt)
+            if mismatch:
+                raise LaunchRefused(
+                    f"a Fireworks job {job_id!r} already exists with a different configuration ({mismatch}); "
+                    "cancel or delete it, or change the spec"
+                )
+            return attempt, job, {}
+        earlier = _attempt_record(job, job_id, store, spec)
+        if failed_job == "refuse":
+            resume_hint = (
+                f"--resume (firectl rftj resume {job_id}; this launch then polls it), or "
+                if state in RESUMABLE_JOB_STATES
+                else ""
+            )
+            why = f" ({earlier['status']})" if earlier["status"] else ""
+            raise LaunchRefused(
+                f"the Fireworks job {job_id!r} of this spec ended {state}{why}; nothing was created. "
+                f"Launch again with {resume_hint}--new-attempt (job "
+                f"{job_id_for(spec, attempt + 1)!r}, a new run linked to this one)"
+            )
+        if failed_job == "resume":
+            if state not in RESUMABLE_JOB_STATES:
+                raise LaunchRefused(
+                    f"the Fireworks job {job_id!r} ended {state}; firectl documents resume for FAILED jobs "
+                    "only: launch again with --new-attempt"
+                )
+            fc.job_resume(job_id)
+            earlier["resumed_at"] = time.time()
+            return attempt, job, {"attempts": [earlier], "resumed_at": earlier["resumed_at"]}
+        if attempt >= MAX_ATTEMPTS:
+            raise LaunchRefused(f"{MAX_ATTEMPTS} attempts of this spec exist; change the spec instead")
+        return attempt + 1, None, {"previous_attempt": {k: v for k, v in earlier.items() if k != "job"}}
 
     # ------------------------------------------------------------------------------------ poll
     def poll(self, run: RunRef) -> RunStatus:
@@ -347,15 +489,21 @@ class FireworksLauncher:
         if status.state == "failed" and not handle.record.provider.get("job_id"):
             handle.finish("failed", error=status.message)
             return WatchResult(status, [], polls=1, done=True)
+        status = _after_resume(status, handle.record.provider, clock())
         done_epochs = _finished_epochs(status)
         recorded = self._record_epochs(handle, done_epochs)
         missing = [k for k in done_epochs if k not in recorded]
         handle = load_run(run.path)
+        incomplete = sorted(int(k) for k in handle.record.provider.get("incomplete_epochs") or {})
+        if incomplete:
+            status = _with_message(status, f"epoch(s) {incomplete} incomplete (provider.incomplete_epochs)")
         if not status.terminal:
-            return WatchResult(status, recorded, polls=1)
+            return WatchResult(status, recorded, polls=1, incomplete_epochs=incomplete)
         if status.state != "completed":
-            handle.finish("failed", error=f"Fireworks job {status.state}: {status.message}".strip())
-            return WatchResult(status, recorded, polls=1, done=True)
+            raw = str((status.provider or {}).get("state") or "")
+            label = status.state if raw.lower() == status.state else f"{status.state} ({raw})"
+            handle.finish("failed", error=f"Fireworks job {label}: {status.message}".strip())
+            return WatchResult(status, recorded, polls=1, done=True, incomplete_epochs=incomplete)
         if missing:
             seen = handle.record.provider.get("completed_seen_at")
             if not isinstance(seen, int | float) or isinstance(seen, bool):
@@ -375,10 +523,11 @@ class FireworksLauncher:
             handle.set_provider(missing_epochs=missing)
             handle.finish("finished")
             return WatchResult(
-                _with_message(status, note), recorded, polls=1, missing_epochs=missing, done=True
-            )
+                _with_message(status, note), recorded, polls=1, missing_epochs=missing, done=True,
+                incomplete_epochs=incomplete,
+            )  # fmt: skip
         handle.finish("finished")
-        return WatchResult(status, recorded, polls=1, done=True)
+        return WatchResult(status, recorded, polls=1, done=True, incomplete_epochs=incomplete)
 
     def watch(
         self,
@@ -453,10 +602,15 @@ class FireworksLauncher:
         for epoch in epochs:
             if epoch in have:
                 continue
-            rows = _download_epoch(fc, handle, job_id, epoch)
-            if rows is None:
+            got = _download_epoch(fc, handle, job_id, epoch)
+            if got is None:
                 break  # epochs are recorded in order
+            rows, chunks = got
             records = [_rollout_record(row, i) for i, row in enumerate(rows)]
+            gaps = epoch_completeness(records, chunks, handle.record.spec)
+            if gaps is not None:  # recorded as it is, and named in run.json
+                known = dict(load_run(handle.path).record.provider.get("incomplete_epochs") or {})
+                handle.set_provider(incomplete_epochs={**known, str(epoch): gaps})
             if not (handle.path / "rollouts" / f"epoch-{epoch}.jsonl").exists():
                 handle.write_rollouts(epoch, records)
             handle.append_metrics({"step": epoch, "epoch": epoch, **epoch_metrics(records)})
@@ -505,18 +659,97 @@ def arm_dataset_id(base: str, rows: Iterable[Mapping[str, Any]]) -> str:
     return dataset_id
 
 
-def evaluator_id(spec: SpectrumArmSpec, account_id: str) -> str:
-    """The evaluator id (last path part of the evaluator resource). It must already be in the form
-    eval-protocol normalises ids to (lower-case letters, digits and single '-', starting with a letter,
-    at most 63 characters): otherwise the upload would create an evaluator under another id than the
-    one the job names."""
-    ev_id = evaluator_name(spec, account_id).rsplit("/", 1)[-1]
-    if not _RESOURCE_ID.match(ev_id) or "--" in ev_id or ev_id.endswith("-"):
+def _fireworks_section(spec: SpectrumArmSpec):
+    if spec.fireworks is None:
+        raise LaunchRefused(f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend")
+    return spec.fireworks
+
+
+def _spec_evaluator_id(spec: SpectrumArmSpec) -> str:
+    """The evaluator id the spec names (last part of its evaluator resource), checked: it must already be
+    in the form eval-protocol normalises ids to (lower-case letters, digits and single '-', starting with
+    a letter, at most 54 characters with room for the code hash), else the upload would create an
+    evaluator under another id than the one the job names."""
+    ev_id = _fireworks_section(spec).evaluator.rsplit("/", 1)[-1]
+    if not _RESOURCE_ID.match(ev_id) or "--" in ev_id or ev_id.endswith("-") or len(ev_id) > 54:
         raise LaunchRefused(
             f"evaluator id {ev_id!r} in the spec is not a normalised Fireworks id (lower-case letters, "
-            "digits and single '-', starting with a letter, at most 63 characters)"
+            "digits and single '-', starting with a letter, at most 54 characters: the code hash is added)"
         )
     return ev_id
+
+
+def evaluator_id(spec: SpectrumArmSpec, account_id: str = "") -> str:
+    """The evaluator id a job of this spec uses: the spec's id plus the first 8 hex digits of the evaluator
+    code's SHA-256 (``rftlab.launch.evaluators``), so arms share an evaluator only when its code is the
+    same, and an upload never replaces an evaluator another arm's job runs on."""
+    try:
+        return evaluators.coded_evaluator_id(_spec_evaluator_id(spec), EVALUATOR_REQUIREMENTS)
+    except evaluators.EvaluatorRefused as exc:
+        raise LaunchRefused(str(exc)) from None
+
+
+def evaluator_resource(spec: SpectrumArmSpec, account_id: str) -> str:
+    """``accounts/<acct>/evaluators/<evaluator_id>`` (the spec's ``<acct>`` placeholder filled)."""
+    account = _fireworks_section(spec).evaluator.split("/")[1].replace("<acct>", account_id)
+    return f"accounts/{account}/evaluators/{evaluator_id(spec, account_id)}"
+
+
+# The episode renderer of each (experiment, interface) for the context-length check, as "module.function".
+EPISODE_RENDERERS = {("spectrum_memory", "turn"): "rftlab.launch.spectrum.episodes.rendered_episodes"}
+
+
+def _firectl_version(fc: Firectl) -> str:
+    """``firectl version`` for ``run.json`` (the failure's text when it cannot be read)."""
+    try:
+        return fc.version() or "unknown (firectl version printed nothing)"
+    except FirectlError as exc:
+        return f"unknown ({str(exc)[:200]})"
+
+
+def _package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _job_or_none(fc: Firectl, job_id: str) -> Mapping[str, Any] | None:
+    try:
+        job = fc.job_get(job_id)
+    except FirectlError:
+        return None
+    if not isinstance(job, Mapping):
+        raise LaunchRefused(f"firectl get of job {job_id!r} returned JSON that is not an object")
+    return job
+
+
+def _latest_attempt(fc: Firectl, spec: SpectrumArmSpec) -> tuple[int, Mapping[str, Any] | None]:
+    """``(n, job)`` of the highest attempt of the spec that exists on Fireworks (``(1, None)``: none)."""
+    latest: tuple[int, Mapping[str, Any] | None] = (1, None)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        job = _job_or_none(fc, job_id_for(spec, attempt))
+        if job is None:
+            break
+        latest = (attempt, job)
+    return latest
+
+
+def _attempt_record(job: Mapping[str, Any], job_id: str, store: RunStore, spec) -> dict[str, Any]:
+    """What ``run.json`` keeps of an attempt that ended without completing: its job id, state, status
+    message, the run that recorded it (when this run store has one) and the job JSON."""
+    runs, _problems = store.scan(spec.experiment, spec.arm)
+    mine = [r for r in runs if r.record.provider.get("job_id") == job_id]
+    newest = max(mine, key=lambda r: (r.record.created_at, r.path.name), default=None)
+    return {
+        "job_id": job_id,
+        "state": job_state(job),
+        "status": status_message(job)[:500],
+        "run_dir": str(newest.path) if newest is not None else None,
+        "job": dict(job),
+    }
 
 
 def missing_entry(experiment: str, interface: str, entry: str | None = None) -> str | None:
@@ -541,18 +774,24 @@ UPLOAD_MODULE = "rftlab.launch.ep_upload"
 
 
 def evaluator_upload_argv(
-    experiment: str, interface: str, ev_id: str, python: str = "python", entry: str | None = None
+    experiment: str,
+    interface: str,
+    ev_id: str,
+    python: str = "python",
+    entry: str | None = None,
+    force: bool = False,
 ) -> list[str]:
     """eval-protocol's ``upload`` of the interface's entry (or ``entry``, an arm's own), run through
     ``rftlab.launch.ep_upload`` so the explicit ``--id`` is really applied (eval-protocol 0.3.33's own CLI
     ignores it, docs/platforms.md §1.9), with an explicit empty ``--env-file`` (so no ``.env`` secret is
-    uploaded, G11). ``python`` is the interpreter (``upload_evaluator`` uses the running one). Never
-    ``create rft --dry-run``: it is not dry (G8)."""
+    uploaded, G11). ``python`` is the interpreter (``upload_evaluator`` uses the running one). ``force``
+    (delete and recreate) only replaces a failed build (``upload_evaluator``). Never ``create rft
+    --dry-run``: it is not dry (G8)."""
     entry = entry or ENTRY_POINTS.get((experiment, interface))
     if entry is None:
         raise LaunchRefused(f"no evaluator entry for experiment {experiment!r} with interface {interface!r}")
     return [python, "-m", UPLOAD_MODULE, "upload", "--entry", entry, "--id", ev_id,
-            "--env-file", ".env.empty", "--force", "--yes"]  # fmt: skip
+            "--env-file", ".env.empty", *(["--force"] if force else []), "--yes"]  # fmt: skip
 
 
 def child_env(extra: Mapping[str, str] | None = None, *, inherit: bool = True) -> dict[str, str]:
@@ -627,13 +866,20 @@ def upload_evaluator(
     runner: Callable[..., Any] | None = None,
     python: str | None = None,
     timeout: float = 900.0,
+    lookup: evaluators.Lookup | None = None,
 ) -> dict[str, Any]:
     """Stage the evaluator and run eval-protocol's upload (``evaluator_upload_argv``) in the staging
     folder with ``python`` (default: the running interpreter, so no activated venv is needed), in an
     environment holding only PATH (the interpreter's folder first), HOME, the Fireworks key and account,
     ``LITELLM_LOCAL_MODEL_COST_MAP`` and ``$FIREWORKS_API_BASE`` when set. Returns the redacted call
     record (argv, exit code, stdout and stderr); a failure raises ``LaunchRefused`` with eval-protocol's
-    own output (whole lines)."""
+    own output (whole lines), and so does an upload whose code never arrived (eval-protocol exits 0 after
+    logging ``evaluators.CODE_UPLOAD_FAILED``).
+
+    The evaluator is looked up first (``lookup``, default ``evaluators.fetch_evaluator``): one that is
+    ACTIVE or BUILDING holds this very code (its id carries the code hash) and is not uploaded again
+    (``record["skipped"]`` says why); one in any other state (a failed build, no code) is replaced with
+    ``--force``; when the lookup itself fails the upload runs without ``--force``."""
     import subprocess
 
     import rftlab
@@ -652,7 +898,17 @@ def upload_evaluator(
         )
     ev_id = evaluator_id(spec, account_id)
     entry = getattr(spec, "evaluator_entry", None)
-    argv = evaluator_upload_argv(spec.experiment, fw.interface, ev_id, python, entry=entry)
+    try:
+        existing = (lookup or evaluators.fetch_evaluator)(account_id, ev_id)
+    except evaluators.EvaluatorRefused:
+        existing = None  # cannot tell: upload without --force (eval-protocol reports a conflict)
+    state = evaluators.evaluator_state(existing) if existing is not None else None
+    if state in ("ACTIVE", "BUILDING"):
+        skipped = f"evaluator {ev_id} already exists ({state}) with this code; not uploaded again"
+        return {"argv": [], "evaluator_id": ev_id, "returncode": 0, "stdout": "", "stderr": "",
+                "skipped": skipped}  # fmt: skip
+    force = existing is not None
+    argv = evaluator_upload_argv(spec.experiment, fw.interface, ev_id, python, entry=entry, force=force)
     extra = {KEY_ENV: key, ACCOUNT_ENV: account_id}
     extra.update({k: os.environ[k] for k in PASSTHROUGH_ENV if os.environ.get(k)})
     env = child_env(extra, inherit=False)
@@ -667,6 +923,12 @@ def upload_evaluator(
             raise LaunchRefused(f"cannot run {python!r}: no such interpreter") from None
         except subprocess.TimeoutExpired:
             raise LaunchRefused(f"eval-protocol upload timed out after {timeout:g} s") from None
+    return _upload_record(proc, key, argv, ev_id, account_id)
+
+
+def _upload_record(proc: Any, key: str, argv: list[str], ev_id: str, account_id: str) -> dict[str, Any]:
+    """The redacted record of a finished upload; ``LaunchRefused`` with eval-protocol's own words when it
+    failed or when its output says the code never arrived (``evaluators.CODE_UPLOAD_FAILED``)."""
     stdout, stderr = proc.stdout.replace(key, "***"), proc.stderr.replace(key, "***")
     record = {
         "argv": argv,
@@ -675,8 +937,16 @@ def upload_evaluator(
         "stdout": _tail_lines(stdout, lines=200, chars=20000),
         "stderr": _tail_lines(stderr, lines=200, chars=20000),
     }
-    if proc.returncode != 0:
-        raise LaunchRefused(upload_failure_message(proc.returncode, stdout, stderr, ev_id, account_id))
+    no_code = evaluators.code_upload_failed(stdout, stderr)
+    if proc.returncode != 0 or no_code:
+        message = upload_failure_message(proc.returncode, stdout, stderr, ev_id, account_id)
+        if no_code:
+            message = (
+                f"the evaluator {ev_id!r} was created on Fireworks but its code was not uploaded "
+                f"(eval-protocol: '{evaluators.CODE_UPLOAD_FAILED}'); a job on it would fail. Fix the cause "
+                f"below and run upload-evaluator again (it replaces the evaluator without code).\n{message}"
+            )
+        raise LaunchRefused(message)
     return record
 
 
@@ -770,12 +1040,16 @@ def _failure_reason(exc: BaseException) -> str:
     return f"launch failed before the job existed: {text}"[:2000]
 
 
-def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[str, Any]] | None:
-    """Rows of epoch ``epoch``'s rollout dataset (plain id, else every chunk listed with its prefix), kept
-    raw under ``provider/epoch-<k>/``; ``None`` when it is not available yet."""
+def _download_epoch(
+    fc: Firectl, handle, job_id: str, epoch: int
+) -> tuple[list[dict[str, Any]], list[int] | None] | None:
+    """``(rows, chunk numbers)`` of epoch ``epoch``'s rollout dataset (plain id, ``None`` chunks; else
+    every ``-chunk-<n>`` dataset found in the whole ``dataset list``), kept raw under ``provider/``;
+    ``None`` when it is not available yet."""
     ds_id = rollout_dataset_id(job_id, epoch)
     with tempfile.TemporaryDirectory(prefix="rftlab-dl-") as tmp:
         files: list[Path] = []
+        chunks: list[int] | None = None
         try:
             files = fc.dataset_download(ds_id, Path(tmp) / ds_id)
         except FirectlError:
@@ -785,12 +1059,17 @@ def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[s
                 listing = fc.dataset_list()
             except FirectlError:
                 return None
-            for chunk in sorted(_dataset_ids(listing)):
-                if chunk.startswith(ds_id + "-chunk-"):
-                    try:
-                        files += fc.dataset_download(chunk, Path(tmp) / chunk)
-                    except FirectlError:
-                        return None
+            found = {}
+            for name in _dataset_ids(listing):
+                m = re.fullmatch(re.escape(ds_id) + r"-chunk-([0-9]{1,6})", name)
+                if m:
+                    found[int(m.group(1))] = name
+            chunks = sorted(found)
+            for n in chunks:
+                try:
+                    files += fc.dataset_download(found[n], Path(tmp) / found[n])
+                except FirectlError:
+                    return None
         if not files:
             return None
         rows: list[dict[str, Any]] = []
@@ -799,7 +1078,51 @@ def _download_epoch(fc: Firectl, handle, job_id: str, epoch: int) -> list[dict[s
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", f.name)[:100]
             handle.save_provider_snapshot(f"epoch-{epoch}-{i}-{safe}", text)
             rows += _parse_rows(text)
-        return rows
+        return rows, chunks
+
+
+def epoch_completeness(
+    records: Sequence[Mapping[str, Any]], chunks: Sequence[int] | None, spec: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """What an epoch's rollouts lack (``None`` when complete): the spec's ``rows`` × ``response_candidates``
+    rollouts, every row id with ``response_candidates`` of them, and, for a chunked dataset, the chunks
+    ``0..n`` without a gap."""
+    rows, k = spec.get("rows"), spec.get("response_candidates")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (rows, k)):
+        return None  # nothing to compare with
+    per_row: dict[Any, int] = {}
+    for r in records:
+        per_row[r.get("row_id")] = per_row.get(r.get("row_id"), 0) + 1
+    short = sorted(str(rid) for rid, n in per_row.items() if n < k)
+    missing_chunks = sorted(set(range(max(chunks) + 1)) - set(chunks)) if chunks else []
+    expected = rows * k
+    if len(records) >= expected and len(per_row) >= rows and not short and not missing_chunks:
+        return None
+    return {
+        "rollouts": len(records),
+        "expected_rollouts": expected,
+        "rows_seen": len(per_row),
+        "rows_expected": rows,
+        "rows_short_of_candidates": short[:50],
+        "chunks": list(chunks or []),
+        "missing_chunks": missing_chunks,
+    }
+
+
+def _after_resume(status: RunStatus, provider: Mapping[str, Any], now: float) -> RunStatus:
+    """A resumed job may read FAILED for a while after ``rftj resume``: within ``RESUME_GRACE_S`` of the
+    resume that state counts as pending, not as the end of the run."""
+    resumed = provider.get("resumed_at")
+    state = str((status.provider or {}).get("state") or "")
+    if (
+        isinstance(resumed, int | float)
+        and not isinstance(resumed, bool)
+        and state in RESUMABLE_JOB_STATES
+        and now - float(resumed) < RESUME_GRACE_S
+    ):
+        note = f"resume requested {now - float(resumed):.0f} s ago; the job still reads {state}"
+        return RunStatus("pending", status.progress, status.total, note, status.provider)
+    return status
 
 
 def _dataset_ids(listing: Any) -> list[str]:
@@ -906,37 +1229,67 @@ def _recorded_status(handle) -> RunStatus:
 
 
 def _config_mismatch(
-    job: Mapping[str, Any], spec: SpectrumArmSpec, account_id: str, dataset_id: str | None = None
+    job: Mapping[str, Any],
+    spec: SpectrumArmSpec,
+    account_id: str,
+    dataset_id: str | None = None,
+    evaluator: str | None = None,
+    attempt: int = 1,
 ) -> str:
-    """Which recorded settings of an existing job differ from the spec (empty when they match)."""
-    fw = spec.fireworks
-    assert fw is not None
-    tc = job.get("trainingConfig") or job.get("training_config") or {}
-    ip = job.get("inferenceParameters") or job.get("inference_parameters") or {}
-    expected = {
-        "epochs": (tc.get("epochs"), spec.epochs),
-        "learningRate": (tc.get("learningRate", tc.get("learning_rate")), spec.learning_rate),
-        "responseCandidatesCount": (
-            ip.get("responseCandidatesCount", ip.get("response_candidates_count")),
-            spec.response_candidates,
-        ),
-        "temperature": (ip.get("temperature"), spec.temperature),
+    """Which recorded settings of an existing job differ from what this launch would send (empty when they
+    match; a setting the job JSON does not show is not compared)."""
+    fw = _fireworks_section(spec)
+    tc = _section(job, "trainingConfig")
+    ip = _section(job, "inferenceParameters")
+    lc = _section(job, "lossConfig")
+    settings = resolved_job_settings(fw)
+    numbers = {
+        "epochs": (_field(tc, "epochs"), spec.epochs),
+        "learningRate": (_field(tc, "learningRate"), spec.learning_rate),
+        "loraRank": (_field(tc, "loraRank"), settings["lora_rank"]),
+        "maxContextLength": (_field(tc, "maxContextLength"), settings["max_context_length"]),
+        "batchSize": (_field(tc, "batchSize"), settings["batch_size"]),
+        "responseCandidatesCount": (_field(ip, "responseCandidatesCount"), spec.response_candidates),
+        "temperature": (_field(ip, "temperature"), spec.temperature),
+        "topP": (_field(ip, "topP"), settings["top_p"]),
+        "topK": (_field(ip, "topK"), settings["top_k"]),
+        "maxOutputTokens": (_field(ip, "maxOutputTokens"), fw.max_output_tokens),
+        "klBeta": (_field(lc, "klBeta"), settings["kl_beta"]),
+        "chunkSize": (_field(job, "chunkSize"), settings["chunk_size"]),
     }
     diffs = []
-    for name, (have, want) in expected.items():
+    for name, (have, want) in numbers.items():
         if have is None:
             continue
         try:
-            same = math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=0.0)
+            same = math.isclose(float(have), float(want), rel_tol=1e-6, abs_tol=0.0)
         except (TypeError, ValueError):
             same = False
         if not same:
             diffs.append(f"{name} {have!r} != {want!r}")
-    dataset = str(job.get("dataset") or "")
-    want_dataset = dataset_id or fw.dataset_id
-    if dataset and not dataset.endswith(want_dataset):
-        diffs.append(f"dataset {dataset!r} != {want_dataset!r}")
-    evaluator = str(job.get("evaluator") or "")
-    if evaluator and evaluator != evaluator_name(spec, account_id):
-        diffs.append(f"evaluator {evaluator!r}")
+    method = _field(lc, "method")
+    if method is not None and str(method).upper().replace("-", "_") != settings[
+        "loss_method"
+    ].upper().replace("-", "_"):
+        diffs.append(f"lossConfig.method {method!r} != {settings['loss_method']!r}")
+    texts = {
+        "dataset": (str(job.get("dataset") or ""), dataset_id or fw.dataset_id),
+        "evaluator": (str(job.get("evaluator") or ""), evaluator or evaluator_resource(spec, account_id)),
+        "outputModel": (str(_field(tc, "outputModel") or ""), output_model_for(spec, attempt)),
+    }
+    for name, (have, want) in texts.items():
+        if have and have != want and not have.endswith("/" + want):
+            diffs.append(f"{name} {have!r} != {want!r}")
     return "; ".join(diffs)
+
+
+def _section(job: Mapping[str, Any], camel: str) -> Mapping[str, Any]:
+    value = _field(job, camel)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _field(obj: Mapping[str, Any], camel: str) -> Any:
+    """``obj[camel]`` or its snake_case spelling."""
+    if camel in obj:
+        return obj[camel]
+    return obj.get(re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower())

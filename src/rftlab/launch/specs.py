@@ -13,7 +13,16 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from rftlab.runs.store import NAME_PATTERN
 
@@ -64,9 +73,69 @@ class FireworksJobSettings(BaseModel):
     interface: Literal["turn", "mcp"] = "turn"  # custom turn processor (user messages) or McpGym
     max_output_tokens: SpecInt = Field(4096, ge=1, le=131_072)
     max_concurrent_rollouts: SpecInt = Field(96, ge=1, le=10_000)
-    lora_rank: SpecInt | None = Field(None, ge=1, le=1024)
+    lora_rank: SpecInt | None = Field(None, ge=4, le=128)  # None: JOB_DEFAULTS; a power of 2 (below)
     wandb_project: str | None = Field(None, pattern=PLAIN_NAME)
     wandb_entity: str | None = Field(None, pattern=PLAIN_NAME)
+    # Explicit job settings (docs/platforms.md §1.3). ``None``: the launcher sends ``JOB_DEFAULTS`` and
+    # records it; a field left unset is not written by ``to_dict``, so older spec files keep their hashes.
+    max_context_length: SpecInt | None = Field(None, ge=1024, le=131_072)
+    top_p: SpecFloat | None = Field(None, ge=0.0, le=1.0)
+    top_k: SpecInt | None = Field(None, ge=0, le=100)  # 0 turns top-k off
+    loss_method: Literal["grpo", "dapo", "gspo-token"] | None = None
+    kl_beta: SpecFloat | None = Field(None, ge=0.0, le=1.0)
+    chunk_size: SpecInt | None = Field(None, ge=-1, le=10_000)  # -1 turns chunking off
+    batch_size: SpecInt | None = Field(None, ge=1024, le=1_048_576)  # tokens per training batch
+
+    @field_validator("lora_rank")
+    @classmethod
+    def _power_of_two(cls, value: int | None) -> int | None:
+        if value is not None and value & (value - 1):
+            raise ValueError(
+                f"lora_rank must be a power of 2 from 4 to 128 (the documented range), got {value}"
+            )
+        return value
+
+    @field_validator("chunk_size")
+    @classmethod
+    def _chunk(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise ValueError("chunk_size must be 1..10000, or -1 to turn chunking off; 0 is neither")
+        return value
+
+
+# What the launcher sends for a setting the spec leaves unset (docs/platforms.md §1.3 cites the doc version
+# of each value). Changing one changes what is sent for every spec that leaves it unset: the launch plan
+# changes, the spec hash does not, and a job created before the change no longer matches (launch refuses).
+JOB_DEFAULTS: dict[str, Any] = {
+    "lora_rank": 8,
+    "max_context_length": 8192,
+    "top_p": 1.0,
+    "top_k": 40,
+    "loss_method": "grpo",
+    "kl_beta": 0.001,
+    "chunk_size": 200,
+    "batch_size": 32_768,
+}
+OPTIONAL_JOB_FIELDS = tuple(k for k in JOB_DEFAULTS if k != "lora_rank")
+
+
+def resolved_job_settings(fw: FireworksJobSettings) -> dict[str, Any]:
+    """Every explicit job setting of ``fw``: the spec's value, else ``JOB_DEFAULTS``."""
+    return {
+        name: default if getattr(fw, name) is None else getattr(fw, name)
+        for name, default in JOB_DEFAULTS.items()
+    }
+
+
+def drop_unset_job_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a spec's JSON) without the optional job settings its ``fireworks`` section leaves unset,
+    so a spec file written before those fields existed keeps its SHA-256."""
+    fw = data.get("fireworks")
+    if isinstance(fw, dict):
+        for name in OPTIONAL_JOB_FIELDS:
+            if fw.get(name) is None:
+                fw.pop(name, None)
+    return data
 
 
 def _no_constant(name: str) -> Any:

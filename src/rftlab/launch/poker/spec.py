@@ -29,6 +29,7 @@ from rftlab.launch.specs import (
     SpecBool,
     SpecFloat,
     SpecInt,
+    drop_unset_job_fields,
     load_spec_file,
 )
 from rftlab.runs.hashing import spec_sha256
@@ -101,9 +102,9 @@ class PokerArmSpec(BaseModel):
         return EVALUATOR_ENTRIES[self.reward]
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON data; ``backend`` only when set, so a spec without it keeps the hash it had
-        before the field existed."""
-        data = self.model_dump(mode="json")
+        """The spec as JSON data; ``backend`` and the optional job settings (``rftlab.launch.specs``) only
+        when set, so a spec without them keeps the hash it had before those fields existed."""
+        data = drop_unset_job_fields(self.model_dump(mode="json"))
         if data.get("backend") is None:
             data.pop("backend", None)
         return data
