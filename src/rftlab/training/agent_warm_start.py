@@ -18,7 +18,8 @@ backend's training client, with all weights trainable (``create_full_training_cl
 initialised tiny base a LoRA learns far too slowly, as measured for GS1's warm start,
 ``rftlab.training.gs1.warm_start``). Batches are drawn without replacement, epoch after epoch, from a
 seeded shuffle. Every ``eval_every`` steps one reply per held-out prompt is sampled at the RL temperature
-and read by the env's rules (``judge``); the record keeps the valid-call rate per check.
+and read by the env's rules (``judge``); the record keeps the valid-call rate per check and up to three
+refused replies of the last one (the diagnosis when the model has not learned the format).
 
 **The result** is a Hugging Face model directory with its tokenizer (``save_model_dir``), reused when its
 manifest records the same config and the same transcripts (their digest), so RL arms name it as their
@@ -28,6 +29,7 @@ manifest records the same config and the same transcripts (their digest), so RL 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import random
@@ -158,6 +160,7 @@ class AgentWarmStartResult:
     steps: int
     history: list[dict[str, float]] = field(default_factory=list)
     seconds: float = 0.0
+    refused_examples: list[str] = field(default_factory=list)  # up to 3 refused replies of the last check
 
     @property
     def valid_rate(self) -> float:
@@ -165,7 +168,7 @@ class AgentWarmStartResult:
         return self.history[-1]["valid_rate"] if self.history else float("nan")
 
 
-def held_out_valid_rate(
+def held_out_check(
     sampler: Any,
     held_out: Sequence[ReferenceTurn],
     judge: Callable[[list[int], str], bool],
@@ -174,8 +177,9 @@ def held_out_valid_rate(
     max_tokens: int,
     seed: int,
     stop: Any,
-) -> float:
-    """The share of held-out prompts whose one sampled reply ``judge(tokens, stop_reason)`` accepts."""
+) -> tuple[float, list[list[int]]]:
+    """The share of held-out prompts whose one sampled reply ``judge(tokens, stop_reason)`` accepts, and the
+    first three replies it refused (their tokens)."""
     params = types.SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop)
     futures = [
         sampler.sample(
@@ -184,7 +188,9 @@ def held_out_valid_rate(
         for i, t in enumerate(held_out)
     ]
     seqs = [f.result().sequences[0] for f in futures]
-    return sum(judge(list(s.tokens), s.stop_reason) for s in seqs) / max(len(seqs), 1)
+    verdicts = [judge(list(s.tokens), s.stop_reason) for s in seqs]
+    refused = [list(s.tokens) for s, ok in zip(seqs, verdicts, strict=True) if not ok][:3]
+    return sum(verdicts) / max(len(seqs), 1), refused
 
 
 def train_agent_warm_start(
@@ -205,6 +211,7 @@ def train_agent_warm_start(
     rng = random.Random(config.seed)
     adam = types.AdamParams(learning_rate=config.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
     history: list[dict[str, float]] = []
+    refused: list[list[int]] = []
     order: list[int] = []
     for step in range(1, config.steps + 1):
         if len(order) < config.batch_size:
@@ -218,7 +225,7 @@ def train_agent_warm_start(
         nll = loss_sum(fb.result()) / max(n_tokens, 1)
         if step % config.eval_every == 0 or step == config.steps:
             sampler = tc.save_weights_and_get_sampling_client().result()
-            rate = held_out_valid_rate(
+            rate, refused = held_out_check(
                 sampler,
                 held_out,
                 judge,
@@ -238,6 +245,7 @@ def train_agent_warm_start(
         steps=config.steps,
         history=history,
         seconds=time.perf_counter() - t0,
+        refused_examples=[tc.get_tokenizer().decode(t) for t in refused],
     )
     return tc, result
 
@@ -282,8 +290,8 @@ def prepare_agent_base(
     out = Path(out_dir)
     digest = turns_digest(list(turns) + list(held_out))
     if (record := read_manifest(out, {"config": asdict(config), "turns_sha256": digest})) is not None:
-        keys = ("path", "config", "turns_sha256", "train_turns", "steps", "history", "seconds")
-        return AgentWarmStartResult(**{k: record[k] for k in keys})
+        names = [f.name for f in dataclasses.fields(AgentWarmStartResult)]
+        return AgentWarmStartResult(**{k: record[k] for k in names if k in record})
     service = LocalServiceClient(num_threads=num_threads)
     tc, result = train_agent_warm_start(service, turns, held_out, judge, stop, config, log)
     result.path = str(out.resolve())

@@ -252,6 +252,51 @@ def metric_value(metric: str):
     return carry_of if metric == "carry" else (lambda r: None if r.get(metric) is None else float(r[metric]))
 
 
+def contrast_fits(
+    plan: StudyPlan,
+    contrast: PlannedContrast,
+    rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]],
+) -> tuple[tuple[int, str, str, ContrastFit], ...]:
+    """The row-paired fit of every replicate pair of ``contrast``, ``(seed, treatment, control, fit)``."""
+    pairs = replicate_pairs(plan, contrast, rollouts)
+    if not pairs:
+        raise ValueError(f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}")
+    value = metric_value(contrast.metric)
+    return tuple(
+        (seed, t, c, paired_contrast(rollouts[t], rollouts[c], value, plan.interval_level))
+        for seed, t, c in pairs
+    )
+
+
+def unestimable_contrasts(
+    plan: StudyPlan, rollouts: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]]
+) -> dict[str, str]:
+    """Contrast id → why, for every contrast with a pair that has no interval: the metric has no value in
+    some epoch of both arms (e.g. no scored scan), or the paired difference never varied (e.g. a carry-rate
+    that stayed 0 in both arms), so its slope has no standard error. A contrast whose arms have no runs is
+    an error, as in ``compute_contrast``."""
+    out: dict[str, str] = {}
+    for contrast in plan.contrasts:
+        pairs = replicate_pairs(plan, contrast, rollouts)
+        if not pairs:
+            raise ValueError(
+                f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}"
+            )
+        value = metric_value(contrast.metric)
+        for seed, t, c in pairs:
+            try:
+                fit = paired_contrast(rollouts[t], rollouts[c], value, plan.interval_level)
+            except ValueError as exc:
+                out[contrast.id] = f"{t} − {c} (seed {seed}): {exc}"
+                break
+            if not (np.isfinite(fit.slope_se) and fit.slope_se > 0):
+                out[contrast.id] = (
+                    f"{t} − {c} (seed {seed}): the paired {contrast.metric} difference never varied"
+                )
+                break
+    return out
+
+
 def compute_contrast(
     plan: StudyPlan,
     contrast: PlannedContrast,
@@ -260,14 +305,7 @@ def compute_contrast(
 ) -> tuple[tuple[tuple[int, str, str, ContrastFit], ...], RandomEffectsPool | None]:
     """The row-paired fit of every replicate pair of ``contrast`` and, with two or more, their pool
     (``truncated_hk``: the truncated Hartung–Knapp interval, a sensitivity analysis)."""
-    pairs = replicate_pairs(plan, contrast, rollouts)
-    if not pairs:
-        raise ValueError(f"contrast {contrast.id}: no runs of {contrast.treatment} and {contrast.control}")
-    value = metric_value(contrast.metric)
-    fits = tuple(
-        (seed, t, c, paired_contrast(rollouts[t], rollouts[c], value, plan.interval_level))
-        for seed, t, c in pairs
-    )
+    fits = contrast_fits(plan, contrast, rollouts)
     pooled = None
     if len(fits) >= 2:
         pooled = random_effects_pool(
