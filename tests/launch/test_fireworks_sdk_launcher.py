@@ -61,3 +61,29 @@ def test_the_plan_names_sdk_calls_and_carries_no_key(monkeypatch):
     assert [c[:3] for c in plan.commands][0] == ["fireworks-sdk", "dataset", "create"]
     assert plan.commands[-1][:3] == ["fireworks-sdk", "rftj", "create"]
     assert "fw-plan-key-not-real-123" not in str(plan.to_dict())
+
+
+def test_every_flag_of_a_shipped_arm_s_plan_maps_onto_the_sdk(monkeypatch):
+    from rftlab.launch.fireworks import FireworksLauncher
+    from rftlab.launch.spectrum.spec import load_arm_spec
+    from rftlab.runs.paths import SPECS_DIR
+
+    spec = load_arm_spec(SPECS_DIR / "spectrum_C.json")
+    create = FireworksLauncher(account_id="acct").plan(spec).commands[-1]
+    flags = create[create.index("--job-id") + 2 :]  # job_create takes the id apart
+    flags = [f for f in flags if f not in ("-a", "acct", "-o", "json")]
+    args = sdk_job_arguments(flags, "acct")
+    assert args["training_config"]["max_context_length"] == 32768
+
+
+def test_cli_dry_run_via_sdk_names_sdk_calls(capsys, monkeypatch):
+    from rftlab.cli import main
+    from rftlab.runs.paths import SPECS_DIR
+
+    monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", "acct")
+    assert (
+        main(["fireworks", "launch", str(SPECS_DIR / "spectrum_probe.json"), "--dry-run", "--via", "sdk"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "fireworks-sdk rftj create --job-id" in out and "HTTPS header" in out and "auth file" not in out

@@ -40,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--key-via", choices=["auth-file", "argv"], default="auth-file",
                        help="how firectl gets the key: a private 0600 auth file (default) or --api-key on its "
                        "command line, readable by every local user (only for a firectl that ignores the file)")  # fmt: skip
+        p.add_argument("--via", choices=["firectl", "sdk"], default="firectl",
+                       help="firectl through subprocess (default), or the fireworks-ai SDK over HTTPS (the W&B key "
+                       "then travels in a request body, not on a command line; $FIREWORKS_BASE_URL picks the API, "
+                       "e.g. 'rftlab serve fireworks')")  # fmt: skip
 
     launch = sub.add_parser("launch", help="preflight, create the dataset and the RFT job, record the run")
     launch.add_argument("spec", help="arm spec JSON (data/specs/spectrum_*.json)")
@@ -111,6 +115,10 @@ def _arm_spec(path: str):
 
 
 def _launcher(args: argparse.Namespace):
+    if getattr(args, "via", "firectl") == "sdk":
+        from rftlab.launch.fireworks_sdk import sdk_launcher
+
+        return sdk_launcher(account_id=args.account_id)
     from rftlab.launch.fireworks import FireworksLauncher
 
     return FireworksLauncher(account_id=args.account_id, style=args.style, key_via=args.key_via)
@@ -134,7 +142,11 @@ def launch_or_plan(
             print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
             for note in notes or []:
                 print(f"# {note}")
-            if plan.key_via == "auth-file":
+            if getattr(args, "via", "firectl") == "sdk":
+                print(
+                    "# the fireworks-ai SDK sends $FIREWORKS_API_KEY in an HTTPS header, never on a command line"
+                )
+            elif plan.key_via == "auth-file":
                 print(
                     "# firectl reads $FIREWORKS_API_KEY from a private auth file (HOME=<a 0700 temporary folder>, "
                     ".fireworks/auth.ini 0600), never from its command line"

@@ -72,9 +72,12 @@ def _base_url() -> str | None:
     return None
 
 
-def fetch_evaluator(account_id: str, evaluator_id: str) -> Mapping[str, Any] | None:
+def fetch_evaluator(
+    account_id: str, evaluator_id: str, base_url: str | None = None
+) -> Mapping[str, Any] | None:
     """The evaluator as camelCase JSON data, or ``None`` when the API says it does not exist (404).
-    Any other failure raises ``EvaluatorRefused`` with a one-line reason (the key scrubbed)."""
+    Any other failure raises ``EvaluatorRefused`` with a one-line reason (the key scrubbed). ``base_url``:
+    the API's address (default: the base-URL environment variables, else Fireworks')."""
     try:
         import fireworks
     except ImportError:
@@ -84,7 +87,7 @@ def fetch_evaluator(account_id: str, evaluator_id: str) -> Mapping[str, Any] | N
     key = os.environ.get(KEY_ENV, "")
     try:
         client = fireworks.Fireworks(
-            api_key=key, account_id=account_id, base_url=_base_url(), max_retries=1, timeout=60.0
+            api_key=key, account_id=account_id, base_url=base_url or _base_url(), max_retries=1, timeout=60.0
         )
         found = client.evaluators.get(evaluator_id)
     except fireworks.NotFoundError:

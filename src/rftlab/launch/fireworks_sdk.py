@@ -146,6 +146,12 @@ class SdkTransport:
                     }
                 )
 
+    def version(self) -> str:
+        """What ``run.json`` records in place of ``firectl version``: the SDK and its version."""
+        from importlib.metadata import version
+
+        return f"fireworks-ai {version('fireworks-ai')} (SDK transport; no firectl)"
+
     # ----------------------------------------------------------------------------- datasets
     def dataset_get(self, dataset_id: str) -> Any:
         return self._call("datasets.get", dataset_id, lambda fw: _dump(fw.datasets.get(dataset_id)))
@@ -238,4 +244,9 @@ def sdk_launcher(account_id: str | None = None, base_url: str | None = None, **k
     def factory(*, account_id: str, api_key: str | None = None, log=None, **_ignored: Any) -> SdkTransport:
         return SdkTransport(account_id=account_id, api_key=api_key, base_url=url, log=log)
 
+    from functools import partial
+
+    from rftlab.launch.evaluators import fetch_evaluator
+
+    kw.setdefault("evaluator_lookup", partial(fetch_evaluator, base_url=url))
     return FireworksLauncher(account_id=account_id, firectl_factory=factory, **kw)
