@@ -149,3 +149,22 @@ def test_the_cookbooks_rl_loop_runs_on_its_arithmetic_env(server, tmp_path):
         assert kl and all(abs(v) < 1e-4 for v in kl)  # local sampler == trainer: ratio 1 (platforms §4.4)
     records = [json.loads(x) for x in (log_path / "checkpoints.jsonl").read_text().splitlines()]
     assert records and records[-1]["sampler_path"].startswith("tinker://")
+
+
+def test_run_sync_works_with_and_without_a_running_event_loop():
+    """A Jupyter kernel runs an event loop in its main thread, where ``asyncio.run`` refuses."""
+    import asyncio
+    import threading
+
+    from rftlab.training.cookbook_envs import run_sync
+
+    async def where():
+        await asyncio.sleep(0)
+        return threading.current_thread().name
+
+    assert run_sync(where()) == threading.current_thread().name  # no loop: this thread
+
+    async def inside_a_loop():
+        return run_sync(where())
+
+    assert asyncio.run(inside_a_loop()).startswith("rftlab-sync")  # a loop: a worker thread's own loop

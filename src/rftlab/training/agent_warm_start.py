@@ -28,7 +28,6 @@ manifest records the same config and the same transcripts (their digest), so RL 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import json
@@ -43,6 +42,7 @@ import torch
 from tinker import types
 
 from rftlab.training.backend_fields import loss_sum
+from rftlab.training.cookbook_envs import run_sync
 from rftlab.training.local_tinker.clients import LocalServiceClient, torch_threads
 from rftlab.training.local_tinker.model import AGENT_MODEL
 
@@ -120,9 +120,9 @@ def reference_turns(
     the reference policy's next reply, as an assistant message."""
     out: list[ReferenceTurn] = []
     for i, builder in enumerate(builders):
-        env = asyncio.run(builder.make_envs())[0]
+        env = run_sync(builder.make_envs())[0]
         tag = tags[i] if tags is not None else str(i)
-        out.extend(asyncio.run(_reference_episode(env, reply_for, valid_key, tag)))
+        out.extend(run_sync(_reference_episode(env, reply_for, valid_key, tag)))
     return out
 
 

@@ -1,15 +1,32 @@
 """What every family's tinker-cookbook RL env shares (``training/spectrum/cookbook_env.py``,
 ``training/poker/cookbook_env.py``): the renderer of a base model, reading a sampled reply's text, the
 cookbook's numeric metrics, the group rewards (the episode's own, on its last step) and a dataset of an
-arm's rows in batches, epoch after epoch."""
+arm's rows in batches, epoch after epoch; and running the cookbook's coroutines from plain code."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, Trajectory
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end from synchronous code. Where this thread already runs an event loop (a
+    Jupyter kernel does), ``asyncio.run`` refuses, so the coroutine runs on its own loop in a worker thread,
+    and this call waits for it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rftlab-sync") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
 
 DEFAULT_RENDERER = "qwen3"
 """Qwen3 with thinking on: the Hugging Face chat template's output, tool calls in ``<tool_call>`` blocks."""

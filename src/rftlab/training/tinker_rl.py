@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from rftlab.runs.store import Run, atomic_write_text
+from rftlab.training.cookbook_envs import run_sync
 
 DEFAULT_LORA_RANK = 32
 
@@ -158,8 +159,8 @@ def check_context(config: TinkerRLConfig, dataset: Any, family: str = "") -> int
     """The longest first prompt of the arm's rows; ``ContextTooLong`` when one leaves no room for a reply."""
     longest = 0
     for builder in dataset.epoch_builders(dataset.epochs[0]):
-        env = asyncio.run(_first_env(builder))
-        longest = max(longest, asyncio.run(env.initial_observation())[0].length)
+        env = run_sync(_first_env(builder))
+        longest = max(longest, run_sync(env.initial_observation())[0].length)
     window = config.context_window
     if window is not None and longest >= window:
         what = f"a {family} prompt" if family else "a prompt"
@@ -321,7 +322,7 @@ def train_tinker(
         for b, lo in enumerate(range(0, len(builders), config.task.batch_rows)):
             key = (task.seed_tag, config.task.seed, epoch, b)
             chunk = builders[lo : lo + config.task.batch_rows]
-            recs, stats = asyncio.run(run_batch(config, tc, chunk, key, task.extra_record))
+            recs, stats = run_sync(run_batch(config, tc, chunk, key, task.extra_record))
             records += recs
             batches.append(stats)
         state_path = tc.save_state(f"{run.run_id}-epoch-{epoch}").result().path
