@@ -35,9 +35,14 @@ CEILING_BANDS = 12 if QUICK else 400  # rows bl0_<i>, unsalted: the bands of not
 CALIBRATION_ROWS = 4 if QUICK else 48
 POWER_NSIM = 300 if QUICK else 4000
 TRUTH_PAIRS = 2 if QUICK else 8  # independent C/B′ pairs that estimate the simulator's true contrasts
+# §14, the arms on a tiny language model through the Tinker API. Quick mode's 12-step warm start is too
+# short to learn the call, so it shows the study's stop with a diagnosis.
+TINY_LM = dict(warm_steps=12, warm_rows=2) if QUICK else {}
 
 # %%
 # (imports follow the parameters cell, which must come first)
+import dataclasses
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -73,7 +78,7 @@ from rftlab.rollout.spectrum.ceilings import (
     ceiling_table,
     naive_ceiling_search,
 )
-from rftlab.studies.spectrum import run_memory_study, simulation_truth
+from rftlab.studies.spectrum import TinyLMDesign, run_memory_study, run_tiny_lm_study, simulation_truth
 from rftlab.training.spectrum.calibration import calibration_check
 from rftlab.training.spectrum.grpo import final_theta
 
@@ -98,6 +103,7 @@ seed_rows = seed_comparison(plan, rollouts)
 disagree = [r for r in seed_rows if not r["agree"]]
 sensitivity = small_k_sensitivity(plan, rollouts, study.contrasts)
 truth = simulation_truth(study, TRUTH_PAIRS, BACKEND, ROOT) if BACKEND == "local" else []
+tiny = run_tiny_lm_study(PLAN, SPEC_DIR, TinyLMDesign(**TINY_LM), ROOT) if BACKEND == "local" else None
 primary_sens = next(r for r in sensitivity if r["id"] == primary.id)
 trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
 slope_of = {(r["arm"], r["metric"]): r["fit"] for r in trend_rows}
@@ -111,6 +117,31 @@ else:
         f"The carry-rate rises about as fast with the scrambled list (B′ {bp_carry.slope:+.4f}/epoch) as with "
         f"the real one (C {c_carry.slope:+.4f}/epoch): in this simulation a rising carry-rate is not evidence of "
         "memory use."
+    )
+
+if tiny is None:
+    tiny_summary = "**A tiny language model** (§14) runs on the local backend only."
+elif tiny.stopped:
+    tiny_summary = (
+        f"**A tiny language model** (§14; added after the plan, not pre-registered): after its warm start the "
+        f"model's held-out valid-call rate was {tiny.warm_start.valid_rate:.2f}, below the design's "
+        f"{tiny.design.min_valid_rate:g}, so the study stopped there (§14 shows what it wrote); no RL arm ran."
+    )
+else:
+    tiny_primary = next((c for c in tiny.contrasts if c.id == plan.primary_contrast), None)
+    valid = pd.DataFrame(tiny.epoch_rows())["valid-call rate"]
+    tiny_summary = (
+        "**A tiny language model** (§14; added after the plan, not pre-registered): the same arms, env, reward "
+        f"and contrast code on a 0.1M-parameter Qwen3 trained through the Tinker API (valid-call rate "
+        f"{valid.min():.2f}–{valid.max():.2f} per arm and epoch). "
+        + (
+            f"C − B′ memory_gain: {tiny_primary.sentence('tiny language model')}; {tiny_primary.verdict()}. "
+            if tiny_primary is not None
+            else f"C − B′ memory_gain has no interval ({tiny.not_estimable[plan.primary_contrast]}). "
+        )
+        + f"At {tiny.design.rows} rows × {tiny.design.candidates} candidates × {tiny.design.num_scans} scans × "
+        f"{tiny.design.epochs} epochs it exercises the language-model path; it is far too small to detect the "
+        "plan's design effect."
     )
 
 # %% [markdown]
@@ -196,6 +227,8 @@ display(
                     else "the simulation agrees with the directions the seed reports (§8)."
                 )
                 + " Equivalence within the plan's margins is shown only where the contrast table says so.",
+                "",
+                tiny_summary,
             ]
         )
     )
@@ -876,3 +909,89 @@ lines = [
     f"scheme tried (the literal one gives {literal['naive mean occ']:.3f}).",
 ]
 display(Markdown("\n".join(lines)))
+
+# %% [markdown]
+# ## 14. A tiny language model through the Tinker API
+#
+# Everything above is the simulated policy. This section runs arms probe, C and B′ (with seed-matched
+# replicate pairs of C and B′) on a **language model**, through the same Tinker-API path a GPU server, hosted
+# Tinker or another Tinker-API backend would serve (`rftlab.training.tinker_rl`, the tinker-cookbook env of
+# `rftlab.training.spectrum.cookbook_env`), here the in-process local service. The model is
+# `rftlab/tiny-qwen3-agent`: a Qwen3 with 2 layers and hidden size 64 (about 0.1 M parameters), randomly
+# initialised, with a 1,367-symbol BPE trained on the agent chats. It reads the arms' own chat (system
+# prompt, tools block, scans, running-list or scrambled echo), writes `submit_report` tool calls in Qwen3's
+# format, and is scored by the env's rules; malformed calls are scored as the spec says.
+#
+# **The warm start.** A random model writes no tool calls, so the model is first trained (all weights,
+# cross-entropy on the replies) on transcripts of two scripted policies in the arms' chats: `memoryless`
+# (the current scan's peaks) and `accumulate` (every centre seen so far), on rows and bands of its own.
+# Every few steps one reply per held-out prompt is sampled at the RL temperature and judged by the env; if
+# the last check's valid-call rate is below the design's threshold, the study stops there.
+#
+# **The design and the analysis.** The registered plan, restricted to these arms: its C − B′ contrasts
+# (confirmatory, Holm over those left) and C − probe (exploratory), computed by the same contrast code on
+# the same row-paired records. The sizes, the temperature and the warm start are this section's design,
+# chosen on 2026-12-02 to fit the report build on 2 CPU cores before any of its runs existed; they are
+# **not pre-registered**, and the temperature (below the specs' 1.2, at which the tiny model's calls
+# fall apart) is part of the design. A contrast whose paired difference has no standard error (for example
+# a carry-rate that stays 0 in both arms) has no interval and is left out, named below.
+
+# %%
+tiny_ran = tiny is not None and not tiny.stopped
+if tiny is None:
+    display(Markdown("Not run: the tiny-language-model study runs on the local backend only."))
+else:
+    design_rows = [{"setting": k, "value": str(v)} for k, v in dataclasses.asdict(tiny.design).items()]
+    display(Markdown("**Design** (`TinyLMDesign`):"))
+    display(fixed_digits_markdown(pd.DataFrame(design_rows), digits=4))
+    ws = tiny.warm_start
+    display(
+        Markdown(
+            f"**Warm start**: {ws.train_turns} reference replies (model calls) from {tiny.design.warm_rows} rows "
+            f"per arm configuration, {ws.steps} steps of {tiny.design.warm_batch}; held-out checks (one sampled "
+            "reply per held-out prompt, judged by the env; a tiny language model):"
+        )
+    )
+    names = {"nll_per_token": "train NLL / reply token", "valid_rate": "held-out valid-call rate"}
+    display(fixed_digits_markdown(pd.DataFrame(ws.history).rename(columns=names), digits=3))
+if tiny is not None and tiny.stopped:
+    display(
+        Markdown(
+            f"**Stopped**: the last held-out valid-call rate, {ws.valid_rate:.2f}, is below the design's "
+            f"{tiny.design.min_valid_rate:g}, so no RL arm ran. What the model wrote instead (first refused replies, "
+            "as text):\n\n" + "\n".join(f"- `{e[:300].replace('`', chr(39))!r}`" for e in ws.refused_examples)
+        )
+    )
+
+# %%
+if tiny_ran:
+    epochs = pd.DataFrame(tiny.epoch_rows())
+    display(Markdown("**Per arm and epoch** (a tiny language model; each epoch's rows × candidates episodes):"))
+    display(fixed_digits_markdown(epochs, digits=3))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+    for arm, grp in epochs.groupby("arm", sort=False):
+        style = {"C": "-", "B": "--", "p": ":"}[arm[0]]
+        for ax, col in zip(axes, ("valid-call rate", "memory_gain", "occ"), strict=True):
+            ax.plot(grp["epoch"], grp[col], ls=style, marker="o", ms=3, label=arm)
+    for ax, col in zip(axes, ("valid-call rate", "memory_gain", "occ"), strict=True):
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(col)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Tiny language model (0.1 M parameters), arms of the memory study through the Tinker API")
+    fig.tight_layout()
+    plt.show()
+
+# %%
+if tiny_ran:
+    if tiny.contrasts:
+        tiny_table = pd.DataFrame([c.row() for c in tiny.contrasts])
+        tiny_table[ci_col] = [interval(*ci, signed=True, digits=4) for ci in tiny_table[ci_col]]
+        display(Markdown("**The plan's contrasts among these arms** (a tiny language model; slope per epoch of the row-paired difference, rows as clusters; C − B′ pooled over the seed-matched pairs):"))
+        display(fixed_digits_markdown(tiny_table, digits=4))
+    display(
+        Markdown(
+            "**Not estimable** (no interval, left out of the analysis): "
+            + ("; ".join(f"`{k}`: {v}" for k, v in tiny.not_estimable.items()) or "none")
+            + "."
+        )
+    )
