@@ -243,7 +243,11 @@ def test_gate_values_must_be_finite_numbers_or_strict_decimals(value):
     check = GateCheck(metric="k", min=8)
     result = evaluate_gate([check], {"k": value}, spec_sha256="x")
     assert not result.passed and "not a finite number" in result.checks[0].reason
-    json.dumps(result.to_dict(), allow_nan=False)
+    # the evaluation keeps the value it saw; both of its written forms are strict JSON
+    from rftlab.runs.strictjson import json_output, nonfinite_as_text
+
+    json.loads(json_output(result.to_dict()), parse_constant=lambda c: pytest.fail(f"{c} in --json output"))
+    json.dumps(nonfinite_as_text(result.to_dict()), allow_nan=False)
 
 
 def test_strict_decimal_strings_are_read_as_numbers():

@@ -174,6 +174,8 @@ class SdkTransport:
         """Every file of the dataset into ``out_dir/dataset/<id>/`` (firectl's layout); the JSONL files."""
         import httpx
 
+        from rftlab.runs.atomic import atomic_write_bytes
+
         def download(fw) -> list[Path]:
             urls = fw.datasets.get_download_endpoint(dataset_id).filename_to_signed_urls or {}
             folder = Path(out_dir) / "dataset" / dataset_id
@@ -182,7 +184,7 @@ class SdkTransport:
                 safe = Path(name).name
                 response = httpx.get(url, timeout=self.timeout)
                 response.raise_for_status()
-                (folder / safe).write_bytes(response.content)
+                atomic_write_bytes(folder / safe, response.content)
             return sorted(folder.rglob("*.jsonl"))
 
         return self._call("datasets.download", dataset_id, download)

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rftlab.runs.atomic import atomic_write_text
+
 from . import jobs as jobs_api
 from .evaluators import evaluator_env
 from .state import ApiError, ControlPlane, now_iso, write_file
@@ -372,7 +374,7 @@ class JobRunner:
         candidates = int((record.get("inferenceParameters") or {}).get("responseCandidatesCount", 1))
         work = Path(tempfile.mkdtemp(prefix=f"rftlab-fw-{label}-"))
         try:
-            (work / "rows.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+            atomic_write_text(work / "rows.jsonl", "\n".join(rows) + "\n")
             (work / "home").mkdir()
             argv = [
                 sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", evaluator.entry_point,
