@@ -217,7 +217,7 @@ display(
                 "",
                 "**What it does not show.** The learner is a simulated policy (a few log-linear choices with "
                 "calibrated starting values), not an LLM: the study shows what this design detects when the "
-                "truth is known, not what Qwen3-1.7B does. Its noise is the simulation's (§12 scales it to the "
+                "truth is known, not what Qwen3-1.7B does (§14's 0.1 M-parameter language model does not show that either). Its noise is the simulation's (§12 scales it to the "
                 "seed's probe floor), the prompts are starting parameters set by calibration (inputs, §2), and "
                 + (
                     "the simulation disagrees with the seed on "
@@ -974,6 +974,7 @@ if tiny_ran:
         for ax, col in zip(axes, ("valid-call rate", "memory_gain", "occ"), strict=True):
             ax.plot(grp["epoch"], grp[col], ls=style, marker="o", ms=3, label=arm)
     for ax, col in zip(axes, ("valid-call rate", "memory_gain", "occ"), strict=True):
+        ax.set_xticks(range(tiny.design.epochs))
         ax.set_xlabel("epoch")
         ax.set_ylabel(col)
     axes[0].legend(fontsize=7, ncol=2)
