@@ -21,13 +21,13 @@ import torch
 from tinker import types
 from tinker_helpers import advantage_weighted, sft_datum
 
+from rftlab.runs.serving import is_loopback
 from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 from rftlab.training.local_tinker.server import (
     ServeConfig,
     ServeError,
     ServerThread,
     client_config,
-    is_loopback,
     make_private,
     resolve_keys,
 )

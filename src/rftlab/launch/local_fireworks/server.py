@@ -17,24 +17,20 @@ Stopping (SIGINT/SIGTERM) ends every running job's evaluator process; those jobs
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import ipaddress
-import json
 import os
 import re
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from rftlab.runs.atomic import atomic_write_bytes
+from rftlab.runs.serving import Log, is_loopback, stop_on_signals
 
 from . import evaluators, jobs
 from .http import create_app
@@ -69,35 +65,6 @@ class FireworksServeConfig:
     max_running_jobs: int = 1
     log_level: str = "info"
     stop_after_s: float | None = None
-
-
-class Log:
-    """JSON lines (``ts``, ``level``, ``event``, fields) on a stream; callers pass ids and numbers only."""
-
-    LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
-
-    def __init__(self, stream: TextIO | None = None, level: str = "info") -> None:
-        if level not in self.LEVELS:
-            raise ServeError(f"--log-level must be one of {', '.join(self.LEVELS)}, got {level!r}")
-        self.stream, self.threshold, self._lock = stream or sys.stderr, self.LEVELS[level], threading.Lock()
-
-    def __call__(self, level: str, event: str, *, always: bool = False, **fields: Any) -> None:
-        if self.LEVELS[level] < self.threshold and not always:
-            return
-        record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "level": level, "event": event}
-        line = json.dumps({**record, **fields}, default=str, separators=(",", ":"))
-        with self._lock, contextlib.suppress(ValueError):
-            self.stream.write(line + "\n")
-            self.stream.flush()
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def default_storage() -> Path:
@@ -296,27 +263,6 @@ def prepare(config: FireworksServeConfig, log: Log) -> Prepared:
     return Prepared(server, sock, plane, runner, policy, url)
 
 
-@contextlib.contextmanager
-def _stop_on_signals(server: Any, log: Log):
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        log("info", "shutdown_requested", signal=signal.Signals(signum).name)
-        server.force_exit = bool(server.should_exit)
-        server.should_exit = True
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _shutdown(p: Prepared, log: Log) -> None:
     p.runner.stop()
     p.policy.stop()
@@ -333,7 +279,7 @@ def serve_fireworks(config: FireworksServeConfig, log: Log | None = None) -> int
         timer = threading.Timer(config.stop_after_s, lambda: setattr(p.uvicorn, "should_exit", True))
         timer.daemon = True
         timer.start()
-    p.uvicorn.capture_signals = lambda: _stop_on_signals(p.uvicorn, log)
+    p.uvicorn.capture_signals = lambda: stop_on_signals(p.uvicorn, log)
     try:
         p.uvicorn.run(sockets=[p.sock])
     finally:

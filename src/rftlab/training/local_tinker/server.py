@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import math
 import os
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rftlab.runs.atomic import atomic_write_bytes
+from rftlab.runs.serving import stop_on_signals
 
 from .limits import (
     MAX_JSON_BODY_BYTES,
@@ -61,20 +61,10 @@ from .service import OWNER, Log, ServiceError, TinkerService
 
 API = "/api/v1"
 DEFAULT_PORT = 8777
-LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
 
 class ServeError(RuntimeError):
     """The server cannot start as configured (the message says why)."""
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -714,29 +704,6 @@ def prepare(config: ServeConfig, log: Log):
     return uv, sock, service, url
 
 
-@contextlib.contextmanager
-def _stop_on_signals(uv: Any, log: Log):
-    """SIGINT/SIGTERM ask uvicorn for a graceful shutdown (a second one forces it)."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        log("info", "shutdown_requested", signal=signal.Signals(signum).name)
-        if uv.should_exit:
-            uv.force_exit = True
-        uv.should_exit = True
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
     """Run the server until SIGINT/SIGTERM (clean shutdown: the running job finishes, checkpoints are
     whole on disk). Returns the exit code."""
@@ -747,7 +714,7 @@ def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
         timer = threading.Timer(config.stop_after_s, lambda: setattr(uv, "should_exit", True))
         timer.daemon = True
         timer.start()
-    uv.capture_signals = lambda: _stop_on_signals(uv, log)  # a clean exit 0, not uvicorn's re-raise
+    uv.capture_signals = lambda: stop_on_signals(uv, log)  # a clean exit 0, not uvicorn's re-raise
     try:
         uv.run(sockets=[sock])
     finally:

@@ -33,7 +33,6 @@ import asyncio
 import contextvars
 import itertools
 import json
-import sys
 import threading
 import time
 import traceback
@@ -41,9 +40,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any
 
 from tinker import types
+
+from rftlab.runs.serving import Log
 
 from .checkpoints import CheckpointError, parse_path, private_dir, read_run_record
 from .clients import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
@@ -98,35 +99,6 @@ class ServiceError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-class Log:
-    """Structured logs: one JSON object per line (``ts``, ``level``, ``event`` and fields). Never given
-    request headers or bodies, so no credential can reach it."""
-
-    LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
-
-    def __init__(self, stream: TextIO | None = None, level: str = "info") -> None:
-        if level not in self.LEVELS:
-            raise ValueError(f"log level must be one of {', '.join(self.LEVELS)}")
-        self.stream = stream if stream is not None else sys.stderr
-        self.threshold = self.LEVELS[level]
-        self._lock = threading.Lock()
-
-    def __call__(self, level: str, event: str, *, always: bool = False, **fields: Any) -> None:
-        """Write one record at ``level`` (``always``: whatever the threshold, e.g. the ``listening`` line
-        that tells a supervising process where the server is)."""
-        if self.LEVELS[level] < self.threshold and not always:
-            return
-        record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "level": level, "event": event}
-        record.update(fields)
-        line = json.dumps(record, default=str, separators=(",", ":"))
-        with self._lock:
-            try:
-                self.stream.write(line + "\n")
-                self.stream.flush()
-            except ValueError:  # the stream was closed (interpreter shutdown)
-                pass
 
 
 @dataclass
