@@ -243,3 +243,22 @@ class _ScriptedSampler:
 def scripted_tinker_service():
     """The ``ScriptedTinkerService`` class (test modules cannot import from this conftest by name)."""
     return ScriptedTinkerService
+
+
+@pytest.fixture
+def as_nobody():
+    """Run ``argv`` as uid and gid ``nobody`` (65534) with system tools only, to act as another local user;
+    skipped unless the tests run as root. This machine's Python lives in a folder only root can enter, so
+    the other user's probes are ``ls``, ``cat`` and ``curl``."""
+    import subprocess
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to start a child as another uid")
+
+    def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            argv, user=65534, group=65534, env={"PATH": "/usr/bin:/bin"}, cwd=str(cwd),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    return run
