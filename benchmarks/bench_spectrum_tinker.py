@@ -77,10 +77,10 @@ def one_run(base_model: str, args: argparse.Namespace, storage: Path, http: bool
                 storage=storage / "srv",
                 model_dirs=model_dirs,
                 log_level="warning",
-                api_keys=["tml-bench"],
+                api_keys=["tml-bench-spectrum"],
             )
         ).start()
-        service: Any = tinker.ServiceClient(base_url=server.base_url, api_key="tml-bench")
+        service: Any = tinker.ServiceClient(base_url=server.base_url, api_key="tml-bench-spectrum")
     else:
         service = LocalServiceClient(storage_dir=storage / "local", model_dirs=model_dirs)
     try:
