@@ -191,3 +191,14 @@ def test_run_bench_shaped_eval_puts_ep_scores_beside_the_envs():
     ).all()
     with pytest.raises(ValueError, match="unknown policy"):
         run_bench_shaped_eval(1, "nope")
+
+
+def test_the_entries_send_no_model_unless_one_is_named(monkeypatch):
+    """An uploaded evaluator gets the job's model from the platform (issue 32 item 8): the entries name none
+    of their own; a local run names one with RFTLAB_EP_MODEL."""
+    from rftlab.rollout.eval_entries import settings
+
+    monkeypatch.delenv("RFTLAB_EP_MODEL", raising=False)
+    assert "model" not in settings.completion_params()
+    monkeypatch.setenv("RFTLAB_EP_MODEL", "openai/accumulate")
+    assert settings.completion_params()["model"] == "openai/accumulate"

@@ -3,7 +3,7 @@ decorator's arguments are evaluated when pytest imports the module).
 
 | variable | default | meaning |
 |---|---|---|
-| ``RFTLAB_EP_MODEL`` | ``accounts/fireworks/models/qwen3-1p7b`` | ``completion_params["model"]`` (litellm id; ``openai/<policy>`` for the local server) |
+| ``RFTLAB_EP_MODEL`` | unset: no ``model`` (the platform injects the job's) | ``completion_params["model"]`` (litellm id; ``openai/<policy>`` for the local server) |
 | ``RFTLAB_EP_BASE_URL`` | unset | ``completion_params["base_url"]`` (an OpenAI-compatible endpoint) |
 | ``RFTLAB_EP_TEMPERATURE`` / ``RFTLAB_EP_MAX_TOKENS`` | 1.2 / 4096 | sampling (B.9) |
 | ``RFTLAB_EP_CONCURRENCY`` | 8 | ``max_concurrent_rollouts`` |
@@ -25,9 +25,6 @@ from typing import Any
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig
 from rftlab.rollout.spectrum.dataset import dataset_rows
-
-DEFAULT_MODEL = "accounts/fireworks/models/qwen3-1p7b"
-
 
 # Upper bounds of the integer settings: beyond them a value is a typo, not a plan (100,000 rows is the
 # arm specs' own limit; rows are built in memory at import).
@@ -67,11 +64,16 @@ def _float(name: str, default: float, low: float = 0.0, high: float = 10.0) -> f
 
 
 def completion_params() -> dict[str, Any]:
+    """The entries' completion parameters. ``model`` only when ``RFTLAB_EP_MODEL`` names one: an uploaded
+    evaluator gets the job's model from the platform (Fireworks' own examples leave it out), and a local run
+    names its model (``openai/<policy>`` for the local policy server) or passes ``--ep-completion-params``."""
     params: dict[str, Any] = {
-        "model": os.environ.get("RFTLAB_EP_MODEL") or DEFAULT_MODEL,
         "temperature": _float("RFTLAB_EP_TEMPERATURE", 1.2),
         "max_tokens": _int("RFTLAB_EP_MAX_TOKENS", 4096),
     }
+    model = os.environ.get("RFTLAB_EP_MODEL")
+    if model:
+        params["model"] = model
     base_url = os.environ.get("RFTLAB_EP_BASE_URL")
     if base_url:
         params["base_url"] = base_url
