@@ -317,3 +317,59 @@ def test_the_sdk_launcher_launches_polls_and_records_epoch_metrics(spectrum_plan
         for f in folder.rglob("*"):
             assert not f.is_file() or WANDB.encode() not in f.read_bytes(), f
     assert WANDB not in log.getvalue()
+
+
+def test_the_sdk_launcher_resumes_a_failed_job_and_relaunches_one_as_a_new_attempt(
+    spectrum_plane, tmp_path, monkeypatch
+):
+    """Issue 32's failed-job path through the SDK launcher: a job that failed on the platform makes the
+    next launch stop and say so; ``resume`` resumes it and polls it to the end in the same kind of run;
+    ``new-attempt`` creates job ``...-a2`` in a new run linked to the failed one."""
+    from rftlab.launch.fireworks import LaunchRefused
+    from rftlab.rollout.spectrum.dataset import dataset_rows
+
+    srv, _log, ev_id, base = spectrum_plane
+    spec = base.model_copy(update={"epochs": 2, "response_candidates": 1, "seed": 7})
+    assert evaluator_id(spec, ACCOUNT) == ev_id
+    monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+    rows = list(
+        dataset_rows(
+            1, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix, epoch_salt=spec.epoch_salt
+        )
+    )
+    launcher = sdk_launcher(
+        account_id=ACCOUNT, base_url=srv.base_url, preflight=lambda s: _Passed(), dataset_rows=lambda s: rows
+    )
+
+    def watch(ref):
+        return launcher.watch(ref, every=0, stall_after=600, sleep=lambda s: time.sleep(0.5))
+
+    srv.runner.fail_epoch = 1  # every job's first attempt fails with RESOURCE_EXHAUSTED at epoch 1
+    try:
+        first = launcher.launch(spec, root=tmp_path / "runs")
+        assert watch(first).status.state == "failed"
+        with pytest.raises(LaunchRefused, match="--resume") as refused:
+            launcher.launch(spec, root=tmp_path / "runs")
+        assert "--new-attempt" in str(refused.value)
+        resumed = launcher.launch(spec, root=tmp_path / "runs", failed_job="resume")
+        assert watch(resumed).status.state == "completed"
+    finally:
+        srv.runner.fail_epoch = None
+    record = load_run(resumed.path).record
+    assert record.provider["job_id"] == job_id_for(spec)
+    assert [a["job_id"] for a in record.provider["attempts"]] == [job_id_for(spec)]  # the failed attempt
+    assert [m["epoch"] for m in load_run(resumed.path).metrics()] == [0, 1]
+
+    # a new attempt of another seed's job that failed: a new job id and a link back
+    other = spec.model_copy(update={"seed": 8})
+    srv.runner.fail_epoch = 0
+    try:
+        failed = launcher.launch(other, root=tmp_path / "runs")
+        assert watch(failed).status.state == "failed"
+    finally:
+        srv.runner.fail_epoch = None
+    again = launcher.launch(other, root=tmp_path / "runs", failed_job="new-attempt")
+    assert watch(again).status.state == "completed"
+    provider = load_run(again.path).record.provider
+    assert provider["job_id"] == job_id_for(other, 2) != job_id_for(other)
+    assert provider["previous_attempt"]["job_id"] == job_id_for(other)
