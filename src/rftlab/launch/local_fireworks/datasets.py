@@ -90,17 +90,25 @@ def upload(plane: ControlPlane, account: str, ds_id: str, filename: str, data: b
     return {"id": ds_id, "bytes": len(data), "filename": filename, "object": "file"}
 
 
-def upload_endpoint(plane: ControlPlane, account: str, ds_id: str, body: Any) -> dict[str, Any]:
-    """``:getUploadEndpoint``: one signed PUT URL per declared file (``filenameToSize``)."""
+def signed_upload_urls(
+    plane: ControlPlane, kind: str, account: str, rid: str, body: Any, staging: str
+) -> dict[str, Any]:
+    """``:getUploadEndpoint`` of a dataset or an evaluator: one signed PUT URL per declared file
+    (``filenameToSize``) into the resource's ``staging`` folder, the sizes kept as the pending upload."""
     body = check_fields(body, ("filenameToSize", "readMask"), "GetUploadEndpoint body")
     sizes = file_sizes(body.get("filenameToSize"))
     with plane.lock:
-        record = plane.get("datasets", account, ds_id)
+        record = plane.get(kind, account, rid)
         record["_pending"] = dict(sizes)
-        plane.save("datasets", account, ds_id)
-    staging = plane.folder("datasets", account, ds_id) / "incoming"
-    urls = {n: plane.sign("PUT", staging / n, s, account, "datasets", ds_id) for n, s in sizes.items()}
+        plane.save(kind, account, rid)
+    folder = plane.folder(kind, account, rid) / staging
+    urls = {n: plane.sign("PUT", folder / n, s, account, kind, rid) for n, s in sizes.items()}
     return {"filenameToSignedUrls": urls}
+
+
+def upload_endpoint(plane: ControlPlane, account: str, ds_id: str, body: Any) -> dict[str, Any]:
+    """``:getUploadEndpoint`` of a dataset (files staged in ``incoming/``)."""
+    return signed_upload_urls(plane, "datasets", account, ds_id, body, "incoming")
 
 
 def file_sizes(raw: Any) -> dict[str, int]:

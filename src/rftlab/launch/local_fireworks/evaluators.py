@@ -30,7 +30,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .datasets import file_sizes
+from .datasets import signed_upload_urls
 from .state import ApiError, ControlPlane, check_fields, check_id, make_private, now_iso, private_dir, public
 
 EVALUATOR_FIELDS = (
@@ -58,15 +58,8 @@ def create(plane: ControlPlane, account: str, body: Any) -> dict[str, Any]:
 
 
 def upload_endpoint(plane: ControlPlane, account: str, ev_id: str, body: Any) -> dict[str, Any]:
-    body = check_fields(body, ("filenameToSize", "readMask"), "GetUploadEndpoint body")
-    sizes = file_sizes(body.get("filenameToSize"))
-    with plane.lock:
-        record = plane.get("evaluators", account, ev_id)
-        record["_pending"] = dict(sizes)
-        plane.save("evaluators", account, ev_id)
-    folder = plane.folder("evaluators", account, ev_id) / "upload"
-    urls = {n: plane.sign("PUT", folder / n, s, account, "evaluators", ev_id) for n, s in sizes.items()}
-    return {"filenameToSignedUrls": urls}
+    """``:getUploadEndpoint`` of an evaluator (its code tarball staged in ``upload/``)."""
+    return signed_upload_urls(plane, "evaluators", account, ev_id, body, "upload")
 
 
 def validate_upload(plane: ControlPlane, account: str, ev_id: str, body: Any) -> dict[str, Any]:
