@@ -33,7 +33,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,6 +193,20 @@ def held_out_check(
     return sum(verdicts) / max(len(seqs), 1), refused
 
 
+def shuffled_batches(n_items: int, batch_size: int, seed: int) -> Iterator[list[int]]:
+    """Endless batches of item indices: a seeded shuffle of all items, then the next, each batch drawn from
+    the queue without replacement (a batch may span two shuffles)."""
+    rng = random.Random(seed)
+    order: list[int] = []
+    while True:
+        if len(order) < batch_size:
+            fresh = list(range(n_items))
+            rng.shuffle(fresh)
+            order += fresh
+        batch, order = order[:batch_size], order[batch_size:]
+        yield batch
+
+
 def train_agent_warm_start(
     service: LocalServiceClient,
     turns: Sequence[ReferenceTurn],
@@ -208,17 +222,12 @@ def train_agent_warm_start(
     t0 = time.perf_counter()
     tc = service.create_full_training_client(config.base_model, seed=config.seed).result()
     datums = [t.datum() for t in turns]
-    rng = random.Random(config.seed)
     adam = types.AdamParams(learning_rate=config.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
     history: list[dict[str, float]] = []
     refused: list[list[int]] = []
-    order: list[int] = []
+    batches = shuffled_batches(len(datums), config.batch_size, config.seed)
     for step in range(1, config.steps + 1):
-        if len(order) < config.batch_size:
-            fresh = list(range(len(datums)))
-            rng.shuffle(fresh)
-            order += fresh
-        batch, order = order[: config.batch_size], order[config.batch_size :]
+        batch = next(batches)
         fb = tc.forward_backward([datums[i] for i in batch], "cross_entropy")
         tc.optim_step(adam).result()
         n_tokens = sum(len(turns[i].reply) for i in batch)

@@ -21,8 +21,6 @@ the same config is reused as it is.
 
 from __future__ import annotations
 
-import json
-import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,11 +31,11 @@ import torch
 from tinker import types
 
 from rftlab.envs.gs1 import QUESTION_SUFFIX, MathProblem, reward, train_problems
+from rftlab.training.agent_warm_start import MANIFEST as MANIFEST  # the manifest's file name, re-exported
+from rftlab.training.agent_warm_start import read_manifest, save_model_dir, shuffled_batches
 from rftlab.training.backend_fields import loss_sum
-from rftlab.training.local_tinker.clients import LocalServiceClient, LocalTrainingClient, torch_threads
+from rftlab.training.local_tinker.clients import LocalServiceClient, LocalTrainingClient
 from rftlab.training.local_tinker.model import TINY_MODEL, register_builtin_tokenizers
-
-MANIFEST = "warm_start.json"
 
 
 @dataclass(frozen=True)
@@ -152,18 +150,13 @@ def warm_start(
     )
     held_out, train = pool[: config.eval_problems], pool[config.eval_problems :]
     datums = [sft_datum(renderer, p, config.question_suffix) for p in train]
-    rng = random.Random(config.seed)
+    batches = shuffled_batches(len(datums), config.batch_size, config.seed)
     adam = types.AdamParams(learning_rate=config.learning_rate, beta1=0.9, beta2=0.95, eps=1e-8)
     history: list[dict[str, float]] = []
     reached = False
     step = 0
-    order: list[int] = []
     while step < config.max_steps:
-        if len(order) < config.batch_size:
-            fresh = list(range(len(datums)))
-            rng.shuffle(fresh)
-            order += fresh
-        batch, order = order[: config.batch_size], order[config.batch_size :]
+        batch = next(batches)
         fb = tc.forward_backward([datums[i] for i in batch], "cross_entropy")
         tc.optim_step(adam).result()
         n_tokens = sum(float(datums[i].loss_fn_inputs["weights"].to_torch().sum()) for i in batch)
@@ -197,17 +190,6 @@ def warm_start(
     return tc, result
 
 
-def _manifest_matches(out: Path, config: WarmStartConfig) -> dict[str, Any] | None:
-    file = out / MANIFEST
-    if not file.is_file() or not (out / "config.json").is_file():
-        return None
-    try:
-        record = json.loads(file.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return record if record.get("config") == asdict(config) else None
-
-
 def prepare_base_model(
     out_dir: str | Path,
     config: WarmStartConfig = WarmStartConfig(),
@@ -217,18 +199,14 @@ def prepare_base_model(
 ) -> WarmStartResult:
     """The warm-started base model directory for the local task (built once, then reused)."""
     out = Path(out_dir)
-    if (record := _manifest_matches(out, config)) is not None:
+    if (record := read_manifest(out, {"config": asdict(config)})) is not None:
         return WarmStartResult(
             **{k: record[k] for k in ("path", "config", "steps", "reached_target", "history", "seconds")}
         )
     service = LocalServiceClient(num_threads=num_threads)
     tc, result = warm_start(service, config, log)
-    from rftlab.runs.atomic import atomic_directory, atomic_write_text
-
-    # every file atomically (rftlab.runs.atomic); the manifest last: without it the folder is rebuilt
-    with atomic_directory(out) as staging, torch_threads(num_threads):
-        tc.model.save_pretrained(staging)
-        tc.get_tokenizer().save_pretrained(staging)
     result.path = str(out.resolve())
-    atomic_write_text(out / MANIFEST, json.dumps(asdict(result), indent=2) + "\n")
+    save_model_dir(
+        tc, out, asdict(result), num_threads
+    )  # the manifest last: without it the folder is rebuilt
     return result
