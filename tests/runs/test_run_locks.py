@@ -102,6 +102,52 @@ def test_any_arm_name_is_refused_or_locked_inside_the_store(name, tmp_path_facto
     run.release()
 
 
+def test_a_claim_waits_out_a_forked_child_that_still_holds_the_released_lock(tmp_path):
+    """The CI failure of stop 40: a thread of the process forked a subprocess while a claim was held, the
+    claim was released, and the next claim of the same run met the child's copy of the lock and called
+    the run busy "by another process" (its own pid). A child forked with the lock open keeps it until it
+    exits; the next claim waits for it instead of refusing. A real other holder still refuses at once."""
+    import time
+
+    from rftlab.runs import locks
+
+    store = RunStore(tmp_path / "runs")
+    run, _origin = store.start_or_reuse("e", "a", {"x": 1}, resume=True)
+    child = os.fork()
+    if child == 0:  # the child: holds its copy of the lock file for a moment, then exits
+        time.sleep(0.5)
+        os._exit(0)
+    try:
+        run.release()
+        start = time.monotonic()
+        run.claim("polled")  # would raise RunBusyError without the wait
+        waited = time.monotonic() - start
+        assert 0.2 < waited < locks.FORK_GRACE_S, waited
+    finally:
+        os.waitpid(child, 0)
+        run.release()
+    # another process holding the lock is still refused at once, naming its pid
+    code = (
+        "import sys, time; from rftlab.runs import load_run; r = load_run(sys.argv[1]); r.claim(); "
+        "print('claimed', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(run.path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        start = time.monotonic()
+        with pytest.raises(RunBusyError, match=f"pid {holder.pid}"):
+            run.claim("polled")
+        assert time.monotonic() - start < 1.0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_busy_error_is_a_run_store_error_printed_in_one_line(tmp_path):
     from rftlab.runs import RunStoreError
 

@@ -13,6 +13,11 @@ Lock files live in the hidden ``.locks`` folder of the store root (``rftlab runs
 folders); they are empty apart from the holder's pid and are never read as data. A claim is re-entrant
 within a process (a notebook re-running a cell after an error gets its own claim back).
 
+A ``fork`` copies the lock's open file, so a child forked by another thread of this process (``subprocess``
+between its fork and its exec) keeps a just-released claim locked for a moment. When the lock file names
+this very process as the last holder, only such a child can hold it, so ``claim`` waits up to
+``FORK_GRACE_S`` for it instead of calling the run busy.
+
 In a store shared by a group (docs/platforms.md §1.8), another user could plant a symlink or a hard link at
 a lock's name: lock files are opened with ``O_NOFOLLOW`` and must be plain files with one link, and
 ``.locks`` must be a real folder; anything else raises :class:`LockPathError` (one line naming the path)
@@ -34,8 +39,10 @@ from pathlib import Path
 from rftlab.runs.errors import RunStoreError
 
 LOCK_DIR = ".locks"
+FORK_GRACE_S = 5.0  # how long a claim waits out a forked child of this process that still holds the lock
 
 __all__ = [
+    "FORK_GRACE_S",
     "LOCK_DIR",
     "Claim",
     "LockPathError",
@@ -173,17 +180,24 @@ def claim(root: Path, experiment: str, arm: str, run_dir: Path, activity: str = 
         return held
     path = _lock_path(root, experiment, arm, Path(run_dir).name)
     fd = open_lock_file(path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno not in (errno.EAGAIN, errno.EACCES):
-            raise
-        pid = holder_pid(path)
-        raise RunBusyError(
-            f"run {run_dir} is being {activity} by another process (pid {pid or '?'}); wait for it to end, "
-            "then run the same command again (a finished run is reused, an unfinished one resumed)"
-        ) from None
+    deadline = time.monotonic() + FORK_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            pid = holder_pid(path)
+            if pid == os.getpid() and time.monotonic() < deadline:
+                time.sleep(0.01)  # a forked child of ours still has the released lock (module docstring)
+                continue
+            os.close(fd)
+            raise RunBusyError(
+                f"run {run_dir} is being {activity} by another process (pid {pid or '?'}); wait for it to "
+                "end, then run the same command again (a finished run is reused, an unfinished one resumed)"
+            ) from None
     _note_pid(fd)
     held = _CLAIMS[key] = Claim(Path(run_dir), path, fd)
     return held
