@@ -128,6 +128,37 @@ def test_noise_is_drawn_per_step_not_for_the_whole_request(trained, monkeypatch)
     assert sizes and max(sizes) == tc._host.vocab  # one block of vocab uniforms per row and step
 
 
+def test_a_row_leaves_the_decode_batch_when_it_stops_and_the_others_sample_as_alone(trained, monkeypatch):
+    """Rows of one batch that stop early leave it (cache and sampling tensors included): the model is then
+    called with fewer rows, and every row still samples exactly what it samples alone (the no-cache
+    reference decoder, with the row's own noise) -- a short row's exit changes no other row's tokens."""
+    tc, sampler = trained
+    prompts = [_prompt(tc), _prompt(tc, "Bo has 12 marbles and loses 5."), _prompt(tc, "Cy reads.")]
+    limits, seeds = [3, 12, 7], [11, 12, 13]
+    widths: list[int] = []
+    model = tc._host.model
+    real = type(model).__call__
+
+    def spy(self, *args, **kwargs):
+        ids = kwargs.get("input_ids")
+        if self is model and ids is not None:
+            widths.append(int(ids.shape[0]))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "__call__", spy)
+    futures = [
+        sampler.submit(p, 1, types.SamplingParams(max_tokens=n, temperature=1.0, stop=[], seed=seed))[0]
+        for p, n, seed in zip(prompts, limits, seeds, strict=True)
+    ]  # submitted together: one flush, one decode batch
+    got = [f.result().sequences[0].tokens for f in futures]
+    monkeypatch.undo()
+    assert widths[0] == 3 and widths[-1] == 1  # the prompt pass, then fewer rows as rows stop
+    assert widths.count(3) == 3 and widths.count(2) == 4 and widths.count(1) == 5
+    for toks, p, n, seed in zip(got, prompts, limits, seeds, strict=True):
+        noise = _old_noise(seed, 1, n, tc._host.vocab)[0]
+        assert toks == _reference_sample(tc.model, p.to_ints(), noise, 1.0, -1)
+
+
 def test_a_request_split_by_first_row_gives_the_unsplit_samples(trained):
     tc, sampler = trained
     prompt = _prompt(tc)

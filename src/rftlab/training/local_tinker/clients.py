@@ -51,7 +51,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +157,7 @@ class _Host:
         self.pending: list[tuple[_Snapshot, SampleRequest | LogprobRequest]] = []
         self.lock = threading.RLock()  # one computation at a time on this model (callers may use threads)
 
-    def busy(self) -> Iterator[None]:
+    def busy(self) -> AbstractContextManager[None]:
         """Hold the model (lock and torch thread count) for one computation."""
         return _busy(self)
 

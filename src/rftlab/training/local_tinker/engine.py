@@ -178,7 +178,7 @@ class _Row:
     stop_text: _StopText | None = None
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    stop_reason: str | None = None
+    stop_reason: types.StopReason | None = None
 
     def draw(self, vocab: int, device: Any) -> torch.Tensor:
         """The next ``vocab`` uniforms of this row's stream (its generator made on first use)."""
@@ -402,6 +402,8 @@ def _first_token(rows: list[_Row], logits: torch.Tensor, errors: dict[int, Excep
 
 
 def _decode_batch(model: Any, rows: list[_Row], pad_id: int, errors: dict[int, Exception]) -> None:
+    """Decode ``rows`` together (left-padded prompts, one KV cache). A row leaves the batch, cache and
+    sampling tensors included, at the step it stops, so the remaining steps compute only live rows."""
     n = len(rows)
     width = max(len(r.request.prompt) for r in rows)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -414,62 +416,103 @@ def _decode_batch(model: Any, rows: list[_Row], pad_id: int, errors: dict[int, E
     ids, attn = ids.to(device), attn.to(device)
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     limits = [r.request.max_tokens for r in rows]
-    steps = max(limits)
-    active = [lim > 0 for lim in limits]
     for i, r in enumerate(rows):
         if limits[i] <= 0:
             r.stop_reason = "length"
-    if steps <= 0:
+    if max(limits) <= 0:
         return
     out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    logits = out.logits[:, -1, :]
-    last_pos = positions[:, -1]
-    greedy, safe_temps, top_k, top_p, needs_filter, tempered = _sampling_tensors(rows, device, logits.dtype)
+    batch = _LiveBatch(rows, limits, out.past_key_values, attn, positions[:, -1], device)
     try:
-        for step in range(steps):
-            for i, r in enumerate(rows):
-                if active[i] and id(r.request) in errors:  # another row of the request failed
-                    active[i] = False
-            noise = _row_noise(rows, active, logits.shape[-1], device, logits.dtype)
-            choice, chosen_lp = _select(
-                logits, greedy, safe_temps, top_k, top_p, needs_filter, noise, tempered
-            )
-            choice_list = choice.tolist()
-            lp_list = chosen_lp.tolist()
-            finite = _finite_rows(logits)
-            for i, r in enumerate(rows):
-                if not active[i]:
-                    continue
-                if not finite[i]:
-                    errors.setdefault(id(r.request), _nonfinite("sampling", r, step))
-                    active[i] = False
-                    continue
-                tok = choice_list[i]
-                r.tokens.append(tok)
-                r.logprobs.append(lp_list[i])
-                if r.stopped_by(tok):
-                    r.stop_reason = "stop"
-                    active[i] = False
-                elif len(r.tokens) >= limits[i]:
-                    r.stop_reason = "length"
-                    active[i] = False
-            if not any(active) or step == steps - 1:
+        logits = out.logits[:, -1, :]
+        while True:
+            choice = batch.step(logits, errors)
+            if not batch.prune(choice):
                 break
-            attn = torch.cat([attn, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
-            last_pos = last_pos + 1
             out = model(
-                input_ids=choice.unsqueeze(-1),
-                attention_mask=attn,
-                position_ids=last_pos.unsqueeze(-1),
-                past_key_values=cache,
+                input_ids=batch.choice.unsqueeze(-1),
+                attention_mask=batch.attn,
+                position_ids=batch.last_pos.unsqueeze(-1),
+                past_key_values=batch.cache,
                 use_cache=True,
             )
-            cache = out.past_key_values
+            batch.cache = out.past_key_values
             logits = out.logits[:, -1, :]
     finally:
         for r in rows:
             r.generator = None  # a finished row's stream is not needed again
+
+
+class _LiveBatch:
+    """The rows of one decode batch still generating, and every per-row tensor kept in their order."""
+
+    def __init__(self, rows: list[_Row], limits: list[int], cache: Any, attn, last_pos, device: Any):
+        keep = [i for i, lim in enumerate(limits) if lim > 0]
+        self.rows, self.limits, self.device = [rows[i] for i in keep], [limits[i] for i in keep], device
+        self.cache, self.attn, self.last_pos = cache, attn, last_pos
+        self.choice = torch.empty(0, dtype=torch.long)
+        self._sampling: tuple | None = None
+        if len(keep) < len(rows):
+            self._select_rows(torch.as_tensor(keep, device=device))
+
+    def step(self, logits: torch.Tensor, errors: dict[int, Exception]) -> torch.Tensor:
+        """Choose each live row's next token and record it (a row stops on a stop token or its limit)."""
+        if self._sampling is None:
+            self._sampling = _sampling_tensors(self.rows, self.device, logits.dtype)
+        greedy, safe_temps, top_k, top_p, needs_filter, tempered = self._sampling
+        live = [id(r.request) not in errors for r in self.rows]  # another row of the request failed
+        noise = _row_noise(self.rows, live, logits.shape[-1], self.device, logits.dtype)
+        choice, chosen_lp = _select(logits, greedy, safe_temps, top_k, top_p, needs_filter, noise, tempered)
+        finite = _finite_rows(logits)
+        self.active = live
+        for j, (r, tok, lp) in enumerate(zip(self.rows, choice.tolist(), chosen_lp.tolist(), strict=True)):
+            if not live[j]:
+                continue
+            if not finite[j]:
+                errors.setdefault(id(r.request), _nonfinite("sampling", r, len(r.tokens)))
+                self.active[j] = False
+                continue
+            r.tokens.append(tok)
+            r.logprobs.append(lp)
+            if r.stopped_by(tok):
+                r.stop_reason = "stop"
+                self.active[j] = False
+            elif len(r.tokens) >= self.limits[j]:
+                r.stop_reason = "length"
+                self.active[j] = False
+        return choice
+
+    def prune(self, choice: torch.Tensor) -> bool:
+        """Drop the rows that stopped; extend the mask and positions by one. ``False`` when none is left."""
+        keep = [j for j, a in enumerate(self.active) if a]
+        if not keep:
+            return False
+        self.choice = choice
+        if len(keep) < len(self.rows):
+            index = torch.as_tensor(keep, device=self.device)
+            self.rows = [self.rows[j] for j in keep]
+            self.limits = [self.limits[j] for j in keep]
+            self.choice = choice[index]
+            self._select_rows(index)
+        n = len(self.rows)
+        self.attn = torch.cat([self.attn, torch.ones((n, 1), dtype=torch.long, device=self.device)], dim=1)
+        self.last_pos = self.last_pos + 1
+        return True
+
+    def _select_rows(self, index: torch.Tensor) -> None:
+        self.attn, self.last_pos = self.attn[index], self.last_pos[index]
+        self.cache.batch_select_indices(index)
+        if self._sampling is not None:
+            greedy, safe_temps, top_k, top_p, needs_filter, tempered = self._sampling
+            tempered = None if tempered is None else tempered[index]
+            self._sampling = (
+                greedy[index],
+                safe_temps[index],
+                top_k[index],
+                top_p[index],
+                needs_filter,
+                tempered,
+            )
 
 
 @torch.no_grad()
