@@ -20,12 +20,17 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup 2/3: rftlab with its extras ($(EXTRAS)); on a fresh machine several minutes (torch, transformers)"
 	$(PY) -m pip install --progress-bar on --no-input -e ".[$(EXTRAS)]" | sed '/^Requirement already satisfied/d'
-	@echo "setup 3/3: the notebook kernel and the offline cost map"
+	@echo "setup 3/3: the notebook kernel, the offline cost map and JupyterLab's save hook"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (rftlab)" >/dev/null
 	@# every process of this venv (pytest's eval-protocol plugin imports litellm before any project code)
 	@# uses litellm's bundled model cost map instead of fetching it from the internet
 	printf 'import os; os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")\n' \
 	  > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/rftlab_offline.pth"
+	@# JupyterLab saves a paired notebook without the kernel's language_info (rftlab.reports.lab), so a
+	@# save with no edit leaves git status clean
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	$(PY) -c 'import json; from rftlab.reports.lab import SERVER_CONFIG; print(json.dumps(SERVER_CONFIG, indent=1))' \
+	  > $(VENV)/etc/jupyter/jupyter_server_config.d/rftlab.json
 	touch $(STAMP)
 
 test: setup
