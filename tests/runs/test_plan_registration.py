@@ -274,6 +274,11 @@ def test_runs_lacking_the_plan_hash_or_recording_another_are_exploratory(repo):
     )
     assert audit.contrasts["no commit"].reasons == ("run A/4 records no commit",)
     assert audit.contrasts["empty"].reasons == ("no runs",)
+    two = audit_contrasts(
+        plan, {"A-B": [evidence("A/1", code, None), evidence("B/1", code, plan)]}, repo=repo, registry_dir=reg
+    )
+    # the sentence a report prints names no run, only how many break which condition
+    assert two.contrasts["A-B"].sentence() == "exploratory: 1 of 2 runs record no plan hash"
     assert not any(v.confirmatory for v in audit.contrasts.values())
 
 

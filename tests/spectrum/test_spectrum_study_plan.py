@@ -182,6 +182,15 @@ def test_the_whole_study_runs_at_a_tiny_size_and_is_reused(tmp_path):
     for cid, verdict in audit.contrasts.items():
         # fresh runs at a commit descending from the plan's: only rule (e) can make one exploratory
         assert verdict.confirmatory == (cid not in plan.seen_before), (cid, verdict.reasons)
+    from rftlab.studies.spectrum import audit_statement
+
+    statement = audit_statement(study)
+    assert [v.version for v in statement.versions][-1] == study.registration.version
+    assert [r["audited as"] for r in statement.rows] == [
+        "exploratory" if c.id in plan.seen_before else "confirmatory" for c in plan.confirmatory()
+    ]
+    # the plan's first commit also added B_prime's spec: git says so, and the statement repeats it
+    assert any("together with the spec of arm B_prime" in line for line in statement.limits)
     again = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
     assert {k: r.path for k, r in again.runs.items()} == {k: r.path for k, r in study.runs.items()}
     assert [c.estimate for c in again.contrasts] == [c.estimate for c in study.contrasts]

@@ -78,21 +78,26 @@ class RunEvidence:
 
 @dataclass(frozen=True)
 class ContrastAudit:
-    """The audit's verdict on one contrast: its family and, when exploratory, every reason."""
+    """The audit's verdict on one contrast: its family and, when exploratory, every reason (``reasons``
+    name the runs; ``run_problems`` counts them by kind, for a report that names no run)."""
 
     contrast: str
     family: Literal["confirmatory", "exploratory"]
     reasons: tuple[str, ...]
     runs: int
+    general: tuple[str, ...] = ()  # the reasons that are not about one run
+    run_problems: tuple[tuple[str, int], ...] = ()  # (what the runs do, how many runs)
 
     @property
     def confirmatory(self) -> bool:
         return self.family == "confirmatory"
 
     def sentence(self) -> str:
+        """One sentence that names no run: the verdict and why."""
         if self.confirmatory:
             return f"confirmatory: all five conditions hold for its {self.runs} runs"
-        return "exploratory: " + "; ".join(self.reasons)
+        parts = [*self.general, *(f"{n} of {self.runs} runs {kind}" for kind, n in self.run_problems)]
+        return "exploratory: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -141,30 +146,49 @@ def _time(text: str | None) -> datetime | None:
 
 def _run_reasons(
     run: RunEvidence, sha256: str, commit: str, commit_time: datetime, repo: Path, cache: dict[str, Any]
-) -> list[str]:
-    """Why ``run`` breaks (b), (c) or (d); empty when it does not."""
+) -> list[tuple[str, str]]:
+    """``(kind, reason)`` for each of (b), (c), (d) that ``run`` breaks; empty when it breaks none."""
     reasons = []
     if run.commit is None:
-        reasons.append(f"run {run.name} records no commit")
+        reasons.append(("record no commit", f"run {run.name} records no commit"))
     else:
         if run.commit not in cache:
             cache[run.commit] = is_ancestor(repo, commit, run.commit)
         descends = cache[run.commit]
         if descends is None:
-            reasons.append(f"run {run.name}'s commit {run.commit[:12]} is not in this repository")
+            reasons.append(
+                (
+                    "record a commit this repository does not hold",
+                    f"run {run.name}'s commit {run.commit[:12]} is not in this repository",
+                )
+            )
         elif not descends:
             reasons.append(
-                f"run {run.name}'s commit {run.commit[:12]} does not descend from the plan's commit {commit[:12]}"
+                (
+                    "record a commit that does not descend from the plan's commit",
+                    f"run {run.name}'s commit {run.commit[:12]} does not descend from the plan's commit "
+                    f"{commit[:12]}",
+                )
             )
     started = _time(run.started_at)
     if started is None:
-        reasons.append(f"run {run.name} records no start time")
+        reasons.append(("record no start time", f"run {run.name} records no start time"))
     elif not commit_time < started:
-        reasons.append(f"run {run.name} started at {run.started_at}, not after the plan's commit")
+        reasons.append(
+            (
+                "started before the plan's commit",
+                f"run {run.name} started at {run.started_at}, not after the plan's commit",
+            )
+        )
     if run.plan_sha256 is None:
-        reasons.append(f"run {run.name} records no plan hash")
+        reasons.append(("record no plan hash", f"run {run.name} records no plan hash"))
     elif run.plan_sha256 != sha256:
-        reasons.append(f"run {run.name} records another plan (sha256 {run.plan_sha256[:12]}…)")
+        reasons.append(
+            (
+                "record another plan's hash",
+                f"run {run.name} records another plan (sha256 {run.plan_sha256[:12]}…)",
+            )
+        )
     return reasons
 
 
@@ -227,16 +251,23 @@ def audit_contrasts(
     out: dict[str, ContrastAudit] = {}
     for cid, runs in contrast_runs.items():
         evidence = [RunEvidence.of(r) for r in runs]
-        reasons = list(base.problems)
+        general = list(base.problems)
         if not evidence:
-            reasons.append("no runs")
+            general.append("no runs")
+        if cid in seen:
+            general.append("its result was seen before the plan was written (the plan says so)")
+        per_run: list[tuple[str, str]] = []
         if top is not None and base.commit is not None and when is not None:
             for run in evidence:
-                reasons.extend(_run_reasons(run, base.sha256, base.commit, when, top, cache))
-        if cid in seen:
-            reasons.append("its result was seen before the plan was written (the plan says so)")
+                per_run.extend(_run_reasons(run, base.sha256, base.commit, when, top, cache))
+        kinds: dict[str, int] = {}
+        for kind, _ in per_run:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        reasons = tuple(
+            dict.fromkeys([*base.problems, *(text for _, text in per_run), *general[len(base.problems) :]])
+        )
         family: Literal["confirmatory", "exploratory"] = "exploratory" if reasons else "confirmatory"
-        out[cid] = ContrastAudit(cid, family, tuple(dict.fromkeys(reasons)), len(evidence))
+        out[cid] = ContrastAudit(cid, family, reasons, len(evidence), tuple(general), tuple(kinds.items()))
     return PlanAudit(
         base.plan_file,
         base.sha256,

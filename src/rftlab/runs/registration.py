@@ -46,6 +46,8 @@ __all__ = [
     "RegistrationError",
     "UnregisteredPlanError",
     "amend_plan",
+    "files_added_in",
+    "find_registry",
     "find_version",
     "first_commit_holding",
     "git_blob_id",
@@ -259,6 +261,21 @@ def require_registered(
     raise UnregisteredPlanError(
         f"{path.name} is not a registered plan; commit it and run: rftlab plan register {path}"
     )
+
+
+def find_registry(plan_file: str | Path, registry_dir: str | Path | None = None) -> Registry | None:
+    """The registry holding the version whose bytes are ``plan_file``'s (every version of that plan)."""
+    _, digest = _sha256(Path(plan_file))
+    return next((r for _, r in _registries(registry_dir) if r.find(digest) is not None), None)
+
+
+def files_added_in(repo: str | Path, commit: str) -> list[str] | None:
+    """The paths ``commit`` added (against its first parent), or ``None`` when git or the commit is
+    not here."""
+    done = _git(Path(repo), "show", "--diff-filter=A", "--name-only", "--format=", commit)
+    if done is None or done.returncode != 0:
+        return None
+    return [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
 
 
 @dataclass(frozen=True)

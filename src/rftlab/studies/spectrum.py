@@ -50,8 +50,14 @@ from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
 from rftlab.runs.paths import runs_root
-from rftlab.runs.plan_audit import PlanAudit, audit_contrasts
-from rftlab.runs.registration import PlanVersion, require_registered
+from rftlab.runs.plan_audit import AUDIT_LIMITS, PlanAudit, audit_contrasts
+from rftlab.runs.registration import (
+    PlanVersion,
+    files_added_in,
+    find_registry,
+    git_toplevel,
+    require_registered,
+)
 from rftlab.types import RunRef, RunStatus
 
 
@@ -263,6 +269,61 @@ def plan_audit(study: MemoryStudy, repo: str | Path | None = None) -> PlanAudit:
             arms = dict.fromkeys(arm for _, t, k, _ in c.fits for arm in (t, k))
             runs[c.id] = [study.runs[a] for a in arms]
     return audit_contrasts(study.plan.path, runs, study.plan.plan.seen_before, repo=repo)
+
+
+@dataclass(frozen=True)
+class AuditStatement:
+    """What a report says about the plan's registration: every registered version, the audit's verdict
+    on each confirmatory contrast (names no run), and what the audit cannot show."""
+
+    versions: tuple[PlanVersion, ...]
+    rows: tuple[dict[str, str], ...]
+    limits: tuple[str, ...]
+
+
+def audit_statement(study: MemoryStudy) -> AuditStatement:
+    """The registration versions, one row per confirmatory contrast (its registered family, the audit's,
+    and why) and the audit's limits for this study: a rebuild's runs always start after the plan's commit,
+    and whether the plan's first commit also added the arms it governs (checked with git)."""
+    if study.audit is None:
+        raise ValueError("the study has no audit (run it with run_memory_study)")
+    registry = find_registry(study.plan.path)
+    versions = tuple(registry.versions) if registry is not None else ()
+    plan = study.plan.plan
+    rows = tuple(
+        {
+            "contrast": f"{c.treatment} − {c.control}",
+            "metric": c.metric,
+            "hypothesis": c.hypothesis,
+            "registered as": c.family,
+            "audited as": study.audit.contrasts[c.id].family,
+            "why": study.audit.contrasts[c.id].sentence(),
+        }
+        for c in plan.confirmatory()
+        if c.id in study.audit.contrasts
+    )
+    limits = [
+        "The runs of a rebuild from an empty run store always start after the plan was committed, so "
+        "conditions (b) and (c) hold for them by construction; they carry weight only for runs that existed "
+        "before the rebuild."
+    ]
+    top = git_toplevel(study.plan.path)
+    added = files_added_in(top, versions[0].commit) if top is not None and versions else None
+    if added is None:
+        limits.append(
+            "Whether the plan's first commit also added the arms it governs cannot be checked here."
+        )
+    else:
+        arms = [a for a in plan.arms if f"data/specs/spectrum_{a}.json" in added]
+        if arms:
+            limits.append(
+                f"The plan's first version entered the repository in commit {versions[0].commit[:12]} together "
+                f"with the spec of arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}, which it says it "
+                "precedes: the history shows no order between the plan and "
+                f"{'those arms' if len(arms) > 1 else 'that arm'}."
+            )
+    limits.append(AUDIT_LIMITS)
+    return AuditStatement(versions, rows, tuple(limits))
 
 
 TRUTH_EXPERIMENT = "spectrum_memory_truth"
