@@ -385,3 +385,27 @@ def test_plan_check_with_an_experiment_checks_every_run(repo, tmp_path, capsys):
     checks = plan_checks(plan, registry_dir=reg, root=tmp_path / "runs", experiment="exp", repo=repo)
     runs = [c for c in checks if "run " in c[1]]
     assert [ok for ok, _ in runs] == [True, False] and "records no plan hash" in runs[1][1]
+
+
+# ------------------------------------------------------------------------------------- this project's plans
+
+
+@pytest.mark.parametrize("name", ["study_spectrum_memory.json", "gs1_vs_grpo.json", "arena_gates.json"])
+def test_the_projects_plans_are_registered_versions(name):
+    from rftlab.runs.paths import PROJECT_ROOT, SPECS_DIR
+    from rftlab.runs.registration import REGISTRY_DIR, find_registry, git_toplevel
+
+    plan = SPECS_DIR / name
+    found = find_version(plan)
+    assert found is not None, (
+        f"{name} was changed in place; commit it and register an amendment: rftlab plan amend {plan} --from N"
+    )
+    registry = find_registry(plan)
+    assert (REGISTRY_DIR / f"{registry.plan}.json").is_file()
+    assert all(v.note for v in registry.versions)  # each says when and after what it was made
+    top = git_toplevel(PROJECT_ROOT)
+    if top is None:
+        pytest.skip("no git repository here (a source tarball): the recorded blobs cannot be read")
+    for v in registry.versions:  # git's blob of each version holds exactly the recorded bytes
+        shown = subprocess.run(["git", "-C", str(top), "cat-file", "blob", v.blob], capture_output=True)
+        assert shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == v.sha256
