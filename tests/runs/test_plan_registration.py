@@ -409,3 +409,14 @@ def test_the_projects_plans_are_registered_versions(name):
     for v in registry.versions:  # git's blob of each version holds exactly the recorded bytes
         shown = subprocess.run(["git", "-C", str(top), "cat-file", "blob", v.blob], capture_output=True)
         assert shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == v.sha256
+
+
+def test_plan_check_fails_a_file_reverted_to_an_older_version(repo):
+    plan, reg, _ = registered(repo)
+    plan.write_bytes(PLAN_V2)
+    commit(repo, "arm C", "2020-01-05T00:00:00Z")
+    amend_plan(plan, 1, repo=repo, registry_dir=reg)
+    assert all(ok for ok, _ in plan_checks(plan, registry_dir=reg, repo=repo))
+    plan.write_bytes(PLAN_V1)  # back to v1's bytes: registered, but not the version in force
+    checks = plan_checks(plan, registry_dir=reg, repo=repo)
+    assert (False, "the file holds v1, but the latest is v2: restore v2 or amend") in checks
