@@ -78,7 +78,13 @@ from rftlab.rollout.spectrum.ceilings import (
     ceiling_table,
     naive_ceiling_search,
 )
-from rftlab.studies.spectrum import TinyLMDesign, run_memory_study, run_tiny_lm_study, simulation_truth
+from rftlab.studies.spectrum import (
+    TinyLMDesign,
+    audit_statement,
+    run_memory_study,
+    run_tiny_lm_study,
+    simulation_truth,
+)
 from rftlab.training.spectrum.calibration import calibration_check
 from rftlab.training.spectrum.grpo import final_theta
 
@@ -92,6 +98,35 @@ runs, rollouts, specs = study.runs, study.rollouts, study.specs
 contrasts = {c.id: c for c in study.contrasts}
 primary = study.primary
 confirmatory = [c for c in study.contrasts if c.planned.family == "confirmatory"]
+# The pre-registration audit (docs/statistics.md §8): a registered confirmatory contrast stays confirmatory
+# only when the plan's registration precedes every run it uses and the plan does not list it as seen before.
+statement = audit_statement(study)
+audited = study.audit.contrasts
+
+
+def audit_family(contrast_id):
+    """The audited family of a registered confirmatory contrast; the plan's family of any other."""
+    return audited[contrast_id].family if contrast_id in audited else plan.family_of(contrast_id)
+
+
+n_audited = sum(v.confirmatory for v in audited.values())
+
+
+def margin_against_arms(contrast):
+    """An equivalence margin read against the compared arms' own slopes (the plan's margins, §1)."""
+    metric, eps = contrast.planned.metric, contrast.epsilon
+    arms = (contrast.planned.treatment, contrast.planned.control)
+    slopes = {a: slope_of[a, METRIC_LABELS[metric]].slope for a in arms}
+    text = ", ".join(f"{a} {slopes[a]:+.4f}" for a in arms)
+    inside = [a for a in arms if abs(slopes[a]) < eps]
+    if len(inside) == 2:
+        return (
+            f"Its margin (±{eps:.4f}/epoch) is wider than either arm's own slope ({text} per epoch), so "
+            "equivalence within it cannot tell either trend from a flat one."
+        )
+    if inside:
+        return f"Its margin (±{eps:.4f}/epoch) is wider than {inside[0]}'s own slope ({text} per epoch)."
+    return f"Both arms' own slopes ({text} per epoch) exceed its margin (±{eps:.4f}/epoch)."
 ARM_ORDER = list(specs)
 BASE_ARMS = list(plan.arms)
 n_pairs = len(primary.fits)
@@ -156,7 +191,8 @@ display(
             [
                 f"**Question** (the plan's): {plan.question}",
                 "",
-                f"**Verdict on the primary contrast (C − B′, memory_gain, confirmatory): "
+                f"**Verdict on the primary contrast (C − B′, memory_gain, registered as confirmatory; "
+                f"audited: {audit_family(mg.id)}): "
                 f"{'supported' if mg.claim else 'not supported'}.** {mg.verdict()}: the slope of the row-paired "
                 f"difference is {mg.sentence(sim)}; Holm-adjusted p = {mg.p_adjusted:.3g} over the plan's "
                 f"{len(confirmatory)} confirmatory tests (α = {plan.alpha:g}). Its size over the run, "
@@ -165,14 +201,38 @@ display(
                 f"negligible margin (±{plan.equivalence_margins['memory_gain'].over_run:g}).",
                 "",
                 "The numbers that carry it (each the slope per epoch of a row-paired contrast, "
-                f"{plan.interval_level:.0%} CI, all confirmatory, a simulation):",
+                f"{plan.interval_level:.0%} CI, all registered as confirmatory, the audited family in brackets, "
+                "a simulation):",
                 "",
-                f"- **C − B′ memory_gain** (real vs scrambled list, weak prompt, same bands): {mg.sentence(sim)}.",
-                f"- **C − B′ carry-rate**: {carry_c.sentence(sim)}: {carry_c.verdict()}. {carry_reading}",
-                f"- **C − B′ mean occupied-IoU**: {occ_c.sentence(sim)}: {occ_c.verdict()}.",
-                f"- **B − probe occ** (the scrambled control against the untrained probe, same bands): "
-                f"{b_probe.sentence(sim)}: {b_probe.verdict()}.",
-                f"- **A − B carry** (explicit prompt, real vs scrambled list): {a_b.sentence(sim)}: {a_b.verdict()}.",
+                f"- **C − B′ memory_gain** [{audit_family(mg.id)}] (real vs scrambled list, weak prompt, same bands): "
+                f"{mg.sentence(sim)}.",
+                f"- **C − B′ carry-rate** [{audit_family(carry_c.id)}]: {carry_c.sentence(sim)}: {carry_c.verdict()}. "
+                f"{carry_reading}",
+                f"- **C − B′ mean occupied-IoU** [{audit_family(occ_c.id)}]: {occ_c.sentence(sim)}: {occ_c.verdict()}.",
+                f"- **B − probe occ** [{audit_family(b_probe.id)}] (the scrambled control against the untrained "
+                f"probe, same bands): {b_probe.sentence(sim)}: {b_probe.verdict()}. {margin_against_arms(b_probe)}",
+                f"- **A − B carry** [{audit_family(a_b.id)}] (explicit prompt, real vs scrambled list): "
+                f"{a_b.sentence(sim)}: {a_b.verdict()}. {margin_against_arms(a_b)}",
+                "",
+                "**Pre-registration, audited** (docs/statistics.md §8). The plan is "
+                + (
+                    f"v{study.registration.version} of `{study.audit.plan}` (SHA-256 `{study.plan.sha256[:12]}…`, "
+                    f"first committed in `{(study.audit.commit or study.registration.commit)[:12]}`); "
+                    f"{len(statement.versions)} version(s) registered, the first on "
+                    f"{statement.versions[0].registered_at[:10]}, after the fact (§1). "
+                    if study.registration is not None and statement.versions
+                    else "not a registered version. "
+                )
+                + f"Of its {len(confirmatory)} registered confirmatory contrasts, {n_audited} stay confirmatory "
+                f"after the audit and {len(audited) - n_audited} are exploratory: "
+                + "; ".join(
+                    f"{r['contrast']} {METRIC_LABELS[r['metric']]}: {r['why']}"
+                    for r in statement.rows
+                    if r["audited as"] == "exploratory"
+                )
+                + (". " if n_audited < len(audited) else "none. ")
+                + "Holm still adjusts over the registered family, so no adjustment is loosened. "
+                + " ".join(statement.limits),
                 "",
                 f"**Small-k sensitivity** (§5; added after the plan, not pre-registered). With {primary_sens['pairs']} "
                 f"seed-matched pairs the Hartung–Knapp scale of the primary pool is q = {primary_sens['HK scale q']:.2f}; "
@@ -253,8 +313,9 @@ display(
 # %% [markdown]
 # ## 1. The analysis plan
 #
-# Everything that decides a finding is fixed in the plan file, written before B′ and the replicates were
-# run: the primary metric and contrast, the secondary metrics, every contrast with its hypothesis and
+# Everything that decides a finding is fixed in the plan file, which says it was written before B′ and the
+# replicates were run (what the repository's history can and cannot confirm of that is the registration
+# table below): the primary metric and contrast, the secondary metrics, every contrast with its hypothesis and
 # family, the equivalence margins with their reasons, α, the multiplicity rule and the replicate rule.
 # The notebook reads it; nothing below is decided by a number typed here.
 
@@ -274,7 +335,10 @@ display(
         f"Plan `{study.plan.path.name}`, SHA-256 `{study.plan.sha256}`. Primary metric `{plan.primary_metric}`; "
         f"secondary {', '.join(f'`{m}`' for m in plan.secondary_metrics)}; unit: {plan.unit_note} "
         f"α = {plan.alpha:g} with {plan.multiplicity.title()} over the {len(confirmatory)} confirmatory "
-        f"tests; intervals are two-sided {plan.interval_level:.0%} throughout. Registered: {plan.registered}"
+        f"tests; intervals are two-sided {plan.interval_level:.0%} throughout. Registered: {plan.registered} "
+        f"Seen before the plan was written (exploratory whatever their family): "
+        f"{', '.join(f'`{c}`' for c in plan.seen_before) or 'none listed'}. "
+        + " ".join(f"Amendment: {a}" for a in plan.amendments)
     )
 )
 display(fixed_digits_markdown(pd.DataFrame(plan_rows)))
@@ -294,6 +358,38 @@ display(
         digits=4,
     )
 )
+
+# %% [markdown]
+# **The plan's registration and the audit** (`rftlab plan`, docs/statistics.md §8). Each registered version
+# is the SHA-256 of the plan file's exact bytes and the earliest commit holding them; an amendment is a new
+# version, the old one kept. A registered confirmatory contrast stays confirmatory only when that commit is
+# an ancestor of every run the contrast uses, predates their start, every run records the plan's hash, and
+# the plan does not list the contrast as seen before it was written; otherwise it is exploratory.
+
+# %%
+display(
+    fixed_digits_markdown(
+        pd.DataFrame(
+            [
+                {
+                    "version": f"v{v.version}",
+                    "SHA-256": f"{v.sha256[:12]}…",
+                    "first commit": v.commit[:12],
+                    "committed": v.commit_time,
+                    "registered": v.registered_at,
+                    "note": v.note,
+                }
+                for v in statement.versions
+            ]
+        )
+    )
+)
+display(
+    fixed_digits_markdown(
+        pd.DataFrame([{**r, "metric": METRIC_LABELS[r["metric"]]} for r in statement.rows])
+    )
+)
+display(Markdown("**What the audit cannot show.** " + " ".join(statement.limits)))
 
 # %% [markdown]
 # ## 2. Calibration of the simulated policy's prompt variants: inputs, not results
@@ -397,6 +493,7 @@ display(
 
 # %%
 table = pd.DataFrame([c.row() for c in study.contrasts])
+table["audited"] = [audited[c.id].family if c.id in audited else "–" for c in study.contrasts]
 ci_col = f"{plan.interval_level:.0%} CI"
 table[ci_col] = [interval(*ci, signed=True, digits=4) for ci in table[ci_col]]
 display(fixed_digits_markdown(table, digits=4))
@@ -870,16 +967,16 @@ c_rep_text = (
 )
 d_mg = [r for r in seed_rows if r["arm"] == "D" and r["metric"] == "memory_gain"]
 lines = [
-    f"- **Primary (confirmatory): C − B′ memory_gain** {primary.sentence(sim)}; Holm p = {primary.p_adjusted:.3g}: "
+    f"- **Primary (registered confirmatory, audited {audit_family(primary.id)}): C − B′ memory_gain** {primary.sentence(sim)}; Holm p = {primary.p_adjusted:.3g}: "
     f"{primary.verdict()}. Pairs: "
     + ", ".join(f"seed {s} {f.slope:+.4f} {interval(*f.slope_ci, signed=True, digits=4)}" for s, _, _, f in primary.fits)
     + (f"; τ² = {primary.pooled.tau2:.2g}, I² = {primary.pooled.i2:.0%}." if primary.pooled else "."),
-    f"- **C − B′ carry (confirmatory)** {carry_c.sentence(sim)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
-    f"{carry_reading} **A − B carry (confirmatory)**: {a_b.sentence(sim)}; Holm p = "
+    f"- **C − B′ carry ({audit_family(carry_c.id)})** {carry_c.sentence(sim)}; Holm p = {carry_c.p_adjusted:.3g}: {carry_c.verdict()}. "
+    f"{carry_reading} **A − B carry ({audit_family(a_b.id)})**: {a_b.sentence(sim)}; Holm p = "
     f"{a_b.p_adjusted:.3g}: {a_b.verdict()}.",
-    f"- **C − B′ occ (confirmatory)** {occ_c.sentence(sim)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
+    f"- **C − B′ occ ({audit_family(occ_c.id)})** {occ_c.sentence(sim)}; Holm p = {occ_c.p_adjusted:.3g}: {occ_c.verdict()}. "
     f"Against the probe (exploratory, other bands) C's occ slope is {c_probe.estimate:+.4f} {interval(*c_probe.ci, signed=True, digits=4)}.",
-    f"- **B − probe occ (confirmatory, equivalence)** {b_probe.sentence(sim)}; Holm p = {b_probe.p_adjusted:.3g}: "
+    f"- **B − probe occ ({audit_family(b_probe.id)}, equivalence)** {b_probe.sentence(sim)}; Holm p = {b_probe.p_adjusted:.3g}: "
     f"{b_probe.verdict()}. B's own occ trend is "
     + next(f"{r['slope / epoch']:+.4f} {interval(*r['ci'], signed=True, digits=4)}" for r in trend_rows if r["arm"] == "B" and r["metric"] == "occ")
     + "; the contrast with the probe on the same bands is what says whether that is band drift.",

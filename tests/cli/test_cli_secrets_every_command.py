@@ -102,6 +102,32 @@ def _rule(work: Path) -> Path:
     return path
 
 
+def _plan_repo(work: Path, register: bool = False, change: bool = False) -> Path:
+    """A git repository holding a committed plan file (registered, and then changed and committed, when
+    asked); returns the plan file. Its records go to ``<repo>/registrations``."""
+    import subprocess
+
+    repo = work / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "test@example.org")
+    git("config", "user.name", "Test")
+    plan = repo / "plan.json"
+    plan.write_text('{"arms": ["A", "B"]}\n')
+    git("add", "plan.json")
+    git("commit", "-q", "-m", "plan")
+    if register:
+        _quiet(["plan", "register", str(plan), "--registry", str(repo / "registrations")])
+    if change:
+        plan.write_text('{"arms": ["A", "B", "C"]}\n')
+        git("commit", "-q", "-am", "arm C")
+    return plan
+
+
 class Env:
     """What an invocation builder may set up besides files: environment variables (undone after the
     test) and context managers such as a local server (closed after the test)."""
@@ -537,6 +563,24 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     # Nothing to show in an empty store: refused before any viewer starts (the viewer itself is tested in
     # test_view_browser.py).
     ("view",): lambda w, env: [str(_empty_store(w))],
+    ("plan", "register"): lambda w, env: [
+        str(_plan_repo(w)),
+        "--registry",
+        str(w / "repo" / "registrations"),
+    ],
+    ("plan", "amend"): lambda w, env: [
+        str(_plan_repo(w, register=True, change=True)),
+        "--from",
+        "1",
+        "--registry",
+        str(w / "repo" / "registrations"),
+    ],
+    ("plan", "check"): lambda w, env: [
+        str(_plan_repo(w, register=True)),
+        "--registry",
+        str(w / "repo" / "registrations"),
+        "--json",
+    ],
     ("poker", "launch"): lambda w, env: [
         str(SPECS / "poker_seed.json"),
         "--dry-run",

@@ -52,6 +52,7 @@ def test_the_committed_plan_loads_with_its_hash_and_margins():
         ),
         (lambda d: d["replicates"].update(min_runs=5), "min_runs"),
         (lambda d: d.update(surprise=1), "surprise"),
+        (lambda d: d.update(seen_before=["nope"]), "seen_before"),
     ],
 )
 def test_a_bad_plan_is_refused_with_the_field_named(tmp_path, edit, message):
@@ -172,9 +173,48 @@ def test_the_whole_study_runs_at_a_tiny_size_and_is_reused(tmp_path):
     assert study.specs["C_seed2"].seed == 2 and study.specs["C_seed2"].prompt == "weak"
     assert study.specs["B_prime_seed2"].memory == "scrambled"
     assert len(study.primary.fits) == design.runs
+    # every run records the plan's hash (outside its spec hash), and the audit reads it
+    assert {r.record.plan_sha256 for r in study.runs.values()} == {study.plan.sha256}
+    assert study.registration is not None and study.registration.sha256 == study.plan.sha256
+    audit = study.audit
+    assert sorted(audit.contrasts) == sorted(c.id for c in plan.confirmatory())
+    assert audit.contrasts[plan.primary_contrast].runs == 2 * design.runs  # both arms of every pair
+    for cid, verdict in audit.contrasts.items():
+        # fresh runs at a commit descending from the plan's: only rule (e) can make one exploratory
+        assert verdict.confirmatory == (cid not in plan.seen_before), (cid, verdict.reasons)
+    from rftlab.studies.spectrum import audit_statement
+
+    statement = audit_statement(study)
+    assert [v.version for v in statement.versions][-1] == study.registration.version
+    assert [r["audited as"] for r in statement.rows] == [
+        "exploratory" if c.id in plan.seen_before else "confirmatory" for c in plan.confirmatory()
+    ]
+    # the plan's first commit also added B_prime's spec: git says so, and the statement repeats it
+    assert any("together with the spec of arm B_prime" in line for line in statement.limits)
     again = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
     assert {k: r.path for k, r in again.runs.items()} == {k: r.path for k, r in study.runs.items()}
     assert [c.estimate for c in again.contrasts] == [c.estimate for c in study.contrasts]
+
+
+def test_the_study_refuses_a_plan_edited_after_registration(tmp_path):
+    from rftlab.runs.registration import UnregisteredPlanError
+    from rftlab.studies.spectrum import run_memory_study
+
+    data = json.loads(PLAN.read_text())
+    data["arms"].append("E")  # adding an arm changes the plan: an amendment, never a silent edit
+    edited = tmp_path / PLAN.name
+    edited.write_text(json.dumps(data))
+    with pytest.raises(UnregisteredPlanError, match="edited after registration.*rftlab plan amend"):
+        run_memory_study(edited, SPECS, "local", tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()  # refused before any run
+
+
+def test_the_committed_plan_is_a_registered_version():
+    from rftlab.runs.registration import require_registered
+
+    name, version = require_registered(PLAN)
+    assert name == "study_spectrum_memory" and version.sha256 == file_sha256(PLAN)
+    assert version.file == "data/specs/study_spectrum_memory.json"
 
 
 def test_compare_epochs_tests_row_means_not_rollouts():

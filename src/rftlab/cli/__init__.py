@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "poker",
     "serve",
     "view",
+    "plan",
 ]
 ROOT_HELP = "run store root (default: the project's runs/ folder, or $RFTLAB_RUNS_ROOT when set)"
 

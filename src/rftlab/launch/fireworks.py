@@ -258,19 +258,21 @@ class FireworksLauncher:
         resume: bool = True,
         force: bool = False,
         failed_job: str = "refuse",
+        plan_sha256: str | None = None,
     ) -> RunRef:
         """Preflight, evaluator check, then dataset + job, recorded in a run folder. Reuses a finished run of
         the same spec on Fireworks; with ``resume`` continues an unfinished one (never creates a second job
         for it). When the planned job exists and ended without completing, ``failed_job`` decides:
         ``"refuse"`` (say so, offering the other two), ``"resume"`` (``firectl rftj resume``; this run polls
         the resumed job, the failed attempt recorded in ``run.json``) or ``"new-attempt"`` (a job id with the
-        next ``-a<n>`` suffix, this run linked to the failed one)."""
+        next ``-a<n>`` suffix, this run linked to the failed one). ``plan_sha256``: the governing plan's
+        hash, recorded in a new run's ``run.json``."""
         if failed_job not in FAILED_JOB_CHOICES:
             raise ValueError(f"failed_job must be one of {FAILED_JOB_CHOICES}, got {failed_job!r}")
         self.check_spec(spec)
         store = RunStore(root)
         run, origin = store.start_or_reuse(
-            spec.experiment, spec.arm, spec.to_dict(), backend=BACKEND, resume=resume
+            spec.experiment, spec.arm, spec.to_dict(), backend=BACKEND, resume=resume, plan_sha256=plan_sha256
         )
         ref = RunRef(spec.experiment, spec.arm, run.run_id, run.path, BACKEND)
         if origin == "reused" or run.record.provider.get("job_id"):

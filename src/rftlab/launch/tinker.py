@@ -116,6 +116,7 @@ def launch_tinker_arm(
     progress: bool | None = None,
     close_session: bool = True,
     backend: str = "tinker",
+    plan_sha256: str | None = None,
 ) -> RunRef:
     """Reuse a finished run of the same spec and trainer config, resume an unfinished one after its last
     finished epoch, or train a new one with ``train(config, run, service, progress=...)``; blocks until
@@ -123,11 +124,19 @@ def launch_tinker_arm(
     target = target or ("given" if service is not None else tinker_target())
     store = RunStore(root)
     run, origin = store.start_or_reuse(
-        spec.experiment, spec.arm, spec.to_dict(), backend=backend, force=force, resume=resume
+        spec.experiment,
+        spec.arm,
+        spec.to_dict(),
+        backend=backend,
+        force=force,
+        resume=resume,
+        plan_sha256=plan_sha256,
     )
     if origin != "new" and run.record.provider.get("trainer") != config.to_dict():
         # made with other settings (model, max tokens, trainer version): start afresh
-        run = store.create_run(spec.experiment, spec.arm, spec.to_dict(), backend=backend)
+        run = store.create_run(
+            spec.experiment, spec.arm, spec.to_dict(), backend=backend, plan_sha256=plan_sha256
+        )
         origin = "new"
     if origin == "new":
         run.set_provider(trainer=config.to_dict(), target=target, simulation=False)
@@ -168,10 +177,17 @@ class TinkerArmLauncher:
         self.overrides = overrides
 
     def launch(
-        self, spec: Any, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+        self,
+        spec: Any,
+        *,
+        root: Path | str = "runs",
+        resume: bool = True,
+        force: bool = False,
+        plan_sha256: str | None = None,
     ) -> RunRef:
         """Reuse a finished run of the same spec, resume an unfinished one after its last finished epoch, or
-        train a new one; blocks until training is done."""
+        train a new one; blocks until training is done. ``plan_sha256``: the governing plan's hash, recorded
+        in a new run's ``run.json``."""
         target = "given" if self.service is not None else tinker_target()
         base_model = self.base_model or self.default_base_model(spec, target)
         config = self.trainer_config(spec, base_model, **self.overrides)
@@ -188,4 +204,5 @@ class TinkerArmLauncher:
             progress=self.progress,
             close_session=self.close_session,
             backend=self.backend,
+            plan_sha256=plan_sha256,
         )

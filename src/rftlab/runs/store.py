@@ -91,10 +91,20 @@ class RunRecord(BaseModel):
     git: dict[str, Any] = Field(default_factory=dict)
     inputs: list[InputFile] = Field(default_factory=list)
     provider: dict[str, Any] = Field(default_factory=dict)
+    # SHA-256 of the bytes of the analysis plan that governs the run (rftlab.runs.registration), when a
+    # study launched it under one; not part of the spec or its hash. Runs made before runs recorded it
+    # read as None, and the pre-registration audit treats them as not governed (docs/statistics.md §8).
+    plan_sha256: str | None = None
     status: RunStatus = "running"
     created_at: str
     finished_at: str | None = None
     error: str | None = None
+
+
+def _record_data(record: RunRecord) -> dict[str, Any]:
+    """``run.json``'s content: ``plan_sha256`` only when a plan governs the run, so a run without one
+    reads exactly as before the field existed."""
+    return record.model_dump(mode="python", exclude={"plan_sha256"} if record.plan_sha256 is None else None)
 
 
 def _utc_now() -> str:
@@ -270,7 +280,7 @@ class Run:
         write (a credential, a NaN) leaves the handle as it was."""
         record = self.record if record is None else record
         where = str(self.path / "run.json")
-        text = _dumps(record.model_dump(mode="python"), where, indent=2) + "\n"
+        text = _dumps(_record_data(record), where, indent=2) + "\n"
         self._write(self.path / "run.json", text.encode("utf-8"))
         self.record = record
 
@@ -580,8 +590,10 @@ class RunStore:
         backend: str = "local",
         inputs: Sequence[str | Path] = (),
         run_id: str | None = None,
+        plan_sha256: str | None = None,
     ) -> Run:
-        """Create a new run folder with its ``run.json`` (status ``running``)."""
+        """Create a new run folder with its ``run.json`` (status ``running``); ``plan_sha256``: the hash
+        of the analysis plan that governs it (recorded, never part of the spec hash)."""
         for label, value in (("experiment", experiment), ("arm", arm), ("backend", backend)):
             if not _NAME_RE.match(value):
                 raise ValueError(f"{label} {value!r} must be letters, digits, '.', '_' or '-'")
@@ -608,13 +620,12 @@ class RunStore:
             spec_sha256=digest,
             git=git_state(self.repo),
             inputs=[InputFile(path=str(p), sha256=_input_sha256(p)) for p in inputs],
+            plan_sha256=plan_sha256,
             created_at=_utc_now(),
         )
         where = str(path / "run.json")
         assert_no_secrets(os.fsencode(path), "a run folder (its name)")
-        assert_no_secrets(
-            _dumps(record.model_dump(mode="python"), where, indent=2), where
-        )  # before any mkdir
+        assert_no_secrets(_dumps(_record_data(record), where, indent=2), where)  # before any mkdir
         path.mkdir(parents=True)
         run = Run(path, record)
         try:

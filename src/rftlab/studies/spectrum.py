@@ -4,8 +4,10 @@
 ``launch_arm`` runs one arm spec on a backend (reusing a finished run of the same spec, resuming an
 unfinished one), ``launch_arms`` does it for every arm of the study and returns the runs, ``arm_status``
 reports the newest run of a spec. ``run_memory_study`` runs the whole memory study its analysis plan
-describes (every arm, then as many replicate pairs as the plan's design-power rule asks for) and computes
-the plan's contrasts. ``save_bench90_rollouts`` keeps the episodes of bench90 evaluations in the run
+describes (every arm, then as many replicate pairs as the plan's design-power rule asks for), computes
+the plan's contrasts and audits its pre-registration (``plan_audit``, docs/statistics.md §8): the plan
+must be a registered version (``load_registered_plan``), and each run it launches records the plan's
+hash. ``save_bench90_rollouts`` keeps the episodes of bench90 evaluations in the run
 store for ``rftlab view``. Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
@@ -48,6 +50,14 @@ from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
 from rftlab.runs.paths import runs_root
+from rftlab.runs.plan_audit import AUDIT_LIMITS, PlanAudit, audit_contrasts
+from rftlab.runs.registration import (
+    PlanVersion,
+    files_added_in,
+    find_registry,
+    git_toplevel,
+    require_registered,
+)
 from rftlab.types import RunRef, RunStatus
 
 
@@ -71,18 +81,23 @@ def launch_arm(
     root: str | Path | None = None,
     resume: bool = True,
     force: bool = False,
+    plan_sha256: str | None = None,
     **launcher_options: Any,
 ) -> ArmLaunch:
     """Run one arm on ``backend``: reuse a finished run of the same spec, resume an unfinished one (unless
     ``resume`` is false), or start a new one (always, with ``force``). ``backend`` ``None``: the spec's own
     ``backend``, else ``local``. ``launcher_options`` go to the launcher (``tinker``: ``base_model``,
-    ``service``, implementation settings such as ``max_tokens``)."""
+    ``service``, implementation settings such as ``max_tokens``). ``plan_sha256``: the hash of the plan
+    that governs the arm, recorded in a new run's ``run.json`` (a reused run keeps what it recorded)."""
     spec = as_spec(spec)
     backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
     launcher = launcher_for(backend, **launcher_options)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
-    ref = launcher.launch(spec, root=root, resume=resume, **({"force": True} if force else {}))
+    extra: dict[str, Any] = {"force": True} if force else {}
+    if plan_sha256 is not None:
+        extra["plan_sha256"] = plan_sha256
+    ref = launcher.launch(spec, root=root, resume=resume, **extra)
     reused = before is not None and before.path == ref.path and not force
     return ArmLaunch(ref, launcher.poll(ref), reused)
 
@@ -91,10 +106,15 @@ def launch_arms(
     specs: Mapping[str, SpectrumArmSpec] | Iterable[SpectrumArmSpec | str | Path],
     backend: str = "local",
     root: str | Path | None = None,
+    plan_sha256: str | None = None,
 ) -> dict[str, Run]:
-    """Launch (or load) every arm and return its run, keyed by arm name, in the order given."""
+    """Launch (or load) every arm and return its run, keyed by arm name, in the order given
+    (``plan_sha256``: the governing plan's hash, recorded in every new run)."""
     items = list(specs.values()) if isinstance(specs, Mapping) else [as_spec(s) for s in specs]
-    return {spec.arm: load_run(launch_arm(spec, backend, root).ref.path) for spec in items}
+    return {
+        spec.arm: load_run(launch_arm(spec, backend, root, plan_sha256=plan_sha256).ref.path)
+        for spec in items
+    }
 
 
 def arm_status(
@@ -169,6 +189,8 @@ class MemoryStudy:
     rollouts: dict[str, list[list[dict[str, Any]]]]
     replicate_design: ReplicateDesign
     contrasts: list[ContrastResult]
+    registration: PlanVersion | None = None
+    audit: PlanAudit | None = None
 
     def contrast(self, contrast_id: str) -> ContrastResult:
         for c in self.contrasts:
@@ -210,20 +232,98 @@ def run_memory_study(
     size_overrides: Mapping[str, Any] | None = None,
 ) -> MemoryStudy:
     """Run (or reuse) every arm of the plan, size the replicates by the plan's rule from the seed-0 pair,
-    run them, and compute every planned contrast."""
-    loaded = load_study_plan(plan_path)
+    run them, compute every planned contrast and audit the confirmatory ones (``plan_audit``). A plan
+    whose bytes match no registered version is refused (``load_registered_plan``); every new run records
+    the plan's hash."""
+    loaded, version = load_registered_plan(plan_path)
     plan = loaded.plan
     specs = study_specs(plan, spec_dir, size_overrides)
-    runs = launch_arms(specs, backend, root)
+    runs = launch_arms(specs, backend, root, plan_sha256=loaded.sha256)
     rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
     design = replicate_design(plan, rollouts)
     extra = {k: v for k, v in replicate_specs(plan, specs, design.runs).items() if k not in specs}
     if extra:
-        new = launch_arms(extra, backend, root)
+        new = launch_arms(extra, backend, root, plan_sha256=loaded.sha256)
         runs.update(new)
         rollouts.update({arm: _rollouts(run) for arm, run in new.items()})
         specs.update(extra)
-    return MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts))
+    study = MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts), version)
+    study.audit = plan_audit(study)
+    return study
+
+
+def load_registered_plan(plan_path: str | Path) -> tuple[LoadedPlan, PlanVersion]:
+    """The plan at ``plan_path`` and its registered version; a plan edited after registration (its bytes
+    match no registered version) is a one-line ``ValueError`` saying to register an amendment."""
+    _, version = require_registered(plan_path)
+    return load_study_plan(plan_path), version
+
+
+def plan_audit(study: MemoryStudy, repo: str | Path | None = None) -> PlanAudit:
+    """The pre-registration audit (``rftlab.runs.plan_audit``) of the plan's confirmatory contrasts, each
+    with the runs it pools (both arms of every seed-matched pair); the plan's ``seen_before`` contrasts
+    are exploratory by rule (e)."""
+    runs: dict[str, list[Run]] = {}
+    for c in study.contrasts:
+        if c.planned.family == "confirmatory":
+            arms = dict.fromkeys(arm for _, t, k, _ in c.fits for arm in (t, k))
+            runs[c.id] = [study.runs[a] for a in arms]
+    return audit_contrasts(study.plan.path, runs, study.plan.plan.seen_before, repo=repo)
+
+
+@dataclass(frozen=True)
+class AuditStatement:
+    """What a report says about the plan's registration: every registered version, the audit's verdict
+    on each confirmatory contrast (names no run), and what the audit cannot show."""
+
+    versions: tuple[PlanVersion, ...]
+    rows: tuple[dict[str, str], ...]
+    limits: tuple[str, ...]
+
+
+def audit_statement(study: MemoryStudy) -> AuditStatement:
+    """The registration versions, one row per confirmatory contrast (its registered family, the audit's,
+    and why) and the audit's limits for this study: a rebuild's runs always start after the plan's commit,
+    and whether the plan's first commit also added the arms it governs (checked with git)."""
+    if study.audit is None:
+        raise ValueError("the study has no audit (run it with run_memory_study)")
+    registry = find_registry(study.plan.path)
+    versions = tuple(registry.versions) if registry is not None else ()
+    plan = study.plan.plan
+    rows = tuple(
+        {
+            "contrast": f"{c.treatment} − {c.control}",
+            "metric": c.metric,
+            "hypothesis": c.hypothesis,
+            "registered as": c.family,
+            "audited as": study.audit.contrasts[c.id].family,
+            "why": study.audit.contrasts[c.id].sentence(),
+        }
+        for c in plan.confirmatory()
+        if c.id in study.audit.contrasts
+    )
+    limits = [
+        "The runs of a rebuild from an empty run store always start after the plan was committed, so "
+        "conditions (b) and (c) hold for them by construction; they carry weight only for runs that existed "
+        "before the rebuild."
+    ]
+    top = git_toplevel(study.plan.path)
+    added = files_added_in(top, versions[0].commit) if top is not None and versions else None
+    if added is None:
+        limits.append(
+            "Whether the plan's first commit also added the arms it governs cannot be checked here."
+        )
+    else:
+        arms = [a for a in plan.arms if f"data/specs/spectrum_{a}.json" in added]
+        if arms:
+            limits.append(
+                f"The plan's first version entered the repository in commit {versions[0].commit[:12]} together "
+                f"with the spec of arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}, which it says it "
+                "precedes: the history shows no order between the plan and "
+                f"{'those arms' if len(arms) > 1 else 'that arm'}."
+            )
+    limits.append(AUDIT_LIMITS)
+    return AuditStatement(versions, rows, tuple(limits))
 
 
 TRUTH_EXPERIMENT = "spectrum_memory_truth"
@@ -362,6 +462,8 @@ def restrict_plan(
     data["contrasts"] = [
         c for c in data["contrasts"] if {c["treatment"], c["control"]} <= keep and c["id"] not in gone
     ]
+    kept = {c["id"] for c in data["contrasts"]}
+    data["seen_before"] = [c for c in data.get("seen_before", ()) if c in kept]
     data["epochs"] = epochs
     data["replicates"] = {**data["replicates"], "min_runs": pairs, "max_runs": pairs}
     return StudyPlan.model_validate(data)
@@ -399,7 +501,7 @@ def run_tiny_lm_study(
     in-process service unless ``TINKER_BASE_URL`` or ``TINKER_API_KEY`` say otherwise) and compute the
     plan's contrasts among the design's arms. A contrast with no interval (a paired difference that never
     varied) is left out, with Holm over the confirmatory ones left, and named in ``not_estimable``."""
-    loaded = load_study_plan(plan_path)
+    loaded, _ = load_registered_plan(plan_path)
     restricted = restrict_plan(loaded.plan, design.arms, design.epochs, design.pairs)
     root = Path(runs_root() if root is None else root)
     specs = study_specs(restricted, spec_dir, design.size_overrides())

@@ -7,7 +7,10 @@ within ``±ε``) and its family (confirmatory, adjusted by Holm at ``alpha``; or
 unadjusted and labelled so), the equivalence margins with their justification, the unit of analysis
 and the replicate rule. ``load_study_plan`` validates the file (pydantic, like the arm specs) and
 returns it with the SHA-256 of its bytes, which the report prints; editing the file makes it another
-plan.
+plan, which a study refuses until it is registered as an amendment (``rftlab plan amend``;
+``rftlab.runs.registration``). ``seen_before`` names the contrasts whose results were known before the
+plan was written: the pre-registration audit (``rftlab.runs.plan_audit``) reports them as exploratory,
+while the Holm family stays the one registered (so the adjustment of the others is not loosened).
 
 Margins are written over the run (first to last epoch, the seed's own reading) and used per epoch:
 ``per_epoch = over_run / (epochs − 1)``.
@@ -108,6 +111,14 @@ class StudyPlan(BaseModel):
     equivalence_margins: dict[Literal["memory_gain", "mean_occ", "carry"], Margin]
     replicates: Replicates
     contrasts: tuple[PlannedContrast, ...] = Field(min_length=1)
+    seen_before: tuple[str, ...] = Field(
+        default=(),
+        description="contrasts whose results were seen before the plan was written: exploratory whatever "
+        "their family says (docs/statistics.md §8)",
+    )
+    amendments: tuple[str, ...] = Field(
+        default=(), description="what each amendment changed, when and why (the registry keeps the diffs)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyPlan:
@@ -133,6 +144,9 @@ class StudyPlan(BaseModel):
             raise ValueError(f"primary_contrast {self.primary_contrast!r} is not a listed contrast")
         if primary.family != "confirmatory" or primary.metric != self.primary_metric:
             raise ValueError("the primary contrast must be confirmatory and on the primary metric")
+        for cid in self.seen_before:
+            if cid not in ids:
+                raise ValueError(f"seen_before: {cid!r} is not a listed contrast")
         for arm in self.replicates.arms:
             if arm not in known:
                 raise ValueError(f"replicates: arm {arm!r} is not among the plan's arms")

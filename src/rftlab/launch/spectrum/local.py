@@ -73,19 +73,34 @@ class LocalLauncher:
         self.trainer_overrides = trainer_overrides
 
     def launch(
-        self, spec: SpectrumArmSpec, *, root: Path | str = "runs", resume: bool = True, force: bool = False
+        self,
+        spec: SpectrumArmSpec,
+        *,
+        root: Path | str = "runs",
+        resume: bool = True,
+        force: bool = False,
+        plan_sha256: str | None = None,
     ) -> RunRef:
         """Reuse a finished run of the same spec (and simulator version), resume an unfinished one, or
-        train a new one; returns where it lives. Blocks until training is done (it takes seconds)."""
+        train a new one; returns where it lives. Blocks until training is done (it takes seconds).
+        ``plan_sha256``: the governing plan's hash, recorded in a new run's ``run.json``."""
         store = RunStore(root)
         config = trainer_config(spec, **self.trainer_overrides)
         spec_dict = spec.to_dict()
         run, origin = store.start_or_reuse(
-            spec.experiment, spec.arm, spec_dict, backend=self.backend, force=force, resume=resume
+            spec.experiment,
+            spec.arm,
+            spec_dict,
+            backend=self.backend,
+            force=force,
+            resume=resume,
+            plan_sha256=plan_sha256,
         )
         if run.record.provider.get("trainer") not in (None, config.to_dict()):
             if origin == "reused" or origin == "resumed":  # made by another simulator / mapping: start afresh
-                run = store.create_run(spec.experiment, spec.arm, spec_dict, backend=self.backend)
+                run = store.create_run(
+                    spec.experiment, spec.arm, spec_dict, backend=self.backend, plan_sha256=plan_sha256
+                )
                 origin = "new"
         if origin == "new":
             run.set_provider(trainer=config.to_dict(), simulator=SIMULATOR_VERSION, simulation=True)
