@@ -186,43 +186,53 @@ def test_evaluation_means_are_numpy_means_of_the_items(tmp_path):
 # ------------------------------------------------------------------ one spec on two backends
 
 
+OVERRIDES = ["rows=3", "response_candidates=3", "num_scans=2", "epochs=2", "learning_rate=0.01"]
 CALL = '<tool_call>\n{{"name": "submit_report", "arguments": {args}}}\n</tool_call><|im_end|>'
 
 
 @pytest.fixture(scope="module")
 def two_backends(tmp_path_factory, scripted_tinker_service):
-    """The same spec trained by the local simulation and through the Tinker API (in-process service, the
-    tiny agent model, a third of the replies scripted so the groups' rewards differ)."""
-    from rftlab.launch.spectrum.tinker import trainer_config
+    """One spec (spectrum_C with ``--set`` overrides) launched on the local simulation and on the tinker
+    backend through the launcher ``rftlab arm launch --backend tinker`` uses, with the in-process service
+    (the tiny agent model, a third of the replies scripted so the groups' rewards differ)."""
+    from rftlab.launch.overrides import override_spec
+    from rftlab.launch.spectrum.spec import load_arm_spec
+    from rftlab.runs.paths import spec_path
+    from rftlab.studies.spectrum import launch_arm
     from rftlab.training.local_tinker import LocalServiceClient
     from rftlab.training.local_tinker.model import AGENT_MODEL
-    from rftlab.training.spectrum.tinker_rl import train_spectrum_tinker
 
     root = tmp_path_factory.mktemp("xb")
-    spec = SpectrumArmSpec(
-        arm="tiny",
-        prompt="weak",
-        memory="echo",
-        rows=3,
-        response_candidates=3,
-        num_scans=2,
-        epochs=2,
-        learning_rate=0.01,
-    )
-    local = load_run(LocalLauncher(progress=False).launch(spec, root=root / "runs").path)
-    run = RunStore(root / "runs").create_run(spec.experiment, spec.arm, spec.to_dict(), backend="tinker")
+    overrides = [*OVERRIDES, "arm=tiny"]
+    spec = override_spec(load_arm_spec(spec_path("spectrum_C.json")), overrides)
+    provenance = {"overrides": overrides}
+    local = launch_arm(spec, "local", root / "runs", provenance=provenance)
     service = scripted_tinker_service(
         LocalServiceClient(storage_dir=root / "ckpt"),
         CALL.format(args='{"center_freqs": [40.0, 120.5]}'),
         CALL.format(args='"40 MHz"'),
     )
-    train_spectrum_tinker(trainer_config(spec, AGENT_MODEL, max_tokens=12, lora_rank=4), run, service)
-    return root / "runs", local, load_run(run.path)
+    tinker = launch_arm(
+        spec,
+        "tinker",
+        root / "runs",
+        provenance=provenance,
+        service=service,
+        base_model=AGENT_MODEL,
+        max_tokens=12,
+        lora_rank=4,
+    )
+    assert tinker.status.state == "completed", tinker.status
+    return root / "runs", load_run(local.ref.path), load_run(tinker.ref.path)
 
 
 def test_one_spec_on_two_backends_is_flagged_and_paired(two_backends):
     root, local, tinker = two_backends
     assert local.record.spec_sha256 == tinker.record.spec_sha256 and tinker.record.status == "finished"
+    assert (
+        local.record.provider["overrides"] == tinker.record.provider["overrides"] == [*OVERRIDES, "arm=tiny"]
+    )
+    assert (local.record.backend, tinker.record.backend) == ("local", "tinker")
     runs = resolve_runs(root, ["tiny@local", "tiny@tinker"])
     assert [r.path for r in runs] == [local.path, tinker.path]
     result = compare_runs(runs)

@@ -71,19 +71,28 @@ def launch_arm(
     root: str | Path | None = None,
     resume: bool = True,
     force: bool = False,
+    provenance: Mapping[str, Any] | None = None,
     **launcher_options: Any,
 ) -> ArmLaunch:
     """Run one arm on ``backend``: reuse a finished run of the same spec, resume an unfinished one (unless
     ``resume`` is false), or start a new one (always, with ``force``). ``backend`` ``None``: the spec's own
     ``backend``, else ``local``. ``launcher_options`` go to the launcher (``tinker``: ``base_model``,
-    ``service``, implementation settings such as ``max_tokens``)."""
+    ``service``, implementation settings such as ``max_tokens``). ``provenance`` (the ``--set`` overrides
+    that made the spec) is recorded in a new run's ``provider``; an unfinished run left by an asynchronous
+    launcher (Fireworks) gets it after the launch."""
     spec = as_spec(spec)
     backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
     launcher = launcher_for(backend, **launcher_options)
+    if provenance:
+        launcher.provenance = dict(provenance)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
     ref = launcher.launch(spec, root=root, resume=resume, **({"force": True} if force else {}))
     reused = before is not None and before.path == ref.path and not force
+    if provenance and not reused:
+        run = load_run(ref.path)
+        if not run.finished and any(run.record.provider.get(k) != v for k, v in provenance.items()):
+            run.set_provider(**provenance)
     return ArmLaunch(ref, launcher.poll(ref), reused)
 
 
