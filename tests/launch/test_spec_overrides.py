@@ -255,3 +255,46 @@ def test_arm_sweep_lists_then_launches_each_spec(tmp_path, capsys):
     assert main(base) == 0 and capsys.readouterr().out.count("reused a finished run") == 4
     by_hash = {w.sha256(): w for w in want}
     assert all(r.record.spec == by_hash[r.record.spec_sha256].to_dict() for r in runs)
+
+
+# ------------------------------------------------------------------ the poker launch
+
+
+def test_poker_launch_takes_set_overrides(capsys):
+    from rftlab.launch.poker.spec import load_poker_arm_spec
+
+    seed = REPO / "data" / "specs" / "poker_seed.json"
+    base = ["poker", "launch", str(seed), "--dry-run", "--account-id", "acct"]
+    assert main([*base, "--set", "learning_rate=2e-6", "--set", "epochs=3"]) == 0
+    out = capsys.readouterr().out
+    want = override_spec(load_poker_arm_spec(seed), ["learning_rate=2e-6", "epochs=3"])
+    assert f"spec sha256 {want.sha256()[:12]}" in out and want.sha256() != load_poker_arm_spec(seed).sha256()
+    assert "--learning-rate 2e-06" in out
+    assert main([*base, "--set", "hands=abc"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["rftlab: error: --set hands=abc: field hands: Input should be a valid integer (got 'abc')"]
+
+
+@pytest.mark.slow  # trains the tiny agent model one epoch in process (about 20 s on a loaded 2-core machine)
+def test_a_poker_tinker_run_records_its_overrides(tmp_path):
+    from rftlab.launch.poker.spec import load_poker_arm_spec
+    from rftlab.studies.poker import launch_arm
+    from rftlab.training.local_tinker import LocalServiceClient
+
+    seed = load_poker_arm_spec(REPO / "data" / "specs" / "poker_seed.json")
+    overrides = ["rows=1", "epochs=1", "response_candidates=2", "hands=1", "fireworks=null", "arm=tiny"]
+    spec = override_spec(seed, overrides)
+    done = launch_arm(
+        spec,
+        "tinker",
+        tmp_path / "runs",
+        provenance={"overrides": overrides, "base_spec_sha256": seed.sha256()},
+        service=LocalServiceClient(storage_dir=tmp_path / "ckpt"),
+        close_session=False,
+        max_tokens=8,
+        lora_rank=4,
+    )
+    run = RunStore(tmp_path / "runs").runs()[0]
+    assert done.status.state == "completed" and run.path == done.ref.path
+    assert run.record.spec_sha256 == spec.sha256() and run.record.provider["overrides"] == overrides
+    assert run.record.provider["base_spec_sha256"] == seed.sha256()

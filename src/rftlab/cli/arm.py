@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_root_argument(p)
     p.add_argument("--force", action="store_true", help="start a new run even if a finished one exists")
     p.add_argument("--no-resume", action="store_true", help="do not resume an unfinished run of the spec")
-    _add_set_argument(p)
+    add_set_argument(p)
     p.add_argument("--json", action="store_true", help="print the run reference and status as JSON")
     p.set_defaults(func=_cmd_launch)
 
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where the arms run (default: each spec's backend field, else local)",
     )
     add_root_argument(p)
-    _add_set_argument(p)
+    add_set_argument(p)
     p.add_argument("--dry-run", action="store_true", help="only list the expanded specs and their hashes")
     p.add_argument("--force", action="store_true", help="start new runs even where finished ones exist")
     p.add_argument("--json", action="store_true", help="print the expanded specs (and their runs) as JSON")
@@ -82,12 +82,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the backend whose runs are looked up (default: the spec's, else local)",
     )
     add_root_argument(p)
-    _add_set_argument(p)
+    add_set_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
 
 
-def _add_set_argument(p: argparse.ArgumentParser) -> None:
+def add_set_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
@@ -131,15 +131,15 @@ def _load(path: str, overrides: list[str] | None = None):
         raise UsageError(str(exc)) from None
 
 
-def _provenance(path: str, overrides: list) -> dict:
-    """What a run made with ``--set`` records: the overrides (values as JSON) and the spec file's hash."""
+def provenance(base_spec, overrides: list) -> dict:
+    """What a run made with ``--set`` records: the overrides (values as JSON) and the base spec's hash
+    (every family's launch uses it)."""
     from rftlab.launch.overrides import parse_override
-    from rftlab.studies.spectrum import as_spec
 
     if not overrides:
         return {}
     parsed = [parse_override(o) if isinstance(o, str) else o for o in overrides]
-    return {"overrides": [o.text for o in parsed], "base_spec_sha256": as_spec(path).sha256()}
+    return {"overrides": [o.text for o in parsed], "base_spec_sha256": base_spec.sha256()}
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:
@@ -160,7 +160,7 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         args.root,
         resume=not args.no_resume,
         force=args.force,
-        provenance=_provenance(args.spec, args.overrides),
+        provenance=provenance(_load(args.spec), args.overrides),
         **({"base_model": args.base_model} if args.base_model else {}),
     )
     _report(done.ref, done.status, args.json, " (reused a finished run)" if done.reused else "")
@@ -208,7 +208,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     launches = [] if args.dry_run else list(zip(rows, expanded, strict=True))
     for row, (overrides, spec) in launches:
         done = _launch(
-            spec, row["backend"], args.root, force=args.force, provenance=_provenance(args.spec, overrides)
+            spec, row["backend"], args.root, force=args.force, provenance=provenance(base, overrides)
         )
         row.update(
             run_id=done.ref.run_id, path=str(done.ref.path), state=done.status.state, reused=done.reused
