@@ -298,3 +298,29 @@ def test_a_poker_tinker_run_records_its_overrides(tmp_path):
     assert done.status.state == "completed" and run.path == done.ref.path
     assert run.record.spec_sha256 == spec.sha256() and run.record.provider["overrides"] == overrides
     assert run.record.provider["base_spec_sha256"] == seed.sha256()
+
+
+def test_an_asynchronous_launch_gets_the_overrides_after_it_returns(tmp_path, monkeypatch):
+    """A launcher that leaves its run running (as the Fireworks one does, the job going on remotely) and
+    knows nothing of provenance: ``launch_arm`` records the overrides in the unfinished run afterwards."""
+    import rftlab.studies.spectrum as study
+    from rftlab.types import RunRef, RunStatus
+
+    class Remote:
+        def launch(self, spec, *, root, resume=True, force=False):
+            run, _ = RunStore(root).start_or_reuse(
+                spec.experiment, spec.arm, spec.to_dict(), backend="fireworks"
+            )
+            run.set_provider(job_id="job-1")
+            run.release()
+            return RunRef(spec.experiment, spec.arm, run.run_id, run.path, "fireworks")
+
+        def poll(self, ref):
+            return RunStatus("running", progress=0, total=2)
+
+    monkeypatch.setattr(study, "launcher_for", lambda backend, **kw: Remote())
+    spec = override_spec(load_arm_spec(SPEC_C), SMALL)
+    done = study.launch_arm(spec, "fireworks", tmp_path / "runs", provenance={"overrides": SMALL})
+    (run,) = RunStore(tmp_path / "runs").runs()
+    assert done.status.state == "running" and run.record.status == "running"
+    assert run.record.provider == {"job_id": "job-1", "overrides": SMALL}
