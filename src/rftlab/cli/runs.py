@@ -268,8 +268,9 @@ def _contrast_line(c) -> str:
         return f"  {c.left} − {c.right}: not paired: {c.reason}"
     level = f"{round(100 * c.level)}%"
     text = (
-        f"  {c.left} − {c.right}: mean {number(c.mean_difference, signed=True)} {level} CI "
-        f"{interval(*c.mean_ci, signed=True)}, p = {format_p(c.mean_p)} ({c.n_rows} rows × {c.n_epochs} epochs)"
+        f"  {c.left} − {c.right}: mean {number(c.mean_difference, 4, signed=True)} {level} CI "
+        f"{interval(*c.mean_ci, signed=True, digits=4)}, p = {format_p(c.mean_p)} "
+        f"({c.n_rows} rows × {c.n_epochs} epochs)"
     )
     if c.slope is not None:
         text += (
