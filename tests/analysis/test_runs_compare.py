@@ -166,21 +166,47 @@ def test_the_cluster_robust_mean_is_statsmodels_on_a_hand_case():
     assert ci == pytest.approx(tuple(fit.conf_int()[0]), rel=1e-12)
 
 
-def test_evaluation_means_are_numpy_means_of_the_items(tmp_path):
-    store = RunStore(tmp_path)
-    items = {"x": [1, 0, 1, 1], "y": [0, 0, 1]}
+def _eval_runs(store, items):
     runs = []
-    for arm, correct in items.items():
+    for arm, rows in items.items():
         run = store.create_run("e", arm, {"arm": arm})
         run.append_metrics([{"step": 0, "epoch": 0, "reward": 0.25}])
-        run.write_eval([{"item_id": f"i{k}", "correct": c, "answer": "7"} for k, c in enumerate(correct)])
+        run.write_eval([{"item_id": k, "correct": c, "answer": "7"} for k, c in rows])
         run.finish()
         runs.append(run)
+    return runs
+
+
+def test_evaluations_match_numpy_and_scipy_by_item(tmp_path):
+    rng = np.random.default_rng(3)
+    ids = [f"test-{k}" for k in range(40)]
+    x = rng.integers(0, 2, 40).tolist()
+    y = rng.integers(0, 2, 40).tolist()
+    order = rng.permutation(40)  # the second run lists its items in another order
+    runs = _eval_runs(
+        RunStore(tmp_path), {"x": list(zip(ids, x, strict=True)), "y": [(ids[k], y[k]) for k in order]}
+    )
     result = compare_runs(runs)
     (ev,) = result.evaluation
-    assert ev.field == "correct" and ev.items == (4, 3)
-    assert ev.means == pytest.approx((np.mean(items["x"]), np.mean(items["y"])))
+    assert ev.field == "correct" and ev.items == (40, 40)
+    assert ev.means == pytest.approx((np.mean(x), np.mean(y)), rel=1e-12)
+    (c,) = result.eval_contrasts
+    want = sps.ttest_rel(x, y)
+    ci = want.confidence_interval(0.95)
+    d = np.subtract(x, y)
+    assert c.paired and c.n_items == 40 and c.mean_difference == pytest.approx(d.mean(), abs=1e-12)
+    assert c.p == pytest.approx(want.pvalue, rel=1e-10)
+    assert c.ci == pytest.approx((ci.low, ci.high), rel=1e-10)
+    pos, neg = int((d > 0).sum()), int((d < 0).sum())
+    assert (c.sign_positive, c.sign_negative, c.sign_ties) == (pos, neg, 40 - pos - neg)
+    assert c.sign_p == pytest.approx(sps.binomtest(pos, pos + neg, 0.5).pvalue, rel=1e-10)
     assert not result.contrasts[0].paired and "no per-rollout records" in result.contrasts[0].reason
+
+
+def test_evaluations_on_other_items_are_not_paired(tmp_path):
+    runs = _eval_runs(RunStore(tmp_path), {"x": [("a", 1), ("b", 0)], "y": [("a", 1), ("c", 1)]})
+    (c,) = compare_runs(runs).eval_contrasts
+    assert not c.paired and c.mean_difference is None and "the items differ" in c.reason
 
 
 # ------------------------------------------------------------------ one spec on two backends

@@ -6,7 +6,8 @@ Given runs of the run store (two arms, or one spec on two backends), ``compare_r
 - **per-epoch metrics**: for every metric of ``metrics.jsonl``, each run's value per epoch (the mean of the
   epoch's rows that hold the metric; one row per epoch in the spectrum runs) and its **final** value (its
   last epoch's);
-- **final evaluation**: each run's mean of every numeric field of ``eval.jsonl`` (when it has one);
+- **final evaluation**: each run's mean of every numeric field of ``eval.jsonl`` (when it has one), and for
+  every pair evaluated on the same items (``item_id``) the paired difference (``EvalContrast``);
 - **paired contrasts** of one per-rollout metric (default ``reward``) for every pair of runs whose rollouts
   cover the same epochs with the same row ids and the same band seeds (the same epoch salts): each row's
   value is its candidates' mean, ``d = left − right`` per (row, epoch); the mean difference gets a
@@ -39,6 +40,7 @@ from rftlab.runs.store import Run, RunStore, load_run
 
 __all__ = [
     "ComparedRun",
+    "EvalContrast",
     "EvalField",
     "MetricSeries",
     "PairedContrast",
@@ -116,6 +118,30 @@ class PairedContrast:
 
 
 @dataclass(frozen=True)
+class EvalContrast:
+    """``left − right`` of one ``eval.jsonl`` field over the same items (by ``item_id``): the mean paired
+    difference with its t interval on ``n − 1`` degrees of freedom (``scipy.stats.ttest_rel``) and the sign
+    test over items; or why the evaluations are not paired. Descriptive: a pre-registered decision on these
+    items is ``rftlab stats noninferiority``'s (docs/statistics.md §3)."""
+
+    left: str
+    right: str
+    field: str
+    paired: bool
+    reason: str = ""
+    n_items: int = 0
+    level: float = 0.95
+    mean_difference: float | None = None
+    se: float | None = None
+    ci: tuple[float, float] | None = None
+    p: float | None = None
+    sign_positive: int = 0
+    sign_negative: int = 0
+    sign_ties: int = 0
+    sign_p: float | None = None
+
+
+@dataclass(frozen=True)
 class SpecGroup:
     spec_sha256: str
     labels: tuple[str, ...]
@@ -131,6 +157,7 @@ class RunComparison:
     evaluation: tuple[EvalField, ...]
     contrasts: tuple[PairedContrast, ...]
     same_spec: tuple[SpecGroup, ...] = field(default=())
+    eval_contrasts: tuple[EvalContrast, ...] = field(default=())
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -283,6 +310,44 @@ def _evaluation(items: Sequence[Records]) -> list[EvalField]:
             counts.append(len(values))
         out.append(EvalField(field=name, means=tuple(means), items=tuple(counts)))
     return out
+
+
+def _items(rows: Records, name: str, label: str) -> tuple[dict[Any, float], str]:
+    """``({item id: value}, "")`` or ``({}, why not)``."""
+    values: dict[Any, float] = {}
+    for row in rows:
+        item = row.get("item_id")
+        if item is None or isinstance(item, (dict, list)):
+            return {}, f"{label}'s eval.jsonl items have no item_id"
+        if item in values:
+            return {}, f"{label}'s eval.jsonl has item {item} twice"
+        v = _number(row.get(name))
+        if v is not None:
+            values[item] = v
+    return values, ""
+
+
+def _eval_contrast(x: Records, y: Records, names: tuple[str, str], name: str, level: float) -> EvalContrast:
+    (xv, xwhy), (yv, ywhy) = _items(x, name, names[0]), _items(y, name, names[1])
+    why = xwhy or ywhy
+    if not why and set(xv) != set(yv):
+        only = len(set(xv) ^ set(yv))
+        why = f"the items differ ({len(xv)} and {len(yv)} items with {name}, {only} in one only)"
+    if not why and len(xv) < 2:
+        why = f"fewer than 2 items with {name}"
+    if why:
+        return EvalContrast(names[0], names[1], name, paired=False, reason=why, level=level)
+    d = np.array([xv[item] - yv[item] for item in xv])
+    n = d.size
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
+    half = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) * se
+    p = float(2 * sps.t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean != 0 else 1.0)
+    signs = sign_test(d.tolist())
+    return EvalContrast(
+        names[0], names[1], name, paired=True, n_items=n, level=level, mean_difference=mean, se=se,
+        ci=(mean - half, mean + half), p=p, sign_positive=signs.positive, sign_negative=signs.negative,
+        sign_ties=signs.ties, sign_p=signs.p_value,
+    )  # fmt: skip
 
 
 # -- paired contrasts --------------------------------------------------------------------------------
@@ -450,18 +515,24 @@ def compare_runs(
     per_run = [_epoch_means(r.metrics()) for r in runs]
     names = list(metrics) if metrics is not None else list(dict.fromkeys(m for by in per_run for m in by))
     rollouts = [_rollout_epochs(r) for r in runs]
-    contrasts = [
-        _contrast(rollouts[i], rollouts[j], (labels[i], labels[j]), metric, level)
-        for i in range(len(runs))
-        for j in range(i + 1, len(runs))
+    pairs = [(i, j) for i in range(len(runs)) for j in range(i + 1, len(runs))]
+    contrasts = [_contrast(rollouts[i], rollouts[j], (labels[i], labels[j]), metric, level) for i, j in pairs]
+    items = [r.eval_items() for r in runs]
+    evaluation = _evaluation(items)
+    eval_contrasts = [
+        _eval_contrast(items[i], items[j], (labels[i], labels[j]), ev.field, level)
+        for ev in evaluation
+        for i, j in pairs
+        if ev.items[i] and ev.items[j]
     ]
     return RunComparison(
         runs=tuple(compared),
         contrast_metric=metric,
         metrics=tuple(_metric_series(per_run, names)),
-        evaluation=tuple(_evaluation([r.eval_items() for r in runs])),
+        evaluation=tuple(evaluation),
         contrasts=tuple(contrasts),
         same_spec=tuple(_same_spec(compared)),
+        eval_contrasts=tuple(eval_contrasts),
     )
 
 

@@ -252,12 +252,27 @@ def _comparison_text(result, series) -> str:
         ]
         for e in result.evaluation:
             lines.append(f"{e.field:<16}" + "".join(f"{number(v):>{width}}" for v in e.means))
+        lines += [_eval_line(c) for c in result.eval_contrasts]
     lines += [
         "",
         f"paired contrasts of {result.contrast_metric} (rows matched by row id and band; rows as clusters)",
     ]
     lines += [_contrast_line(c) for c in result.contrasts]
     return "\n".join(lines)
+
+
+def _eval_line(c) -> str:
+    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.paired import format_p
+
+    if not c.paired:
+        return f"  {c.left} − {c.right} ({c.field}): not paired: {c.reason}"
+    return (
+        f"  {c.left} − {c.right} ({c.field}, paired by item): {number(c.mean_difference, 4, signed=True)} "
+        f"{round(100 * c.level)}% CI {interval(*c.ci, signed=True, digits=4)}, p = {format_p(c.p)} "
+        f"({c.n_items} items); better / worse / tied {c.sign_positive} / {c.sign_negative} / {c.sign_ties}, "
+        f"sign test p = {format_p(c.sign_p)}"
+    )
 
 
 def _contrast_line(c) -> str:
