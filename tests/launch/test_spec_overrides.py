@@ -324,3 +324,16 @@ def test_an_asynchronous_launch_gets_the_overrides_after_it_returns(tmp_path, mo
     (run,) = RunStore(tmp_path / "runs").runs()
     assert done.status.state == "running" and run.record.status == "running"
     assert run.record.provider == {"job_id": "job-1", "overrides": SMALL}
+
+
+@pytest.mark.parametrize("text", ["a\n.b=1", "rows.=3", ".rows=3", "ro ws=3", "1rows=3"])
+def test_a_malformed_key_is_refused(text):
+    with pytest.raises(ValueError, match="is not a field name"):
+        parse_override(text)
+
+
+def test_a_sweep_key_with_a_newline_is_refused(tmp_path):
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"rows\n": [1]}))
+    with pytest.raises(ValueError, match="is not a field name"):
+        load_sweep(path)

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 KEY_PART = r"[A-Za-z_][A-Za-z0-9_]*"
-_KEY_RE = re.compile(rf"^{KEY_PART}(\.{KEY_PART})*$")
+_KEY_RE = re.compile(rf"{KEY_PART}(\.{KEY_PART})*")  # used with fullmatch: no newline slips through
 MAX_SWEEP_SPECS = 1000
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
@@ -77,7 +77,7 @@ def parse_override(text: str) -> Override:
         raise ValueError(f"--set {text!r}: give KEY=VALUE (for example rows=3 or fireworks.lora_rank=8)")
     key, _, value = text.partition("=")
     key = key.strip()
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):
         raise ValueError(
             f"--set {text!r}: the key {key!r} is not a field name (letters, digits and '_', dotted for a "
             "nested field)"
@@ -196,7 +196,7 @@ def load_sweep(path: str | Path) -> dict[tuple[str, ...], list[Any]]:
         raise ValueError(f"{p}: a sweep file holds one non-empty object of KEY: [values]")
     grid: dict[tuple[str, ...], list[Any]] = {}
     for key, values in data.items():
-        if not isinstance(key, str) or not _KEY_RE.match(key):
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise ValueError(f"{p}: key {key!r} is not a field name (dotted for a nested field)")
         values = values if isinstance(values, list) else [values]
         if not values:
