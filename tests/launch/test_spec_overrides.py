@@ -337,3 +337,14 @@ def test_a_sweep_key_with_a_newline_is_refused(tmp_path):
     path.write_text(json.dumps({"rows\n": [1]}))
     with pytest.raises(ValueError, match="is not a field name"):
         load_sweep(path)
+
+
+def test_a_launch_without_overrides_hashes_and_records_as_before(tmp_path, capsys):
+    data = json.loads(SPEC_C.read_text())
+    data.update(rows=3, epochs=2, response_candidates=3)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(data))
+    assert main(["arm", "launch", str(path), "--backend", "local", "--root", str(tmp_path / "runs")]) == 0
+    (run,) = RunStore(tmp_path / "runs").runs()
+    assert run.record.spec_sha256 == load_arm_spec(path).sha256()
+    assert set(run.record.provider) == {"trainer", "simulator", "simulation"}  # no overrides key, as before
