@@ -220,7 +220,7 @@ CALL = '<tool_call>\n{{"name": "submit_report", "arguments": {args}}}\n</tool_ca
 def two_backends(tmp_path_factory, scripted_tinker_service):
     """One spec (spectrum_C with ``--set`` overrides) launched on the local simulation and on the tinker
     backend through the launcher ``rftlab arm launch --backend tinker`` uses, with the in-process service
-    (the tiny agent model, a third of the replies scripted so the groups' rewards differ)."""
+    (the tiny agent model trained on scripted replies, valid and malformed, so the groups' rewards differ)."""
     from rftlab.launch.overrides import override_spec
     from rftlab.launch.spectrum.spec import load_arm_spec
     from rftlab.runs.paths import spec_path
@@ -237,6 +237,7 @@ def two_backends(tmp_path_factory, scripted_tinker_service):
         LocalServiceClient(storage_dir=root / "ckpt"),
         CALL.format(args='{"center_freqs": [40.0, 120.5]}'),
         CALL.format(args='"40 MHz"'),
+        pick=lambda seed: seed % 2,  # every reply scripted: the model only trains, never samples (time)
     )
     tinker = launch_arm(
         spec,
