@@ -73,6 +73,21 @@ def _store(work: Path) -> Path:
     return root
 
 
+def _two_runs(work: Path) -> Path:
+    root = work / "runs"
+    for arm in ("A", "B"):
+        run = RunStore(root).create_run("spectrum", arm, {"arm": arm}, run_id=f"r-{arm}")
+        run.append_metrics([{"step": s, "epoch": s, "reward": 0.1 * s} for s in range(3)])
+        run.finish()
+    return root
+
+
+def _sweep_file(work: Path) -> Path:
+    path = work / "sweep.json"
+    path.write_text(json.dumps({"seed": [0, 1]}))
+    return path
+
+
 def _metrics_file(work: Path) -> Path:
     path = work / "metrics.jsonl"
     path.write_text(
@@ -373,6 +388,15 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "clean"): lambda w, env: ["--root", str(_store(w))],
+    ("runs", "compare"): lambda w, env: [
+        "A",
+        "B",
+        "--root",
+        str(_two_runs(w)),
+        "--json",
+        "--figure",
+        str(w / "out" / "compare.svg"),
+    ],
     ("spectrum", "corpus"): lambda w, env: [
         "--out",
         str(w / "out" / "corpus.jsonl"),
@@ -499,6 +523,13 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ],
     ("arm", "launch"): lambda w, env: [str(_tiny_arm_spec(w)), "--root", str(w / "runs"), "--json"],
     ("arm", "status"): lambda w, env: [str(_launched_arm(w)), "--root", str(w / "runs"), "--json"],
+    ("arm", "sweep"): lambda w, env: [
+        str(_tiny_arm_spec(w)),
+        str(_sweep_file(w)),
+        "--root",
+        str(w / "runs"),
+        "--json",
+    ],
     ("gs1", "advantages"): lambda w, env: [
         "--input",
         str(_batch(w)),

@@ -9,7 +9,8 @@ Pure formatting (no IPython): notebooks wrap the returned text in ``IPython.disp
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 MISSING = "–"
@@ -66,12 +67,25 @@ def markdown_table(df: Any, floatfmt: str = ".3f", round3: bool = True) -> str:
     return df.to_markdown(index=False, floatfmt=floatfmt, missingval=MISSING)
 
 
-def fixed_digits_table(df: Any, digits: int = 3) -> str:
-    """A DataFrame as a Markdown table with every float at ``digits`` decimals (no negative zero),
-    integers and booleans as they are, ``–`` where undefined; strings are never re-parsed as numbers and their
-    ``|`` is escaped."""
+_P_VALUE = re.compile(r"(^|[\s(])p([\s_-]?value)?($|[\s)])", re.IGNORECASE)
 
-    def cell(x: Any) -> str:
+
+def is_p_value_column(name: Any) -> bool:
+    """Whether a column holds p-values by its name (``p``, ``sign test p``, ``p-value``, ``p_value``)."""
+    return isinstance(name, str) and bool(_P_VALUE.search(name))
+
+
+def fixed_digits_table(df: Any, digits: int = 3, signed: Collection[str] = ()) -> str:
+    """A DataFrame as a Markdown table with every float at ``digits`` decimals (no negative zero), with a
+    sign in the ``signed`` columns (differences) and never in a p-value column (``is_p_value_column``:
+    naming one in ``signed`` is refused), integers and booleans as they are, ``–`` where undefined;
+    strings are never re-parsed as numbers and their ``|`` is escaped. Use it instead of
+    ``to_markdown(floatfmt="+.3f")``, which signs every number, p-values and numeric strings included."""
+    wrong = [c for c in signed if is_p_value_column(c)]
+    if wrong:
+        raise ValueError(f"p-value column(s) {wrong} cannot be signed: a p-value has no direction")
+
+    def cell(x: Any, sign: str) -> str:
         if x is None or (isinstance(x, float) and math.isnan(x)):
             return MISSING
         if isinstance(x, bool) or type(x).__name__ == "bool_":
@@ -82,11 +96,14 @@ def fixed_digits_table(df: Any, digits: int = 3) -> str:
             x = float(x)
             if math.isnan(x):
                 return MISSING
-            return f"{round(x, digits) + 0.0:.{digits}f}"
+            return f"{round(x, digits) + 0.0:{sign}.{digits}f}"
         return str(x)
 
-    shown = _escape_pipes(df.astype(object).map(cell))
-    return shown.to_markdown(index=False, disable_numparse=True)
+    shown = df.astype(object).copy()
+    for i, column in enumerate(shown.columns):  # by position: column names may repeat
+        sign = "+" if column in signed else ""
+        shown.iloc[:, i] = shown.iloc[:, i].map(lambda x, sign=sign: cell(x, sign))
+    return _escape_pipes(shown).to_markdown(index=False, disable_numparse=True)
 
 
 def rate_with_error(rate: float, se: float | None, exact: bool) -> str:
@@ -99,11 +116,11 @@ def relation(a: float, b: float) -> str:
     return "below" if a < b else "above" if a > b else "equal to"
 
 
-def fixed_digits_markdown(df: Any, digits: int = 3) -> Any:
+def fixed_digits_markdown(df: Any, digits: int = 3, signed: Collection[str] = ()) -> Any:
     """``fixed_digits_table`` wrapped for notebook display (``IPython.display.Markdown``)."""
     from IPython.display import Markdown
 
-    return Markdown(fixed_digits_table(df, digits))
+    return Markdown(fixed_digits_table(df, digits, signed))
 
 
 def format_rate(cell: Mapping[str, Any]) -> str:

@@ -66,7 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_root_argument(launch)
     launch.add_argument("--account-id", help="Fireworks account id (default: $FIREWORKS_ACCOUNT_ID)")
     launch.add_argument("--json", action="store_true", help="print the plan or the run as JSON")
+    from rftlab.cli.arm import add_set_argument
     from rftlab.cli.fireworks import add_failed_job_arguments
+
+    add_set_argument(launch)
 
     add_failed_job_arguments(launch)
     launch.set_defaults(func=_launch)
@@ -117,11 +120,12 @@ def _dataset(args: argparse.Namespace) -> int:
 
 def _launch(args: argparse.Namespace) -> int:
     from rftlab.cli.fireworks import launch_or_plan
+    from rftlab.launch.overrides import override_spec
     from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
     from rftlab.studies.poker import fireworks_launcher
 
     try:
-        spec = load_poker_arm_spec(args.spec)
+        spec = override_spec(load_poker_arm_spec(args.spec), args.overrides)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     backend = args.backend or spec.backend or "fireworks"
@@ -138,6 +142,8 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _launch_tinker(spec, args: argparse.Namespace) -> int:
+    from rftlab.cli.arm import provenance
+    from rftlab.launch.poker.spec import load_poker_arm_spec
     from rftlab.studies.poker import launch_arm
 
     if args.dry_run:
@@ -145,7 +151,11 @@ def _launch_tinker(spec, args: argparse.Namespace) -> int:
     print(f"{spec.arm}: tinker backend: {spec.epochs} epochs (or reuse a finished run)", file=sys.stderr)
     try:
         done = launch_arm(
-            spec, "tinker", args.root, **({"base_model": args.base_model} if args.base_model else {})
+            spec,
+            "tinker",
+            args.root,
+            provenance=provenance(load_poker_arm_spec(args.spec), args.overrides),
+            **({"base_model": args.base_model} if args.base_model else {}),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -24,6 +24,15 @@ CLEAN_DESCRIPTION = (
 )
 
 
+COMPARE_DESCRIPTION = (
+    "Compare two or more runs: each run's metric per epoch and its final value, the mean of each numeric "
+    "field of eval.jsonl, and for every pair whose rollouts have the same row ids and band seeds (the same "
+    "rows and epoch salts) the paired contrast left − right of the metric: mean difference and slope per "
+    "epoch with a cluster-robust 95%% interval (rows as clusters) and the sign test over rows. A pair that "
+    "cannot be paired says why. Runs of one spec hash on different backends are flagged (cross-backend)."
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     runs = subparsers.add_parser("runs", help="list runs, export their metrics, clean stale temporaries")
     sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
@@ -41,6 +50,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     metrics.add_argument("--arm", help="only this arm")
     metrics.add_argument("--json", action="store_true", help="JSON lines instead of CSV")
     metrics.set_defaults(func=_metrics)
+
+    compare = sub.add_parser(
+        "compare",
+        help="runs or arms side by side: metrics per epoch, final values, paired contrasts, same spec "
+        "across backends",
+        description=COMPARE_DESCRIPTION,
+    )
+    compare.add_argument(
+        "names",
+        nargs="+",
+        metavar="RUN_OR_ARM",
+        help="a run folder, a run id, or [EXPERIMENT/]ARM[@BACKEND] (the newest finished run of the arm)",
+    )
+    add_root_argument(compare)
+    compare.add_argument(
+        "--metric",
+        default="reward",
+        help="the metric shown per epoch and contrasted row by row (default: reward)",
+    )
+    compare.add_argument("--json", action="store_true", help="print the whole comparison as JSON")
+    compare.add_argument(
+        "--figure", metavar="FILE", help="also draw the comparison to FILE (.png, .svg or .pdf)"
+    )
+    compare.set_defaults(func=_compare)
 
     clean = sub.add_parser(
         "clean",
@@ -107,11 +140,15 @@ def _list(args: argparse.Namespace) -> int:
     ]
     if args.json:
         print_json(rows)
-    else:
+    elif rows:
+        print(f"{'EXPERIMENT':<20} {'ARM':<16} {'RUN ID':<28} {'BACKEND':<10} STATUS")
         for row in rows:
             print(
                 f"{row['experiment']:<20} {row['arm']:<16} {row['run_id']:<28} {row['backend']:<10} {row['status']}"
             )
+    else:
+        only = f" of experiment {args.experiment}" if args.experiment else ""
+        print(f"no runs{only} under {root}", file=sys.stderr)
     stale = [t for t in find_temporaries(root) if t.stale and t.ours]
     if stale:
         size = sum(t.size for t in stale)
@@ -133,6 +170,132 @@ def _metrics(args: argparse.Namespace) -> int:
     else:
         print(frame.to_csv(index=False), end="")
     return _report(problems)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rftlab.analysis.compare import compare_runs, resolve_runs
+    from rftlab.runs import CorruptRunError
+
+    root = _root(args.root)
+    if len(args.names) < 2:
+        raise UsageError("compare needs at least two runs or arms")
+    if args.figure:
+        _check_figure(args.figure)
+    try:
+        result = compare_runs(resolve_runs(root, args.names), metric=args.metric)
+        series = result.metric(args.metric)
+    except (ValueError, CorruptRunError) as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(_comparison_text(result, series))
+    if args.figure:
+        _save_figure(result, args.metric, args.figure)
+    return 0
+
+
+FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def _check_figure(path: str) -> None:
+    from rftlab.runs import OutputPathError, check_output_path
+
+    if Path(path).suffix.lower() not in FIGURE_FORMATS:
+        raise UsageError(f"--figure {path}: give a .png, .svg or .pdf file")
+    try:
+        check_output_path(path, "--figure")
+    except OutputPathError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _save_figure(result, metric: str, path: str) -> None:
+    import io
+
+    from rftlab.analysis.compare import comparison_figure
+    from rftlab.runs import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    comparison_figure(result, metric).savefig(
+        buffer, format=FIGURE_FORMATS[Path(path).suffix.lower()], dpi=120
+    )
+    atomic_write_bytes(path, buffer.getvalue(), where=path)
+    print(f"figure written to {path}", file=sys.stderr)
+
+
+def _comparison_text(result, series) -> str:
+    from rftlab.analysis.display import number
+
+    names = [r.label for r in result.runs]
+    width = max(8, *(len(n) for n in names)) + 2
+    lines = ["runs:"]
+    lines += [
+        f"  {r.label} = {r.experiment}/{r.arm}/{r.run_id} ({r.backend}, {r.status}, spec {r.spec_sha256[:12]})"
+        for r in result.runs
+    ]
+    for group in result.same_spec:
+        where = (
+            "on different backends (" + ", ".join(group.backends) + ")"
+            if group.cross_backend
+            else "on one backend"
+        )
+        lines.append(f"same spec {group.spec_sha256[:12]} {where}: {', '.join(group.labels)}")
+    lines += ["", f"{series.metric} per epoch", f"{'epoch':<8}" + "".join(f"{n:>{width}}" for n in names)]
+    for k, epoch in enumerate(series.epochs):
+        lines.append(f"{epoch:<8}" + "".join(f"{number(v[k]):>{width}}" for v in series.values))
+    lines.append(f"{'final':<8}" + "".join(f"{number(v):>{width}}" for v in series.final))
+    if result.evaluation:
+        lines += [
+            "",
+            "evaluation (mean over eval.jsonl items)",
+            f"{'field':<16}" + "".join(f"{n:>{width}}" for n in names),
+        ]
+        for e in result.evaluation:
+            lines.append(f"{e.field:<16}" + "".join(f"{number(v):>{width}}" for v in e.means))
+        lines += [_eval_line(c) for c in result.eval_contrasts]
+    lines += [
+        "",
+        f"paired contrasts of {result.contrast_metric} (rows matched by row id and band; rows as clusters)",
+    ]
+    lines += [_contrast_line(c) for c in result.contrasts]
+    return "\n".join(lines)
+
+
+def _eval_line(c) -> str:
+    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.paired import format_p
+
+    if not c.paired:
+        return f"  {c.left} − {c.right} ({c.field}): not paired: {c.reason}"
+    return (
+        f"  {c.left} − {c.right} ({c.field}, paired by item): {number(c.mean_difference, 4, signed=True)} "
+        f"{round(100 * c.level)}% CI {interval(*c.ci, signed=True, digits=4)}, p = {format_p(c.p)} "
+        f"({c.n_items} items); better / worse / tied {c.sign_positive} / {c.sign_negative} / {c.sign_ties}, "
+        f"sign test p = {format_p(c.sign_p)}"
+    )
+
+
+def _contrast_line(c) -> str:
+    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.paired import format_p
+
+    if not c.paired:
+        return f"  {c.left} − {c.right}: not paired: {c.reason}"
+    level = f"{round(100 * c.level)}%"
+    text = (
+        f"  {c.left} − {c.right}: mean {number(c.mean_difference, 4, signed=True)} {level} CI "
+        f"{interval(*c.mean_ci, signed=True, digits=4)}, p = {format_p(c.mean_p)} "
+        f"({c.n_rows} rows × {c.n_epochs} epochs)"
+    )
+    if c.slope is not None:
+        text += (
+            f"; slope {number(c.slope, 4, signed=True)}/epoch {interval(*c.slope_ci, signed=True, digits=4)}, "
+            f"p = {format_p(c.slope_p)}"
+        )
+    return text + (
+        f"; rows better / worse / tied {c.sign_positive} / {c.sign_negative} / {c.sign_ties}, "
+        f"sign test p = {format_p(c.sign_p)}"
+    )
 
 
 def _clean(args: argparse.Namespace) -> int:

@@ -117,10 +117,12 @@ def launch_tinker_arm(
     close_session: bool = True,
     backend: str = "tinker",
     plan_sha256: str | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> RunRef:
     """Reuse a finished run of the same spec and trainer config, resume an unfinished one after its last
     finished epoch, or train a new one with ``train(config, run, service, progress=...)``; blocks until
-    training is done. ``service`` ``None``: ``make_service`` of ``target``."""
+    training is done. ``service`` ``None``: ``make_service`` of ``target``. ``provenance`` is recorded in a new
+    run's ``provider`` (the ``--set`` overrides that made the spec)."""
     target = target or ("given" if service is not None else tinker_target())
     store = RunStore(root)
     run, origin = store.start_or_reuse(
@@ -139,7 +141,7 @@ def launch_tinker_arm(
         )
         origin = "new"
     if origin == "new":
-        run.set_provider(trainer=config.to_dict(), target=target, simulation=False)
+        run.set_provider(trainer=config.to_dict(), target=target, simulation=False, **(provenance or {}))
     if not run.finished:
         service = service if service is not None else make_service(root, target, family)
         show = progress if progress is not None else sys.stderr.isatty()
@@ -205,4 +207,5 @@ class TinkerArmLauncher:
             close_session=self.close_session,
             backend=self.backend,
             plan_sha256=plan_sha256,
+            provenance=getattr(self, "provenance", None),
         )

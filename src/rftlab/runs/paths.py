@@ -12,7 +12,9 @@ and ``spec_path("spectrum_A.json")`` for a spec file, never a path relative to t
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -57,13 +59,20 @@ def spec_path(name: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _remove_quick_store(path: Path, owner: int) -> None:
+    if os.getpid() == owner:  # not from a forked child that exits normally
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def notebook_runs_root(quick: bool = False) -> Path:
     """The run store a notebook writes to: ``$RFTLAB_RUNS_ROOT`` when set; otherwise, in quick (smoke)
-    mode, a fresh temporary folder, so smoke-size runs never mix with real ones; otherwise
-    ``<project>/runs``."""
+    mode, a fresh temporary folder, so smoke-size runs never mix with real ones, removed when the process
+    (the notebook's kernel) exits; otherwise ``<project>/runs``."""
     if os.environ.get(RUNS_ROOT_ENV, "").strip() or not quick:
         return runs_root()
-    return Path(tempfile.mkdtemp(prefix="rftlab-quick-runs-"))
+    path = Path(tempfile.mkdtemp(prefix="rftlab-quick-runs-"))
+    atexit.register(_remove_quick_store, path, os.getpid())
+    return path
 
 
 def display_path(path: str | os.PathLike[str]) -> str:

@@ -224,13 +224,15 @@ def launch_arm(
     resume: bool = True,
     force: bool = False,
     account_id: str | None = None,
+    provenance: dict[str, Any] | None = None,
     **launcher_options: Any,
 ) -> ArmLaunch:
     """Run one poker arm spec (a ``PokerArmSpec`` or its file) on ``backend`` (``None``: the spec's
     ``backend``, else ``fireworks``): reuse a finished run of the same spec, resume an unfinished one (unless
     ``resume`` is false), or start a new one (always, with ``force``). ``launcher_options`` go to the Tinker
     launcher (``base_model``, ``service``, ``close_session``, implementation settings such as
-    ``max_tokens``)."""
+    ``max_tokens``). ``provenance`` (the ``--set`` overrides that made the spec) is recorded in a new tinker
+    run's ``provider``."""
     from rftlab.launch.poker.spec import PokerArmSpec, load_poker_arm_spec
     from rftlab.launch.poker.tinker import PokerTinkerLauncher
     from rftlab.runs import RunStore
@@ -245,6 +247,7 @@ def launch_arm(
     root = runs_root() if root is None else root
     if backend == "tinker":
         launcher: Any = PokerTinkerLauncher(progress=None, **launcher_options)
+        launcher.provenance = dict(provenance or {})
     else:
         launcher = fireworks_launcher(account_id)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)

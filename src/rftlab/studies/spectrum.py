@@ -82,23 +82,32 @@ def launch_arm(
     resume: bool = True,
     force: bool = False,
     plan_sha256: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
     **launcher_options: Any,
 ) -> ArmLaunch:
     """Run one arm on ``backend``: reuse a finished run of the same spec, resume an unfinished one (unless
     ``resume`` is false), or start a new one (always, with ``force``). ``backend`` ``None``: the spec's own
     ``backend``, else ``local``. ``launcher_options`` go to the launcher (``tinker``: ``base_model``,
     ``service``, implementation settings such as ``max_tokens``). ``plan_sha256``: the hash of the plan
-    that governs the arm, recorded in a new run's ``run.json`` (a reused run keeps what it recorded)."""
+    that governs the arm, recorded in a new run's ``run.json`` (a reused run keeps what it recorded).
+    ``provenance`` (the ``--set`` overrides that made the spec) is recorded in a new run's ``provider``;
+    an unfinished run left by an asynchronous launcher (Fireworks) gets it after the launch."""
     spec = as_spec(spec)
     backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
     launcher = launcher_for(backend, **launcher_options)
+    if provenance:
+        launcher.provenance = dict(provenance)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
     extra: dict[str, Any] = {"force": True} if force else {}
     if plan_sha256 is not None:
         extra["plan_sha256"] = plan_sha256
     ref = launcher.launch(spec, root=root, resume=resume, **extra)
     reused = before is not None and before.path == ref.path and not force
+    if provenance and not reused:
+        run = load_run(ref.path)
+        if not run.finished and any(run.record.provider.get(k) != v for k, v in provenance.items()):
+            run.set_provider(**provenance)
     return ArmLaunch(ref, launcher.poll(ref), reused)
 
 

@@ -67,6 +67,8 @@ class LocalLauncher:
     """``rftlab.types.Launcher`` for backend ``local``: runs the simulated-policy GRPO in-process."""
 
     backend = "local"
+    # recorded in a new run's ``provider`` (for example the ``--set`` overrides that made the spec)
+    provenance: dict[str, Any] = {}
 
     def __init__(self, progress: bool | None = None, **trainer_overrides: Any):
         self.progress = progress
@@ -103,7 +105,9 @@ class LocalLauncher:
                 )
                 origin = "new"
         if origin == "new":
-            run.set_provider(trainer=config.to_dict(), simulator=SIMULATOR_VERSION, simulation=True)
+            run.set_provider(
+                trainer=config.to_dict(), simulator=SIMULATOR_VERSION, simulation=True, **self.provenance
+            )
         if not run.finished:
             train_spectrum_grpo(config, run, progress=self.progress)
         return RunRef(spec.experiment, spec.arm, run.run_id, run.path, self.backend)
