@@ -34,6 +34,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the untracked, append-only build log (durations, stderr): a kill cuts at most its last line, and no "
         "result is ever read from it"
     ),
+    ("src/rftlab/cli/runs.py", "_save_figure"): (
+        "savefig renders into an in-memory buffer; the file itself is written by atomic_write_bytes"
+    ),
     ("notebooks/05_arena.py", "<module>"): (
         "deliberately corrupts a copy of the data in the notebook's temporary folder to show that the audit "
         "catches it"
