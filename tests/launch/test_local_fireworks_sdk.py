@@ -226,6 +226,7 @@ def test_cancel_and_resume_follow_the_job_states(tmp_path, no_network):
         srv.stop()
 
 
+@pytest.mark.slow  # an evaluator build (pytest --collect-only) and a job: about 30 s
 def test_an_archived_job_is_terminal_and_does_not_resume(tmp_path, no_network):
     """``--archive-epoch 0``: a job reaching epoch 0 becomes ARCHIVED (terminal: a completion time, no epoch
     dataset written) and, unlike a FAILED one, is refused by resume."""

@@ -127,15 +127,15 @@ def test_a_row_without_a_template_gets_an_empty_first_message_as_eval_protocol_s
 
 
 def test_the_rendered_bound_counts_the_tools_and_the_longest_hand():
-    rows = rows_of(poker_spec(None, rows=2))
+    rows = rows_of(poker_spec(None, rows=1))
     rendered = rendered_episodes(rows)
     assert isinstance(rendered, RenderedEpisodes) and rendered.tools == (POKER_ACT_TOOL,)
     longest = max(episode_tokens(e, _bytes) for e in rendered.episodes)
     tools = TOOLS_OVERHEAD + _bytes(json.dumps(POKER_ACT_TOOL))
     check = context_check(rendered, base_model=BASE, max_context_length=131_072, max_output_tokens=1024)
     assert check["passed"] and check["longest_episode_tokens"] == longest + tools + 1024
-    # 2 rows x 3 strategies x (16 hands + the call after the end) at most
-    assert 0 < len(rendered.episodes) <= 2 * 3 * 17
+    # 1 row x 3 strategies x (16 hands + the call after the end) at most
+    assert 0 < len(rendered.episodes) <= 3 * 17
     assert "model inputs" in check["detail"] and "one token per UTF-8 byte" in check["detail"]
 
 
@@ -150,6 +150,7 @@ def test_the_base_model_s_tokenizer_is_used_when_one_is_local(monkeypatch):
     assert check["longest_episode_tokens"] == words + tools + 1024 and check["passed"]
 
 
+@pytest.mark.slow  # 64 rows, twice: 5-7 s each
 @pytest.mark.parametrize("name", ["poker_seed.json", "poker_gain.json"])
 def test_the_shipped_poker_arms_hold_their_longest_rendered_hand(name):
     s = load_poker_arm_spec(SPECS_DIR / name)
@@ -322,3 +323,11 @@ def test_the_local_control_plane_sees_no_request_from_a_refused_launch(tmp_path,
         assert not [e for e in log_events(log) if e.get("method") == "POST"]
     finally:
         srv.stop()
+
+
+def test_a_template_that_cannot_be_formatted_is_one_line():
+    (r,) = dataset_rows(1)
+    r["input_metadata"]["dataset_info"]["user_prompt_template"] = "{nope} {observation}"
+    with pytest.raises(ValueError, match="user_prompt_template cannot be formatted") as refused:
+        play_transcript(r, PromptSeeded(POKER_POLICIES["call"]), hands=1)
+    assert "\n" not in str(refused.value) and "poker_s1000" in str(refused.value)

@@ -60,7 +60,12 @@ def first_user_text(row: Mapping[str, Any], initial: str) -> str:
     info = meta.get("dataset_info") if isinstance(meta.get("dataset_info"), Mapping) else {}
     template = info.get("user_prompt_template") or ""
     context = info.get("environment_context") if isinstance(info.get("environment_context"), Mapping) else {}
-    return str(template).format(observation=initial, **context)
+    try:
+        return str(template).format(observation=initial, **context)
+    except (KeyError, IndexError, ValueError) as exc:  # eval-protocol would fail on the same row
+        raise ValueError(
+            f"row {row_key(row)!r}: user_prompt_template cannot be formatted ({exc!r})"
+        ) from None
 
 
 def row_key(row: Mapping[str, Any]) -> str:
@@ -131,8 +136,9 @@ def hand_final_inputs(messages: Sequence[Mapping[str, Any]]) -> list[list[dict[s
     from rftlab.rollout.windowing import window_chat
 
     points, hands, delivered = call_points(messages), [], 0
-    for i, m in enumerate(messages + [{}]):  # the hand of a call at i: the deliveries before it
-        if i in points:
+    at = set(points)
+    for i, m in enumerate([*messages, {}]):  # the hand of a call at i: the deliveries before it
+        if i in at:
             hands.append(delivered)
         delivered += m.get("role") == "tool" and HAND_MARKER in str(m.get("content"))
     last = [p for n, p in enumerate(points) if n == len(points) - 1 or hands[n + 1] != hands[n]]
@@ -161,5 +167,5 @@ def rendered_episodes(rows: Iterable[Mapping[str, Any]], *, hands: int | None = 
     return RenderedEpisodes(
         episodes,
         tools=(POKER_ACT_TOOL,),
-        unit="model inputs (the last call of each hand of every row, each reference strategy; B.4 windows)",
+        unit="model inputs (each B.4 hand window's last call, every row and reference strategy)",
     )
