@@ -16,7 +16,9 @@ def _strict(text: str):
     return json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard constant {name}"))
 
 
-@pytest.mark.parametrize("family", ["stats", "gates", "arena", "runs", "spectrum", "gs1"])
+@pytest.mark.parametrize(
+    "family", ["stats", "gates", "arena", "runs", "spectrum", "gs1", "poker", "fireworks", "endpoint"]
+)
 def test_every_json_command_family_prints_through_the_one_helper(family, capsys):
     module = importlib.import_module(f"rftlab.cli.{family}")
     printer = getattr(module, "print_json", None)

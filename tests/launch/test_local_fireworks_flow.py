@@ -373,3 +373,71 @@ def test_the_sdk_launcher_resumes_a_failed_job_and_relaunches_one_as_a_new_attem
     provider = load_run(again.path).record.provider
     assert provider["job_id"] == job_id_for(other, 2) != job_id_for(other)
     assert provider["previous_attempt"]["job_id"] == job_id_for(other)
+
+
+def _sdk_run(spectrum_plane, tmp_path, monkeypatch, rows_n: int, **changes):
+    """A launch and a watch to the end through the SDK launcher, the spectrum evaluator of the fixture."""
+    from rftlab.rollout.spectrum.dataset import dataset_rows
+
+    srv, _log, ev_id, base = spectrum_plane
+    fw_changes = changes.pop("fireworks", {})
+    spec = base.model_copy(update={**changes, "fireworks": base.fireworks.model_copy(update=fw_changes)})
+    assert evaluator_id(spec, ACCOUNT) == ev_id
+    monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+    rows = list(dataset_rows(rows_n, prompt=spec.prompt, memory=spec.memory, prefix=spec.row_prefix,
+                             epoch_salt=spec.epoch_salt))  # fmt: skip
+    launcher = sdk_launcher(
+        account_id=ACCOUNT, base_url=srv.base_url, preflight=lambda s: _Passed(), dataset_rows=lambda s: rows
+    )
+    ref = launcher.launch(spec, root=tmp_path / "runs")
+    return launcher, spec, ref, launcher.watch(ref, every=0, stall_after=600, sleep=lambda s: time.sleep(0.5))
+
+
+def test_the_sdk_launcher_marks_an_epoch_whose_chunk_never_arrived(spectrum_plane, tmp_path, monkeypatch):
+    """``rftlab serve fireworks --drop-chunk 0:1``: epoch 0 of a job chunked one row a chunk is written as
+    chunks 0 and 2 only; the poll records what arrived and marks the epoch incomplete, as the firectl
+    launcher does against the strict fake."""
+    srv = spectrum_plane[0]
+    srv.runner.drop_chunk = (0, 1)
+    try:
+        _launcher, spec, ref, result = _sdk_run(
+            spectrum_plane, tmp_path, monkeypatch, 3, epochs=1, rows=3, response_candidates=1, seed=11,
+            fireworks={"chunk_size": 1},
+        )  # fmt: skip
+    finally:
+        srv.runner.drop_chunk = None
+    listed = [d.name.rsplit("/", 1)[-1] for d in client(srv).datasets.list()]
+    base_id = rollout_dataset_id(job_id_for(spec), 0)
+    assert sorted(n for n in listed if n.startswith(base_id)) == [f"{base_id}-chunk-0", f"{base_id}-chunk-2"]
+    assert result.done and result.status.state == "completed", result.status
+    assert result.incomplete_epochs == [0] and "incomplete" in result.status.message
+    run = load_run(ref.path)
+    gaps = run.record.provider["incomplete_epochs"]["0"]
+    assert (gaps["chunks"], gaps["missing_chunks"]) == ([0, 2], [1])
+    assert (gaps["rollouts"], gaps["expected_rollouts"]) == (2, 3)
+    assert run.metrics()[0]["rollouts"] == 2  # what arrived is kept
+
+
+def test_the_sdk_launcher_ends_the_poll_of_an_archived_job(spectrum_plane, tmp_path, monkeypatch):
+    """``rftlab serve fireworks --archive-epoch 1``: the job is ARCHIVED once epoch 0 is written; the poll
+    ends (no false stall) with the run failed and epoch 0 recorded, and a relaunch offers a new attempt only
+    (an ARCHIVED job does not resume)."""
+    from rftlab.launch.fireworks import LaunchRefused
+
+    srv = spectrum_plane[0]
+    srv.runner.archive_epoch = 1
+    try:
+        launcher, spec, ref, result = _sdk_run(
+            spectrum_plane, tmp_path, monkeypatch, 1, epochs=2, response_candidates=1, seed=12
+        )
+    finally:
+        srv.runner.archive_epoch = None
+    job = client(srv).reinforcement_fine_tuning_jobs.get(job_id_for(spec))
+    assert job.state == "JOB_STATE_ARCHIVED"
+    assert result.status.state == "failed" and not result.stalled and result.epochs_recorded == [0]
+    record = load_run(ref.path).record
+    assert record.status == "failed" and "ARCHIVED" in record.error
+    assert [m["epoch"] for m in load_run(ref.path).metrics()] == [0]
+    with pytest.raises(LaunchRefused, match="ARCHIVED") as refused:
+        launcher.launch(spec, root=tmp_path / "runs")
+    assert "--new-attempt" in str(refused.value) and "--resume" not in str(refused.value)

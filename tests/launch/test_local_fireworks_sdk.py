@@ -19,6 +19,7 @@ from local_fireworks_helpers import (
     KEY,
     OTHER,
     OTHER_KEY,
+    TINY_TEST,
     client,
     log_events,
     rows_text,
@@ -223,6 +224,44 @@ def test_cancel_and_resume_follow_the_job_states(tmp_path, no_network):
         assert srv.plane.records[("jobs", ACCOUNT, "lost")]["_attempt"] == 2
     finally:
         srv.stop()
+
+
+@pytest.mark.slow  # an evaluator build (pytest --collect-only) and a job: about 30 s
+def test_an_archived_job_is_terminal_and_does_not_resume(tmp_path, no_network):
+    """``--archive-epoch 0``: a job reaching epoch 0 becomes ARCHIVED (terminal: a completion time, no epoch
+    dataset written) and, unlike a FAILED one, is refused by resume."""
+    srv, _ = server(tmp_path, archive_epoch=0)
+    try:
+        fw = client(srv)
+        files = {"test_tiny.py": TINY_TEST, "requirements.txt": "eval-protocol==0.3.33\n"}
+        _upload_code(fw, srv, "tiny", files)
+        assert wait_for(lambda: fw.evaluators.get("tiny"), lambda e: e.state != "BUILDING").state == "ACTIVE"
+        fw.datasets.create(dataset_id="ds", dataset={})
+        fw.datasets.upload("ds", file=("r.jsonl", io.BytesIO(rows_text(2).encode())))
+        _job(fw, "arch", f"accounts/{ACCOUNT}/evaluators/tiny")
+        job = wait_for(
+            lambda: fw.reinforcement_fine_tuning_jobs.get("arch"),
+            lambda j: j.state in ("JOB_STATE_ARCHIVED", "JOB_STATE_FAILED", "JOB_STATE_COMPLETED"),
+        )
+        assert job.state == "JOB_STATE_ARCHIVED" and "archived at epoch 0" in job.status.message
+        assert job.completed_time is not None
+        with pytest.raises(fireworks.BadRequestError, match="only a FAILED job"):
+            fw.reinforcement_fine_tuning_jobs.resume("arch", body={})
+        assert [d.name.rsplit("/", 1)[-1] for d in fw.datasets.list()] == ["ds"]
+    finally:
+        srv.stop()
+
+
+def test_serve_fireworks_refuses_a_bad_drop_chunk_or_archive_epoch(tmp_path, capsys):
+    base = ["serve", "fireworks", "--port", "0", "--storage", str(tmp_path / "s")]
+    for bad in ("1", "-1:2", "a:b"):
+        with pytest.raises(SystemExit) as stopped:  # argparse's usage error
+            cli_main([*base, f"--drop-chunk={bad}"])
+        assert stopped.value.code == 2
+        assert "--drop-chunk: want EPOCH:CHUNK" in capsys.readouterr().err
+    assert cli_main([*base, "--archive-epoch=-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--archive-epoch must be from 0 to 1000" in err and "Traceback" not in err
 
 
 def test_secret_values_and_the_wandb_key_are_never_kept(tmp_path, no_network):

@@ -208,7 +208,7 @@ def _build_sft(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out} exists and is not a directory")
     manifest = write_dataset(out, config)
     if args.json:
-        print(json.dumps(manifest, indent=2, sort_keys=True))
+        print_json(manifest)
         return 0
     print(f"wrote {manifest['num_examples']} rows to {out} ({manifest['examples_by_split']})")
     print(f"content_sha256     {manifest['content_sha256']}")
@@ -231,13 +231,14 @@ def _audit(args: argparse.Namespace) -> int:
     report = audit_dataset(directory, args.require_split_action_coverage)
     write_audit(report, args.output or directory / "audit.json")
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        print_json(report.to_dict())
     for failure in report.failures:
         print(failure, file=sys.stderr)
-    if report.valid:
+    if report.valid:  # with --json stdout holds the JSON only
         print(
             f"audit passed: {report.num_examples} rows, {report.num_unique_seeds} seeds, "
-            f"{report.verified_solver_seeds} solver-verified seeds in {report.seconds:.1f} s"
+            f"{report.verified_solver_seeds} solver-verified seeds in {report.seconds:.1f} s",
+            file=sys.stderr if args.json else sys.stdout,
         )
         return 0
     print(f"audit FAILED: {len(report.failures)} failure(s)", file=sys.stderr)
@@ -314,7 +315,7 @@ def _manifest(args: argparse.Namespace) -> int:
             return 1
     if args.json:
         out = {"manifest_sha256": manifest_sha256(cases), "cases": [[c.seed, c.size, c.style] for c in cases]}
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(manifest_sha256(cases))
     return 0
@@ -457,7 +458,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.output:
         _write_text(Path(args.output), text)
     if args.json:
-        print(text, end="")
+        print_json(comparison)
         return 0
     print(
         f"{comparison['compare_version']}: {comparison['cases']} cases, base {comparison['base']['model']!r}, "
@@ -556,7 +557,7 @@ def _gates(args: argparse.Namespace) -> int:
     if args.output:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
     if args.json:
-        print(json.dumps(out, indent=2, sort_keys=True, default=str))
+        print_json(out)
     else:
         print(gate_table(evaluation))
         print(f"\ngate spec {spec} ({evaluation.spec_name}) sha256 {evaluation.spec_sha256}")
@@ -749,7 +750,7 @@ def _sft_smoke(args: argparse.Namespace) -> int:
     }
     if args.output:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
-    print(json.dumps(out, indent=2, sort_keys=True))
+    print_json(out)
     return 0 if result.passed else 1
 
 
@@ -779,7 +780,7 @@ def _sft_run(args: argparse.Namespace) -> int:
     except (Stage1Error, RunStoreError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     if args.json:
-        print(json.dumps(result.lineage, indent=2, sort_keys=True))
+        print_json(result.lineage)
     else:
         print(f"lineage {result.lineage['lineage']} ({result.lineage['spec_name']}, backend {args.backend})")
         for row in lineage_rows(result):

@@ -12,10 +12,9 @@ a ``?key=`` parameter, a key's value) is refused before anything is sent.
 from __future__ import annotations
 
 import argparse
-import json
 from urllib.parse import urlparse
 
-from rftlab.cli import UsageError
+from rftlab.cli import UsageError, print_json
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -38,7 +37,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be a number of seconds in (0, 3600], got {args.timeout}")
     report = check_endpoint(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print_json(report.to_dict())
     else:
         key = f"${args.api_key_env}" + ("" if report.key_from_env else " (unset: sent a placeholder)")
         print(f"endpoint {report.base_url}  model {redact_text(args.model)}  key {key}")

@@ -25,7 +25,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from rftlab.cli import UsageError, add_root_argument
+from rftlab.cli import UsageError, add_root_argument, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -137,7 +137,7 @@ def launch_or_plan(
         if args.dry_run:
             plan = launcher.plan(spec)
             if args.json:
-                print(json.dumps({**(extra or {}), **plan.to_dict()}, indent=2))
+                print_json({**(extra or {}), **plan.to_dict()})
                 return 0
             print(f"# arm {spec.arm} (spec sha256 {spec.sha256()[:12]}), job {plan.job_id}; nothing is run")
             for note in notes or []:
@@ -160,7 +160,10 @@ def launch_or_plan(
     except (LaunchRefused, FirectlError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     out = {"run_dir": str(ref.path), "run_id": ref.run_id, "arm": ref.arm, "backend": ref.backend}
-    print(json.dumps(out, indent=2) if args.json else f"launched {spec.arm}: {ref.path}")
+    if args.json:
+        print_json(out)
+    else:
+        print(f"launched {spec.arm}: {ref.path}")
     return 0
 
 
@@ -247,7 +250,7 @@ def _poll(args: argparse.Namespace) -> int:
         "exit_code": code,
     }
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
     else:
         print(f"{record.arm}: {_outcome(result, code)}, epochs recorded {result.epochs_recorded}")
         if status.message:

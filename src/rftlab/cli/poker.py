@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from rftlab.cli import UsageError, add_root_argument
+from rftlab.cli import UsageError, add_root_argument, print_json
 
 POLICIES = ("random", "call", "exploit")
 
@@ -87,7 +87,7 @@ def _play(args: argparse.Namespace) -> int:
         raise UsageError("--seed must be >= 0")
     summary = schedule_summary(args.policy, args.schedule, args.runs, args.seed)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print_json(summary)
         return 0
     o = summary["overall"]
     print(f"{args.policy} on {args.schedule}: {o['bb_per_hand']:+.3f} BB/hand "
@@ -168,5 +168,8 @@ def _launch_tinker(spec, args: argparse.Namespace) -> int:
         "state": done.status.state,
         "reused": done.reused,
     }
-    print(json.dumps(out, indent=2) if args.json else f"launched {spec.arm}: {ref.path}")
+    if args.json:
+        print_json(out)
+    else:
+        print(f"launched {spec.arm}: {ref.path}")
     return 0

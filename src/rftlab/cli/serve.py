@@ -8,7 +8,8 @@
 
     rftlab serve fireworks [--host 127.0.0.1] [--port 8778] [--storage DIR] [--api-key-env FIREWORKS_API_KEY]
                            [--account-id ID] [--keys-file FILE] [--policy accumulate] [--policy-url URL]
-                           [--fail-epoch K] [--build-seconds S] [--signed-url-ttl S] [--max-running-jobs N]
+                           [--fail-epoch K] [--drop-chunk K:N] [--archive-epoch K] [--build-seconds S]
+                           [--signed-url-ttl S] [--max-running-jobs N]
                            [--stop-after S] [--log-level info]
 
 ``serve tinker`` puts the local tinker-compatible backend behind the tinker SDK's HTTP protocol, so the
@@ -69,6 +70,8 @@ def _cmd_fireworks(args: argparse.Namespace) -> int:
         policy=args.policy,
         policy_url=args.policy_url,
         fail_epoch=args.fail_epoch,
+        drop_chunk=args.drop_chunk,
+        archive_epoch=args.archive_epoch,
         build_seconds=args.build_seconds,
         signed_url_ttl_s=args.signed_url_ttl,
         max_running_jobs=args.max_running_jobs,
@@ -146,6 +149,20 @@ def _fireworks_run_options(f: argparse.ArgumentParser) -> None:
         help="the first attempt of every job fails with RESOURCE_EXHAUSTED at epoch K (to exercise resume)",
     )
     f.add_argument(
+        "--drop-chunk",
+        type=_epoch_chunk,
+        default=None,
+        metavar="K:N",
+        help="chunk N of epoch K of every chunked job is never written (an epoch download missing a chunk)",
+    )
+    f.add_argument(
+        "--archive-epoch",
+        type=int,
+        default=None,
+        metavar="K",
+        help="every job that reaches epoch K becomes JOB_STATE_ARCHIVED (terminal, not resumable)",
+    )
+    f.add_argument(
         "--build-seconds",
         type=float,
         default=0.0,
@@ -175,6 +192,14 @@ def _fireworks_run_options(f: argparse.ArgumentParser) -> None:
         default="info",
         help="the lowest level written to the JSON log on stderr (default info)",
     )
+
+
+def _epoch_chunk(text: str) -> tuple[int, int]:
+    """``K:N`` → ``(K, N)`` (``--drop-chunk``); anything else is a one-line usage error."""
+    epoch, sep, chunk = text.partition(":")
+    if not sep or not (epoch.isdigit() and chunk.isdigit()) or len(text) > 20:
+        raise argparse.ArgumentTypeError(f"want EPOCH:CHUNK, two non-negative integers, got {text[:40]!r}")
+    return int(epoch), int(chunk)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

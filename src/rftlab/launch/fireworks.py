@@ -698,7 +698,10 @@ def evaluator_resource(spec: SpectrumArmSpec, account_id: str) -> str:
 
 
 # The episode renderer of each (experiment, interface) for the context-length check, as "module.function".
-EPISODE_RENDERERS = {("spectrum_memory", "turn"): "rftlab.launch.spectrum.episodes.rendered_episodes"}
+EPISODE_RENDERERS = {
+    ("spectrum_memory", "turn"): "rftlab.launch.spectrum.episodes.rendered_episodes",
+    ("poker", "mcp"): "rftlab.launch.poker.episodes.rendered_episodes",
+}
 
 
 def _firectl_version(fc: Firectl) -> str:

@@ -38,5 +38,9 @@ What it cannot know, and what it does instead (each one a choice of ours, not th
   ``FAILED`` only, as the firectl page says);
 - failures: a job fails only when its evaluator, dataset or pytest run does, when the server stops while
   it runs (``ABORTED``), or when ``--fail-epoch K`` asks the first attempt of every job to fail with
-  ``RESOURCE_EXHAUSTED`` at epoch K, a stand-in for the platform-side capacity failures of the field notes.
+  ``RESOURCE_EXHAUSTED`` at epoch K, a stand-in for the platform-side capacity failures of the field notes;
+- missing chunks and archival: when the platform loses a chunk of an epoch's rollouts, or archives a job,
+  is not documented. On request (``--drop-chunk K:N``: chunk N of epoch K is never written; ``--archive-epoch
+  K``: a job reaching epoch K becomes ``JOB_STATE_ARCHIVED``, terminal and not resumable) the plane shows
+  the clients both outcomes in the documented shapes (``-chunk-<n>`` names, the ``ARCHIVED`` state name).
 """

@@ -39,7 +39,15 @@ INFERENCE_FIELDS = ("extraBody", "maxOutputTokens", "responseCandidatesCount", "
 LOSS_FIELDS = ("dpo", "klBeta", "method")
 LOSS_METHODS = ("METHOD_UNSPECIFIED", "GRPO", "DAPO", "DPO", "ORPO", "GSPO_TOKEN")
 WANDB_FIELDS = ("apiKey", "enabled", "entity", "project", "runId")
-TERMINAL = frozenset({"JOB_STATE_COMPLETED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
+TERMINAL = frozenset(
+    {
+        "JOB_STATE_COMPLETED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_EXPIRED",
+        "JOB_STATE_ARCHIVED",
+    }
+)
 CANCELLABLE = frozenset(
     {"JOB_STATE_CREATING", "JOB_STATE_PENDING", "JOB_STATE_VALIDATING", "JOB_STATE_RUNNING"}
 )

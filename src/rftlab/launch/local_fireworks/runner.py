@@ -17,6 +17,13 @@ Chunking: with ``chunkSize`` -1 never; with ``chunkSize`` n when the dataset has
 without it at 200 rows a chunk when the dataset has more than 300 (the SDK docstring's numbers). A chunked
 epoch writes only ``-chunk-<n>`` datasets. A job resumed after a failure re-runs the epoch it failed in
 from its first chunk (the partial chunks are replaced) and keeps the epochs before it.
+
+Two platform outcomes on request, for the clients' tests (``rftlab serve fireworks --drop-chunk K:N``,
+``--archive-epoch K``): chunk ``N`` of epoch ``K`` is never written (the other chunks and the job complete as
+usual, so a download of the epoch misses a chunk), and a job that reaches epoch ``K`` becomes
+``JOB_STATE_ARCHIVED`` with the epochs before it written. The REST pages list ``ARCHIVED`` among the job
+states without saying when the platform archives a job or whether one resumes; here it is terminal and
+does not resume (only ``FAILED`` does).
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ class JobFailure(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
+
+
+class Archived(Exception):
+    """The job is archived (``JOB_STATE_ARCHIVED``) at the epoch it reached."""
 
 
 class Stop(Exception):
@@ -99,7 +110,9 @@ class Evaluator:
 class JobRunner:
     """Runs every job the plane starts or resumes, ``max_running`` at a time, each in its own thread.
     ``fail_epoch``: the first attempt of every job fails with ``RESOURCE_EXHAUSTED`` when it reaches that
-    epoch (a stand-in for the platform-side, retryable failures of the field notes; resume continues)."""
+    epoch (a stand-in for the platform-side, retryable failures of the field notes; resume continues).
+    ``drop_chunk`` ``(K, N)``: chunk N of epoch K is never written; ``archive_epoch`` K: a job that reaches
+    epoch K is archived (module docstring)."""
 
     def __init__(
         self,
@@ -108,6 +121,8 @@ class JobRunner:
         *,
         max_running: int = 1,
         fail_epoch: int | None = None,
+        drop_chunk: tuple[int, int] | None = None,
+        archive_epoch: int | None = None,
         epoch_timeout_s: float = EPOCH_TIMEOUT_S,
         evaluator_wait_s: float = EVALUATOR_WAIT_S,
         log: Callable[..., None] = lambda *a, **k: None,
@@ -118,6 +133,7 @@ class JobRunner:
             epoch_timeout_s,
             evaluator_wait_s,
         )
+        self.drop_chunk, self.archive_epoch = drop_chunk, archive_epoch
         self.slots = threading.Semaphore(max_running)
         self.stopping = threading.Event()
         self.threads: dict[tuple[str, str], threading.Thread] = {}
@@ -190,6 +206,8 @@ class JobRunner:
             self.log("info", "job_completed", account=account, job=job_id)
         except JobFailure as exc:
             self._end(account, job_id, "JOB_STATE_FAILED", exc.code, exc.message)
+        except Archived as exc:
+            self._end(account, job_id, "JOB_STATE_ARCHIVED", "OK", str(exc))
         except Stop as exc:
             if exc.cancelled:
                 self._end(account, job_id, "JOB_STATE_CANCELLED", "CANCELLED", "cancelled")
@@ -227,11 +245,16 @@ class JobRunner:
         jobs_api.set_state(self.plane, account, job_id, "JOB_STATE_RUNNING")
         for k in range(len(record.get("_epochs_done", [])), epochs):
             record = self._check(account, job_id)
+            self._progress(account, job_id, k, epochs, 0.0, 0)  # jobProgress.epoch: the epoch now running
             if self.fail_epoch == k and int(record.get("_attempt", 1)) == 1:
                 raise JobFailure(
                     "RESOURCE_EXHAUSTED",
                     f"no capacity to run epoch {k} (simulated by the local control plane's fail_epoch); "
                     "resume the job",
+                )
+            if self.archive_epoch == k:
+                raise Archived(
+                    f"archived at epoch {k} (simulated by the local control plane's archive_epoch)"
                 )
             self._same_evaluator(account, evaluator)
             self._epoch(account, job_id, record, k, epochs, rows, evaluator)
@@ -308,6 +331,10 @@ class JobRunner:
         self._drop_epoch_datasets(account, job_id, k)
         for n, part in enumerate(parts):
             self._check(account, job_id)
+            if chunked is not None and self.drop_chunk == (k, n):
+                self.log("info", "chunk_dropped", account=account, job=job_id, epoch=k, chunk=n)
+                self._progress(account, job_id, k, epochs, (n + 1) / len(parts), 0)
+                continue
             results = self._pytest(account, job_id, record, part, evaluator, f"epoch-{k}-part-{n}")
             ds_id = epoch_dataset_id(job_id, k, n if chunked is not None else None)
             self._write_dataset(account, ds_id, str(record["name"]), results)

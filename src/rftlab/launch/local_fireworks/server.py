@@ -60,6 +60,8 @@ class FireworksServeConfig:
     policy: str = DEFAULT_POLICY
     policy_url: str | None = None
     fail_epoch: int | None = None
+    drop_chunk: tuple[int, int] | None = None  # (epoch, chunk) never written
+    archive_epoch: int | None = None
     build_seconds: float = 0.0
     signed_url_ttl_s: float = SIGNED_URL_TTL_S
     max_running_jobs: int = 1
@@ -181,6 +183,10 @@ def check_config(config: FireworksServeConfig) -> None:
         raise ServeError(f"--port must be between 0 and 65535, got {config.port}")
     if config.fail_epoch is not None and not 0 <= config.fail_epoch <= 1000:
         raise ServeError(f"--fail-epoch must be from 0 to 1000, got {config.fail_epoch}")
+    if config.archive_epoch is not None and not 0 <= config.archive_epoch <= 1000:
+        raise ServeError(f"--archive-epoch must be from 0 to 1000, got {config.archive_epoch}")
+    if config.drop_chunk is not None and not all(0 <= v <= 100_000 for v in config.drop_chunk):
+        raise ServeError(f"--drop-chunk epoch and chunk must be from 0 to 100000, got {config.drop_chunk}")
     for flag, value in (
         ("--build-seconds", config.build_seconds),
         ("--signed-url-ttl", config.signed_url_ttl_s),
@@ -232,7 +238,13 @@ def prepare(config: FireworksServeConfig, log: Log) -> Prepared:
     jobs.interrupted(plane)
     policy = PolicySource(config.policy, config.policy_url)
     runner = JobRunner(
-        plane, policy, max_running=config.max_running_jobs, fail_epoch=config.fail_epoch, log=log
+        plane,
+        policy,
+        max_running=config.max_running_jobs,
+        fail_epoch=config.fail_epoch,
+        drop_chunk=config.drop_chunk,
+        archive_epoch=config.archive_epoch,
+        log=log,
     )
     plane.on_job_changed = runner.changed
 

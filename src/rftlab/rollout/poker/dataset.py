@@ -27,7 +27,12 @@ def dataset_rows(
 ) -> Iterator[dict[str, Any]]:
     """``n`` rows; without ``thinking`` the system prompt ends with ``/no_think`` (B.4). ``reward`` (an
     arm spec's ``mean_instance`` or ``gain``) is recorded in ``environment_context``: the uploaded
-    evaluator scores each row with the reward its arm names (``rftlab.rollout.poker.scoring``)."""
+    evaluator scores each row with the reward its arm names (``rftlab.rollout.poker.scoring``).
+
+    ``user_prompt_template`` is ``{observation}``: eval-protocol's McpGym rollout formats the first user
+    message from it and the server's initial observation (the first hand's prompt). A row without it
+    gets an empty first message (eval-protocol's default template is ``""``), so the model would make its
+    first decision blind: that is what the uploaded rows did before this field."""
     system = SYSTEM_PROMPT if thinking else SYSTEM_PROMPT + " /no_think"
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -39,6 +44,7 @@ def dataset_rows(
             "input_metadata": {
                 "row_id": row_id,
                 "dataset_info": {
+                    "user_prompt_template": "{observation}",
                     "environment_context": {
                         "env": "poker_rft",
                         "mode": "row_shared",
@@ -46,7 +52,7 @@ def dataset_rows(
                         "card_seed": card_seed,
                         "hands": hands,
                         **({"reward": reward} if reward is not None else {}),
-                    }
+                    },
                 },
             },
         }
