@@ -72,3 +72,19 @@ def test_method_level_with_three_lineages():
 def test_method_level_needs_every_truth():
     with pytest.raises(ValueError, match="seeds without both"):
         method_level({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.0}, {0: 1.0})
+
+
+def test_validation_series_with_wilson_intervals():
+    from rftlab.analysis.arena.lineages import validation_series
+
+    v = {
+        "act": {"rows": 52, "failures": {"schema_valid": 2, "legal": 5}},
+        "broadcast": {"rows": 223, "failures": {"schema_valid": 3, "legal": 9}},
+        "unsupported_fact_responses": 4,
+    }
+    series = validation_series([{"step": 40, "validation": v}])
+    g3 = series["BROADCAST without an unsupported fact (G3: none allowed)"][0]
+    assert g3["rate"] == pytest.approx(219 / 223)
+    assert (g3["low"], g3["high"]) == pytest.approx(proportion_confint(219, 223, method="wilson"))
+    legal = series["ACT legal (G4 ≥ 0.95)"][0]
+    assert legal["rate"] == pytest.approx(47 / 52) and legal["step"] == 40

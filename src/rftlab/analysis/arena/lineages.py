@@ -130,3 +130,28 @@ def method_level(
         "smallest_p": contrast.smallest_p,
         "sentence": contrast.sentence("regret"),
     }
+
+
+VALIDATION_SERIES = (
+    ("ACT schema valid (G1 ≥ 0.995)", "act", "schema_valid"),
+    ("BROADCAST schema valid (G2 ≥ 0.99)", "broadcast", "schema_valid"),
+    ("ACT legal (G4 ≥ 0.95)", "act", "legal"),
+    ("BROADCAST without an unsupported fact (G3: none allowed)", "broadcast", "unsupported"),
+)
+
+
+def validation_series(measurements: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, float]]]:
+    """Per series of ``VALIDATION_SERIES``, one point per validation measurement: the step, the rate on the
+    validation split and its two-sided 95% Wilson interval over the phase's rows. The unsupported-fact
+    series is ``1 − unsupported_fact_responses / BROADCAST rows`` (what G3 counts)."""
+    out: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in VALIDATION_SERIES}
+    for m in measurements:
+        v = m["validation"]
+        for label, phase, key in VALIDATION_SERIES:
+            n = int(v[phase]["rows"])
+            bad = v["unsupported_fact_responses"] if key == "unsupported" else v[phase]["failures"][key]
+            low, high = wilson_interval(n - int(bad), n)
+            out[label].append(
+                {"step": m["step"], "rate": (n - int(bad)) / n, "low": low, "high": high, "n": n}
+            )
+    return out

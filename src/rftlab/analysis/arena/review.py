@@ -181,7 +181,10 @@ def revised_gate_rows(
         if metric in changes:
             c = clustered_check(records, changes[metric])
             revised = f"cluster_lower_bound >= {c['threshold']:g} over {c['clusters']} agent-cases"
-            out.append({**base, "revised rule": revised, "revised verdict": c["verdict"], "change": label})
+            out.append(
+                {**base, "revised rule": revised, "revised verdict": c["verdict"], "change": label}
+                | {"agent-cases": c["clusters"], "design effect": c["design_effect"]}
+            )
         elif metric in flags and row["data"] == "validation":
             note = BY_CONSTRUCTION
             if test_summary is not None:
