@@ -247,6 +247,12 @@ lines = [
     "overfit check, LoRA SFT with validation, selection on validation, one test evaluation, base-vs-SFT "
     "comparison, gates G1–G7) as one recorded run, and do the gates decide what they claim to decide?",
     "",
+    "**What the verdicts are about.** Stand-ins, never the method on a language model: scripted policies, a "
+    "simulated learner (a scripted policy with a decaying corruption schedule) and a tiny random-init model. "
+    f"The simulated learner's base-vs-SFT statement takes the lineage as the unit ({len(LINEAGE_SEEDS)} "
+    "lineages); within a lineage the unit is the frozen case (paired endpoints), the reply (registered G1/G2/G4) "
+    "or the agent-case (G1/G4 after review).",
+    "",
     "**Verdict.** The pipeline runs end to end and refuses what it should, but no language model has been "
     "trained here. "
     + (

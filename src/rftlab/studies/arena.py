@@ -901,9 +901,15 @@ def lineage_study(results: Mapping[int, Stage1Result]) -> LineageStudy:
         step_ = r.selection["selected_step"]
         truth_base, truth_sft = expected_frozen(mine, q(0)), expected_frozen(mine, q(step_))
         contrasts = expected_contrasts(mine, q(0), q(step_))
-        study.selected_steps[seed], study.competence[seed], study.base_competence[seed] = step_, q(step_), q(0)
+        study.selected_steps[seed], study.competence[seed], study.base_competence[seed] = (
+            step_,
+            q(step_),
+            q(0),
+        )
         replies = r.final_summary["replies"]
-        study.expected_corrupted_replies[seed] = (1 - q(step_)) * (replies["act"]["n"] + replies["broadcast"]["n"])
+        study.expected_corrupted_replies[seed] = (1 - q(step_)) * (
+            replies["act"]["n"] + replies["broadcast"]["n"]
+        )
         study.truth_contrasts[seed] = contrasts
         study.coverage[seed] = coverage_rows(
             r.base_summary, r.final_summary, r.comparison, truth_base, truth_sft, contrasts
