@@ -155,6 +155,16 @@ def test_error_rates_against_closed_forms():
     )
 
 
+def test_g3_on_test_is_given_beside_the_flag():
+    revision, _ = load_revised_spec()
+    comparison = {"endpoints": {"primary": {"mean_difference_95": [-1.0, -0.2]}}}
+    rows = gate_error_rows(
+        ROWS, records(), comparison, {}, {"primary": -0.7}, revision, {"broadcast": {"rows": 137}}
+    )
+    (test,) = [r for r in rows if r["rule"].startswith("exploratory: on 137 test")]
+    assert test["type I"] == pytest.approx(0.99**137) and test["type II"] == pytest.approx(1 - 0.999**137)
+
+
 def test_paired_bound_power_by_hand():
     assert paired_bound_power(1.959963984540054, 1.0) == pytest.approx(0.5)
     assert paired_bound_power(0.0, 1.0) == pytest.approx(0.025, abs=1e-4)

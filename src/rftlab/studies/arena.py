@@ -916,7 +916,7 @@ def lineage_study(results: Mapping[int, Stage1Result]) -> LineageStudy:
         )
         study.revised_gates[seed] = revised_gate_rows(r.gates["rows"], records, revision, r.test_summary)
         study.gate_errors[seed] = gate_error_rows(
-            r.gates["rows"], records, r.comparison, r.final_summary, contrasts, revision
+            r.gates["rows"], records, r.comparison, r.final_summary, contrasts, revision, r.test_summary
         )
     if len(done) >= 2:
         regret = lambda s: s["conditions"]["generated"]["mean_oracle_regret"]  # noqa: E731

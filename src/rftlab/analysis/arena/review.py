@@ -307,14 +307,22 @@ def gate_error_rows(
     candidate: Mapping[str, Any],
     truth: Mapping[str, float],
     revision: RevisedGateSpec,
+    test_summary: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Both error types of every gate (see the module docstring): the registered rule's and, where the
     review changed or flagged a check, the revised one's. ``truth`` holds the true paired differences
-    of the comparison's endpoints (the simulation's truth), for the paired checks' type II."""
+    of the comparison's endpoints (the simulation's truth), for the paired checks' type II. With the
+    candidate's ``test_summary``, G3's count rule is also given on the test broadcasts, which selection
+    never saw (exploratory)."""
     out: list[dict[str, Any]] = []
     for row in gate_rows:
         if row["rule"] in ("point", "lower_bound", "count") and row["metric"] != "max_perm_regret_delta":
             out.extend(_rate_errors(row, records, revision))
+            if row["metric"] in revision.flags() and test_summary is not None:
+                n = int(test_summary["broadcast"]["rows"])
+                rest = {k: v for k, v in row.items() if k not in ("n", "data")}
+                test_rows = _rate_errors({**rest, "n": n, "data": "test"}, records, revision)
+                out.extend({**r, "rule": f"exploratory: on {n} test broadcasts"} for r in test_rows)
         else:
             out.extend(_value_errors(row, comparison, candidate, truth))
     return out
