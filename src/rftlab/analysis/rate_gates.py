@@ -245,3 +245,151 @@ def count_gate(
         pass_probability_at_threshold=binomial_tail(k_min, n, k_min / n),
         pass_probability={f"{q:g}": binomial_tail(k_min, n, 1 - q) for q in failure_rates},
     )
+
+
+# ------------------------------------------------------------------ clustered replies (issue 31)
+#
+# The frozen arena evaluation asks every agent-case (one agent of one case) for 7 near-identical ACT
+# replies (3 action orders of the generated condition and 4 other message conditions). Replies of one
+# agent-case share the state, the agent and most of the prompt, so their failures can cluster; a bound
+# that treats the 1,680 replies as independent then overstates what they establish. The functions below
+# take the cluster (agent-case) as the unit.
+#
+# - ``cluster_robust_rate``: the reply rate ``p = Σy/Σm`` (a ratio estimator), its cluster-robust
+#   (sandwich) variance ``G/(G−1)·Σ(y_c − p·m_c)²/(Σm)²`` and the design effect
+#   ``deff = var_robust / (p(1−p)/Σm)``, which needs at least one failure and one success (else ``None``).
+# - ``clustered_lower_bound``: the Wilson lower bound at the effective sample size ``n_eff = Σm / deff``
+#   (Kish), with the worst case ``deff = m̄`` (every reply of a cluster shares its fate: ``n_eff`` is the
+#   number of clusters) unless a design effect is given. The worst case is the only one that holds when
+#   no failure is observed, because the data cannot estimate the clustering then.
+# - ``clustered_pass_probability``: the exact probability that a rule passes when each cluster of ``m``
+#   replies fails a beta-binomial number of times with mean rate ``1 − p`` and intra-cluster correlation
+#   ``icc`` (0: independent replies; 1: all-or-nothing clusters), by convolving the clusters' failure
+#   distributions. Rules: ``"independent_lower_bound"`` (the Wilson bound over all replies, the
+#   registered G1/G4 rule) and ``"cluster_lower_bound"`` (the worst-case effective-n bound).
+
+CLUSTER_RULES: tuple[str, ...] = ("independent_lower_bound", "cluster_lower_bound")
+
+
+@dataclass(frozen=True)
+class ClusteredRate:
+    """A reply rate over clusters with its cluster-robust variance and design effect."""
+
+    successes: int
+    n: int
+    clusters: int
+    mean_cluster_size: float
+    rate: float
+    robust_variance: float
+    independent_variance: float
+    design_effect: float | None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _cluster_arrays(successes: Sequence[int], sizes: Sequence[int]) -> tuple[list[int], list[int]]:
+    y, m = list(successes), list(sizes)
+    if len(y) != len(m) or len(y) < 2:
+        raise ValueError(
+            f"need at least 2 clusters with one size each, got {len(y)} counts and {len(m)} sizes"
+        )
+    for k, size in zip(y, m, strict=True):
+        _check_counts(k, size)
+    return y, m
+
+
+def cluster_robust_rate(successes: Sequence[int], sizes: Sequence[int]) -> ClusteredRate:
+    """``ClusteredRate`` of per-cluster ``successes`` out of ``sizes`` (see the section comment)."""
+    y, m = _cluster_arrays(successes, sizes)
+    total, n, g = sum(y), sum(m), len(y)
+    p = total / n
+    robust = g / (g - 1) * sum((yc - p * mc) ** 2 for yc, mc in zip(y, m, strict=True)) / n**2
+    independent = p * (1 - p) / n
+    deff = robust / independent if 0 < total < n else None
+    return ClusteredRate(total, n, g, n / g, p, robust, independent, deff)
+
+
+def effective_wilson_lower(rate: float, n_eff: float, z: float = Z_95) -> float:
+    """The Wilson lower bound of a rate observed on an effective sample of ``n_eff`` (not necessarily whole)
+    observations, clipped to [0, rate]."""
+    if not 0.0 <= rate <= 1.0 or not n_eff > 0:
+        raise ValueError(f"need a rate in [0, 1] and n_eff > 0, got {rate!r} and {n_eff!r}")
+    return min(rate, max(0.0, wilson_interval(rate * n_eff, n_eff, z)[0]))
+
+
+def clustered_lower_bound(
+    successes: Sequence[int], sizes: Sequence[int], design_effect: float | None = None, z: float = Z_95
+) -> tuple[float, float]:
+    """``(lower bound, n_eff)``: the Wilson lower bound at ``n_eff = Σm / deff``; ``deff`` defaults to the
+    worst case, the mean cluster size (``n_eff`` = number of clusters); a given ``deff`` is floored at 1."""
+    est = cluster_robust_rate(successes, sizes)
+    deff = est.mean_cluster_size if design_effect is None else max(1.0, float(design_effect))
+    n_eff = est.n / deff
+    return effective_wilson_lower(est.rate, n_eff, z), n_eff
+
+
+def min_clusters_to_pass(threshold: float, z: float = Z_95) -> int:
+    """The fewest clusters with which the worst-case cluster bound can pass at all (all replies valid):
+    the smallest ``G`` with Wilson lower bound of ``G/G`` ≥ ``threshold`` (765 at 0.995, 73 at 0.95)."""
+    _check_threshold(threshold)
+    if threshold >= 1.0:
+        raise ValueError("no finite number of clusters establishes a rate of 1")
+    g = max(1, math.floor(threshold * z * z / (1 - threshold)) - 1)
+    while effective_wilson_lower(1.0, g, z) < threshold:
+        g += 1
+    return g
+
+
+def _cluster_failure_pmf(m: int, failure_rate: float, icc: float):
+    """P(a cluster of ``m`` replies has f failures), f = 0..m: beta-binomial with mean ``failure_rate``
+    and intra-cluster correlation ``icc`` (binomial at 0, all-or-nothing at 1)."""
+    import numpy as np
+    from scipy.stats import betabinom, binom
+
+    f = np.arange(m + 1)
+    if failure_rate in (0.0, 1.0):
+        return (f == round(failure_rate * m)).astype(float)
+    if icc == 0.0:
+        return binom.pmf(f, m, failure_rate)
+    if icc == 1.0:
+        out = np.zeros(m + 1)
+        out[0], out[m] = 1 - failure_rate, failure_rate
+        return out
+    a = failure_rate * (1 - icc) / icc
+    return betabinom.pmf(f, m, a, (1 - failure_rate) * (1 - icc) / icc)
+
+
+def max_failures_to_pass(n_clusters: int, cluster_size: int, threshold: float, rule: str) -> int | None:
+    """The most failures (over all ``n_clusters · cluster_size`` replies) with which ``rule`` still passes,
+    or ``None`` when nothing passes. Both rules are decreasing in the failures, so this decides them."""
+    _check_counts(0, n_clusters)
+    _check_counts(0, cluster_size)
+    _check_threshold(threshold)
+    n = n_clusters * cluster_size
+    if rule == "independent_lower_bound":
+        k_min = min_successes_to_pass(n, threshold, "lower_bound")
+        return None if k_min is None else n - k_min
+    if rule != "cluster_lower_bound":
+        raise ValueError(f"unknown clustered rule {rule!r}; known: {', '.join(CLUSTER_RULES)}")
+    passing = [f for f in range(n + 1) if effective_wilson_lower(1 - f / n, n_clusters) >= threshold]
+    return max(passing) if passing else None
+
+
+def clustered_pass_probability(
+    n_clusters: int, cluster_size: int, true_rate: float, icc: float, threshold: float, rule: str
+) -> float:
+    """P(``rule`` passes) when the true reply rate is ``true_rate`` and failures cluster with ``icc`` (see
+    the section comment): the exact distribution of the total failures, clusters independent."""
+    import numpy as np
+
+    if not 0.0 <= true_rate <= 1.0 or not 0.0 <= icc <= 1.0:
+        raise ValueError(f"true_rate and icc must be in [0, 1], got {true_rate!r} and {icc!r}")
+    f_max = max_failures_to_pass(n_clusters, cluster_size, threshold, rule)
+    if f_max is None:
+        return 0.0
+    pmf = _cluster_failure_pmf(cluster_size, 1.0 - true_rate, icc)
+    total = np.ones(1)
+    for _ in range(n_clusters):
+        total = np.convolve(total, pmf)[: f_max + 1]  # only P(F ≤ f_max) is needed
+    return float(min(1.0, total.sum()))

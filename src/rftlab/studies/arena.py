@@ -798,14 +798,16 @@ def _outcome(arm: str, result: Stage1Result) -> str:
     return ""
 
 
-def write_spec_variant(
-    spec_path: str | Path, out_path: str | Path, changes: Mapping[str, Mapping[str, Any]]
-) -> str:
-    """A copy of a Stage-1 spec file with ``changes`` (``{section: {field: value}}``) applied, written
+def write_spec_variant(spec_path: str | Path, out_path: str | Path, changes: Mapping[str, Any]) -> str:
+    """A copy of a Stage-1 spec file with ``changes`` (``{section: {field: value}}``, or ``{field: value}``
+    for a top-level scalar it declares, such as ``seed``) applied, written
     atomically to ``out_path`` (a smoke-size lineage in quick mode); returns its path. A section or field
     the spec does not have is a ``ValueError``: a variant only resizes what the spec already declares."""
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     for section, fields in changes.items():
+        if not isinstance(fields, Mapping) and section in spec and not isinstance(spec[section], dict):
+            spec[section] = fields  # a top-level scalar the spec declares (the seed, the name)
+            continue
         if not isinstance(spec.get(section), dict):
             raise ValueError(f"{spec_path}: no section {section!r} to change")
         unknown = sorted(set(fields) - set(spec[section]))
@@ -814,3 +816,114 @@ def write_spec_variant(
         spec[section].update(fields)
     atomic_write_text(Path(out_path), json.dumps(spec, indent=2) + "\n")
     return str(out_path)
+
+
+# ------------------------------------------------------------------ several lineages (issue 31)
+
+
+def simulated_lineages(
+    spec_path: str | Path,
+    seeds: Sequence[int],
+    *,
+    store_root: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    variant_dir: str | Path,
+    progress: Callable[[str], None] | None = None,
+) -> dict[int, Stage1Result]:
+    """One Stage-1 lineage of the simulated learner per seed (each a full lineage in the run store). The
+    spec's own seed runs from the spec file unchanged (its lineage key and id stay those recorded);
+    every other seed from a copy in ``variant_dir`` that differs only in its seed and name."""
+    from rftlab.training.arena.stage1 import load_stage1_spec
+
+    spec, _ = load_stage1_spec(spec_path)
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
+    out = {}
+    for seed in seeds:
+        path = spec_path
+        if seed != spec.seed:
+            path = write_spec_variant(
+                spec_path,
+                Path(variant_dir) / f"{spec.name}-seed{seed}.json",
+                {"seed": seed, "name": f"{spec.name}-seed{seed}"},
+            )
+        out[seed] = run_stage1(
+            path, backend="simulated", store_root=store_root, data_dir=data_dir, progress=progress
+        )
+    return out
+
+
+def final_records(result: Stage1Result) -> list[dict[str, Any]]:
+    """The frozen-evaluation records of a lineage's selected checkpoint (its ``final_eval`` run)."""
+    if "final_eval" not in result.runs:
+        raise ValueError(f"lineage {result.lineage.get('lineage')} has no final evaluation")
+    return read_rows(Path(result.runs["final_eval"]) / "rows.jsonl")
+
+
+@dataclass
+class LineageStudy:
+    """The lineages of the simulated learner with their truth, coverage, lineage-level contrast and the
+    gates after review (``rftlab.analysis.arena.lineages`` and ``.review``)."""
+
+    results: dict[int, Stage1Result]
+    selected_steps: dict[int, int]
+    competence: dict[int, float]
+    truth_contrasts: dict[int, dict[str, float]]
+    coverage: dict[int, list[dict[str, Any]]]
+    method: dict[str, Any] | None
+    revised_gates: dict[int, list[dict[str, Any]]]
+    gate_errors: dict[int, list[dict[str, Any]]]
+    revision_sha256: str
+    analysis_cpu_seconds: float
+    base_competence: dict[int, float] = field(default_factory=dict)
+    expected_corrupted_replies: dict[int, float] = field(default_factory=dict)
+    """per lineage: (1 − q(s)) × the final evaluation's frozen replies (ACT and BROADCAST)"""
+
+
+def lineage_study(results: Mapping[int, Stage1Result]) -> LineageStudy:
+    """Truth, coverage, the lineage-level SFT − base regret and the revised gates of the lineages that
+    reached their comparison (the others are left out and say so by their absence)."""
+    from rftlab.analysis.arena.lineages import coverage_rows, method_level
+    from rftlab.analysis.arena.review import gate_error_rows, load_revised_spec, revised_gate_rows
+    from rftlab.training.arena.simulated import SIMULATED_MODELS
+    from rftlab.training.arena.truth import expected_contrasts, expected_frozen, frozen_outcomes
+
+    done = {s: r for s, r in results.items() if r.gates and r.comparison and "endpoints" in r.comparison}
+    revision, revision_sha = load_revised_spec()
+    started = time.process_time()
+    cases = sorted({rec["case_index"] for r in done.values() for rec in final_records(r)})
+    outcomes = {o.case_index: o for o in frozen_outcomes(cases)} if cases else {}
+    study = LineageStudy(dict(results), {}, {}, {}, {}, None, {}, {}, revision_sha, 0.0)
+    for seed, r in done.items():
+        records = final_records(r)
+        mine = [outcomes[rec["case_index"]] for rec in records]
+        q = SIMULATED_MODELS[r.lineage["base_model"]]
+        step_ = r.selection["selected_step"]
+        truth_base, truth_sft = expected_frozen(mine, q(0)), expected_frozen(mine, q(step_))
+        contrasts = expected_contrasts(mine, q(0), q(step_))
+        study.selected_steps[seed], study.competence[seed], study.base_competence[seed] = (
+            step_,
+            q(step_),
+            q(0),
+        )
+        replies = r.final_summary["replies"]
+        study.expected_corrupted_replies[seed] = (1 - q(step_)) * (
+            replies["act"]["n"] + replies["broadcast"]["n"]
+        )
+        study.truth_contrasts[seed] = contrasts
+        study.coverage[seed] = coverage_rows(
+            r.base_summary, r.final_summary, r.comparison, truth_base, truth_sft, contrasts
+        )
+        study.revised_gates[seed] = revised_gate_rows(r.gates["rows"], records, revision, r.test_summary)
+        study.gate_errors[seed] = gate_error_rows(
+            r.gates["rows"], records, r.comparison, r.final_summary, contrasts, revision, r.test_summary
+        )
+    if len(done) >= 2:
+        regret = lambda s: s["conditions"]["generated"]["mean_oracle_regret"]  # noqa: E731
+        study.method = method_level(
+            {s: regret(r.final_summary) for s, r in done.items()},
+            {s: regret(r.base_summary) for s, r in done.items()},
+            {s: c["primary"] for s, c in study.truth_contrasts.items()},
+        )
+    study.analysis_cpu_seconds = time.process_time() - started
+    return study
