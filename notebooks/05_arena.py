@@ -73,7 +73,7 @@ from rftlab.analysis.arena.gates import (  # noqa: E402
 from rftlab.analysis.arena.handoff import immutable_inputs, render_handoff  # noqa: E402
 from rftlab.analysis.arena.lineages import validation_series  # noqa: E402
 from rftlab.analysis.arena.review import agent_case_counts  # noqa: E402
-from rftlab.analysis.display import interval  # noqa: E402
+from rftlab.analysis.display import fixed_digits_markdown, interval  # noqa: E402
 from rftlab.analysis.paired import sign_test  # noqa: E402
 from rftlab.analysis.rate_gates import clustered_pass_probability  # noqa: E402
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256  # noqa: E402
@@ -460,7 +460,7 @@ for label, s in summaries.items():
                 "sign test p": f"{signs.p_value:.3f}",
             }
         )
-display(Markdown(pd.DataFrame(effects).to_markdown(index=False, floatfmt="+.3f")))
+display(fixed_digits_markdown(pd.DataFrame(effects), signed=("mean",)))
 
 fig, ax = plt.subplots(figsize=(8, 3.4))
 rows = [e for e in effects if e["policy"] != "oracle"]
