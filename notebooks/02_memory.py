@@ -35,6 +35,9 @@ CEILING_BANDS = 12 if QUICK else 400  # rows bl0_<i>, unsalted: the bands of not
 CALIBRATION_ROWS = 4 if QUICK else 48
 POWER_NSIM = 300 if QUICK else 4000
 TRUTH_PAIRS = 2 if QUICK else 8  # independent C/B′ pairs that estimate the simulator's true contrasts
+# §5, exploratory: the confirmatory C − B′ contrasts pooled over this many seed-matched pairs in all (the
+# plan's own and new ones), added after the registered results were seen; None: the plan's pairs + 1.
+MORE_PAIRS = None if QUICK else 8
 # §14, the arms on a tiny language model through the Tinker API. Quick mode's 12-step warm start is too
 # short to learn the call, so it shows the study's stop with a diagnosis.
 TINY_LM = dict(warm_steps=12, warm_rows=2) if QUICK else {}
@@ -81,6 +84,7 @@ from rftlab.rollout.spectrum.ceilings import (
 from rftlab.studies.spectrum import (
     TinyLMDesign,
     audit_statement,
+    more_pairs,
     run_memory_study,
     run_tiny_lm_study,
     simulation_truth,
@@ -138,6 +142,10 @@ seed_rows = seed_comparison(plan, rollouts)
 disagree = [r for r in seed_rows if not r["agree"]]
 sensitivity = small_k_sensitivity(plan, rollouts, study.contrasts)
 truth = simulation_truth(study, TRUTH_PAIRS, BACKEND, ROOT) if BACKEND == "local" else []
+more = (
+    more_pairs(study, MORE_PAIRS or n_pairs + 1, truth, BACKEND, ROOT) if BACKEND == "local" else None
+)
+more_primary = {r["id"]: r for r in more.rows}[primary.id] if more is not None else None
 tiny = run_tiny_lm_study(PLAN, SPEC_DIR, TinyLMDesign(**TINY_LM), ROOT) if BACKEND == "local" else None
 primary_sens = next(r for r in sensitivity if r["id"] == primary.id)
 trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
@@ -248,6 +256,24 @@ display(
                     "more seed-matched pairs would settle it."
                     if mg.claim
                     else "no reading supports a claim."
+                ),
+                "",
+                (
+                    f"**More pairs** (§5; exploratory, added after the registered results were seen, outside the "
+                    f"plan): pooled over {more.pairs} seed-matched pairs (the plan's {n_pairs} and "
+                    f"{more.pairs - n_pairs} run only for this), the primary's Holm-adjusted p is "
+                    f"{more_primary['p (Holm), plan']:.3g} with the plan's interval and "
+                    f"{more_primary['p (Holm), truncated HK']:.3g} truncated ({more_primary['verdict, truncated HK']}), "
+                    f"and the sign-flip p over the pairs' slopes is {more_primary['sign-flip p over pairs']:.3g} "
+                    f"(smallest attainable {more_primary['smallest attainable']:.3g}); its truncated interval "
+                    f"{interval(*more_primary['CI, truncated HK'], signed=True, digits=4)} "
+                    + (
+                        "covers" if (more.covers.get(primary.id) or (False, False))[1] else "misses"
+                    )
+                    + " the simulator's truth. This says what more pairs give this simulation; it does not make "
+                    "the registered verdict confirmatory at a size the plan did not fix."
+                    if more is not None
+                    else "**More pairs** are run only for the local simulated policy."
                 ),
                 "",
                 (
@@ -511,6 +537,27 @@ sens = pd.DataFrame(sensitivity).drop(columns="id")
 for col in ("CI, plan (HK)", "CI, truncated HK"):
     sens[col] = [interval(*ci, signed=True, digits=4) for ci in sens[col]]
 display(fixed_digits_markdown(sens, digits=4))
+
+# %% [markdown]
+# **More pairs (exploratory; added after the registered results were seen).** The same confirmatory
+# C − B′ contrasts pooled over more seed-matched pairs: the plan's own and new ones at the next seeds, run
+# only for this (experiment `spectrum_memory_more_pairs`, governed by no registered plan, so they record no
+# plan hash). Both intervals, Holm over the same family, the sign-flip test over the pairs, and whether
+# each interval holds the simulator's truth (below). It shows what a larger design would give this
+# simulation; the registered verdict stays the one at the plan's size.
+
+# %%
+if more is not None:
+    wide = pd.DataFrame(more.rows).drop(columns="id")
+    for col in ("CI, plan (HK)", "CI, truncated HK"):
+        wide[col] = [interval(*ci, signed=True, digits=4) for ci in wide[col]]
+    wide["covers truth (plan, truncated)"] = [
+        "–" if more.covers[r["id"]] is None else " / ".join("yes" if c else "no" for c in more.covers[r["id"]])
+        for r in more.rows
+    ]
+    display(fixed_digits_markdown(wide, digits=4))
+else:
+    display(Markdown("Not run on this backend: more pairs are cheap only for the local simulated policy."))
 
 # %% [markdown]
 # **The simulator's truth (computed after the plan).** Because the policy is a simulation, the contrast

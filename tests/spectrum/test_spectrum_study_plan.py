@@ -327,3 +327,54 @@ def test_truth_checks_recover_the_generating_slopes_and_judge_coverage():
     assert not away.covers and away.covers_truncated  # the truncated interval is the unmoved one
     with pytest.raises(ValueError, match="at least 2"):
         truth_checks(plan, results, truncated, truth_rollouts, pairs[:1])
+
+
+def test_more_pairs_pools_the_plans_pairs_and_new_ones_kept_apart_without_a_plan_hash(tmp_path):
+    """The exploratory extension (added after the registered results): seeds past the plan's pairs are run
+    under their own experiment with no plan hash, every pair is pooled as the plan pools its own (the
+    same pool recomputed here from the pairs' row-paired fits), and coverage of a given truth is judged
+    for both intervals."""
+    import dataclasses
+
+    from rftlab.analysis.contrasts import random_effects_pool
+    from rftlab.analysis.spectrum.study import TruthCheck, contrast_fits
+    from rftlab.runs import RunStore
+    from rftlab.studies.spectrum import MORE_PAIRS_EXPERIMENT, more_pairs, run_memory_study
+
+    sizes = {"rows": 3, "response_candidates": 3, "epochs": 3}
+    study = run_memory_study(PLAN, SPECS, "local", tmp_path, size_overrides=sizes)
+    plan, n = study.plan.plan, study.replicate_design.runs
+    with pytest.raises(ValueError, match="must exceed"):
+        more_pairs(study, n, root=tmp_path)
+    primary = study.primary
+    mid = (primary.ci[0] + primary.ci[1]) / 2
+    far = primary.ci[1] + 100 * (primary.ci[1] - primary.ci[0])
+    truth = [TruthCheck(primary, mid, 0.0, 2, True, True)]
+    ext = more_pairs(study, n + 2, truth=truth, root=tmp_path)
+    new = RunStore(tmp_path).runs(MORE_PAIRS_EXPERIMENT)
+    assert sorted(r.record.arm for r in new) == sorted(
+        plan.replicate_name(a, s) for a in plan.replicates.arms for s in range(n, n + 2)
+    )
+    assert all(r.record.plan_sha256 is None for r in new)  # governed by no registered plan
+    row = {r["id"]: r for r in ext.rows}[primary.id]
+    assert ext.pairs == row["pairs"] == n + 2
+    wider = plan.model_copy(
+        update={"replicates": plan.replicates.model_copy(update={"min_runs": n + 2, "max_runs": n + 2})}
+    )
+    rollouts = dict(study.rollouts)
+    for r in new:
+        rollouts[r.record.arm] = [r.rollouts(e) for e in range(len(r.metrics()))]
+    fits = contrast_fits(wider, primary.planned, rollouts)
+    pool = random_effects_pool(
+        [f.slope for *_, f in fits], [f.slope_se for *_, f in fits], plan.interval_level,
+        dfs=[f.df_resid for *_, f in fits],
+    )  # fmt: skip
+    assert len(fits) == n + 2 and row["CI, plan (HK)"] == pytest.approx(pool.ci)
+    lo, hi = row["CI, plan (HK)"]
+    expected = (lo <= mid <= hi, row["CI, truncated HK"][0] <= mid <= row["CI, truncated HK"][1])
+    assert ext.covers[primary.id] == expected
+    far_truth = [dataclasses.replace(truth[0], truth=far)]
+    again = more_pairs(study, n + 2, truth=far_truth, root=tmp_path)
+    assert again.covers[primary.id] == (False, False)
+    assert len(RunStore(tmp_path).runs(MORE_PAIRS_EXPERIMENT)) == 4  # reused, none added
+    assert all(v is None for k, v in again.covers.items() if k != primary.id)

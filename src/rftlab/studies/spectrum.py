@@ -31,7 +31,7 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from rftlab.analysis.spectrum.study import (
     ContrastResult,
     TruthCheck,
     compute_contrast,
+    small_k_sensitivity,
     study_contrasts,
     truth_checks,
     unestimable_contrasts,
@@ -379,6 +380,60 @@ def simulation_truth(
     ]
     truncated = study_contrasts(study.plan.plan, study.rollouts, truncated_hk=True)
     return truth_checks(study.plan.plan, study.contrasts, truncated, rollouts, pairs)
+
+
+MORE_PAIRS_EXPERIMENT = "spectrum_memory_more_pairs"
+
+
+@dataclass(frozen=True)
+class MorePairs:
+    """The confirmatory C − B′ contrasts pooled over ``pairs`` seed-matched pairs instead of the plan's:
+    the plan's own pairs plus seeds ``plan pairs .. pairs−1`` run for this only (experiment
+    ``spectrum_memory_more_pairs``, no plan hash: they are governed by no registered plan). Exploratory:
+    added after the registered results were seen, to show what the small-``k`` readings give with more
+    pairs. ``rows`` are ``small_k_sensitivity`` rows (plain and truncated Hartung–Knapp, Holm over the same
+    family, sign-flip over pairs); ``covers`` maps a contrast id to whether each interval holds the
+    simulator's truth (``None`` without a truth for it)."""
+
+    pairs: int
+    rows: list[dict[str, Any]]
+    covers: dict[str, tuple[bool, bool] | None]
+
+
+def more_pairs(
+    study: MemoryStudy,
+    pairs: int,
+    truth: Sequence[TruthCheck] = (),
+    backend: str = "local",
+    root: str | Path | None = None,
+) -> MorePairs:
+    """Run (or reuse) the extra seed-matched C/B′ pairs up to ``pairs`` in all and pool every pair as the
+    plan pools its own (``MorePairs``). ``truth``: ``simulation_truth``'s checks, for coverage."""
+    plan = study.plan.plan
+    if pairs <= study.replicate_design.runs:
+        raise ValueError(f"pairs must exceed the plan's {study.replicate_design.runs}, got {pairs}")
+    wider = plan.model_copy(
+        update={"replicates": plan.replicates.model_copy(update={"min_runs": pairs, "max_runs": pairs})}
+    )
+    extra = {
+        arm: spec.model_copy(update={"experiment": MORE_PAIRS_EXPERIMENT})
+        for arm, spec in replicate_specs(wider, study.specs, pairs).items()
+        if arm not in study.specs
+    }
+    runs = launch_arms(extra, backend, root)
+    rollouts = {**study.rollouts, **{arm: _rollouts(run) for arm, run in runs.items()}}
+    pooled = study_contrasts(wider, rollouts)
+    rows = small_k_sensitivity(wider, rollouts, pooled)
+    truths = {t.contrast.id: t.truth for t in truth}
+    covers: dict[str, tuple[bool, bool] | None] = {}
+    for row in rows:
+        value = truths.get(row["id"])
+        covers[row["id"]] = (
+            None
+            if value is None
+            else tuple(bool(lo <= value <= hi) for lo, hi in (row["CI, plan (HK)"], row["CI, truncated HK"]))
+        )
+    return MorePairs(pairs, rows, covers)
 
 
 # ------------------------------------------------------------------------------ a tiny language model
