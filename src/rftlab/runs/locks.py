@@ -32,7 +32,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,23 +153,30 @@ def arm_lock(root: Path, experiment: str, arm: str, timeout: float = 120.0) -> I
         raise
     try:
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() > deadline:
-                    raise RunBusyError(
-                        f"arm {experiment}/{arm} under {root} stayed locked for {timeout:g} s by process "
-                        f"{holder_pid(path) or '?'}; is another launch of it stuck?"
-                    ) from None
-                time.sleep(0.05)
+        if not _flock_until(fd, lambda: time.monotonic() < deadline, 0.05):
+            raise RunBusyError(
+                f"arm {experiment}/{arm} under {root} stayed locked for {timeout:g} s by process "
+                f"{holder_pid(path) or '?'}; is another launch of it stuck?"
+            )
         _note_pid(fd)
         yield
     finally:
         os.close(fd)
+
+
+def _flock_until(fd: int, keep_trying: Callable[[], bool], pause: float) -> bool:
+    """Take the exclusive lock on ``fd``, retrying every ``pause`` seconds while ``keep_trying()`` says
+    so; ``False`` when it is still held by another open file when ``keep_trying`` gives up."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if not keep_trying():
+            return False
+        time.sleep(pause)
 
 
 def claim(root: Path, experiment: str, arm: str, run_dir: Path, activity: str = "trained") -> Claim:
@@ -181,23 +188,21 @@ def claim(root: Path, experiment: str, arm: str, run_dir: Path, activity: str = 
     path = _lock_path(root, experiment, arm, Path(run_dir).name)
     fd = open_lock_file(path)
     deadline = time.monotonic() + FORK_GRACE_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise
-            pid = holder_pid(path)
-            if pid == os.getpid() and time.monotonic() < deadline:
-                time.sleep(0.01)  # a forked child of ours still has the released lock (module docstring)
-                continue
-            os.close(fd)
-            raise RunBusyError(
-                f"run {run_dir} is being {activity} by another process (pid {pid or '?'}); wait for it to "
-                "end, then run the same command again (a finished run is reused, an unfinished one resumed)"
-            ) from None
+
+    def ours() -> bool:  # only a forked child of ours can still hold a lock that names us (docstring)
+        return holder_pid(path) == os.getpid() and time.monotonic() < deadline
+
+    try:
+        taken = _flock_until(fd, ours, 0.01)
+    except OSError:
+        os.close(fd)
+        raise
+    if not taken:
+        os.close(fd)
+        raise RunBusyError(
+            f"run {run_dir} is being {activity} by another process (pid {holder_pid(path) or '?'}); wait for "
+            "it to end, then run the same command again (a finished run is reused, an unfinished one resumed)"
+        )
     _note_pid(fd)
     held = _CLAIMS[key] = Claim(Path(run_dir), path, fd)
     return held
