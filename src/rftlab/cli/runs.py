@@ -34,7 +34,7 @@ COMPARE_DESCRIPTION = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    runs = subparsers.add_parser("runs", help="list runs, export their metrics, clean stale temporaries")
+    runs = subparsers.add_parser("runs", help="list and compare runs, export their metrics, clean stale temporaries")
     sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     sub.required = True
 
