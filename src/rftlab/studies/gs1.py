@@ -46,8 +46,9 @@ from rftlab.analysis.gs1 import (
     StudyDecision,
     StudyOutcome,
 )
-from rftlab.analysis.gs1.results import GateRecord, Record
-from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC
+from rftlab.analysis.gs1.results import Contrast, GateRecord, Record
+from rftlab.analysis.gs1.seeds import RunLevelPlan, RunLevelPower, RunLevelVerdict
+from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
 from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
 from rftlab.training.sessions import closing_session
 
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_SPEC",
     "ESS_METRIC",
     "REVISED_SPEC",
+    "RUN_PLAN",
     "GS1StudySpec",
     "closing_session",
     "notebook_runs_root",
@@ -86,6 +88,15 @@ def load_spec(path: str | Path) -> GS1StudySpec:
 
     check_input_file(path, "spec")
     return parse_study_spec(read_file_bytes(Path(path), "spec"), path)
+
+
+def load_run_plan(path: str | Path = RUN_PLAN) -> RunLevelPlan:
+    """The run-level plan at ``path`` (the seeds and the run-level rule); ``ValueError`` of one line."""
+    from rftlab.analysis.gs1.seeds import parse_run_plan
+    from rftlab.analysis.io import read_file_bytes
+
+    check_input_file(path, "run-level plan")
+    return parse_run_plan(read_file_bytes(Path(path), "run-level plan"), path)
 
 
 def write_json(path: Path, obj: Any) -> Path:
@@ -248,6 +259,7 @@ class GS1Summary(Record):
     runs: dict[str, ArmRun] = {}
     monitor: dict[str, ArmMonitor] = {}
     decision: StudyDecision | None = None
+    run_level: Any = None  # RunLevelResult (defined below) when a run-level plan was given
     stopped: str | None = None
 
     def outcome(self) -> StudyOutcome:
@@ -564,14 +576,19 @@ def pilot_gate(backend, spec: GS1StudySpec, store, preflight: Mapping[str, Any])
     return PilotResult.model_validate({**gate, "by_construction": notes})
 
 
-def train_arms(backend, store, arms, bandwidth: float, spec: GS1StudySpec, progress=None) -> dict[str, Any]:
+def train_arms(
+    backend, store, arms, bandwidth: float, spec: GS1StudySpec, progress=None, seed: int | None = None
+) -> dict[str, Any]:
     """Each requested arm's run (trained, or resumed, or reused) at the gate's bandwidth; ``progress``
-    gets every new step's metrics with the ``arm`` and its ``alerts`` (``analysis.gs1.step_alerts``)."""
+    gets every new step's metrics with the ``arm`` and its ``alerts`` (``analysis.gs1.step_alerts``).
+    ``seed`` replaces every arm's training seed (``None``: the spec's, whose runs keep their hashes)."""
     from rftlab.analysis.gs1 import ESS_METRIC, step_alerts
     from rftlab.training.gs1.rl_loop import run_arm
 
     configs = dict(backend.arms)
     configs[TREATMENT] = replace(configs[TREATMENT], bandwidth=float(bandwidth))
+    if seed is not None:
+        configs = {name: replace(cfg, seed=int(seed)) for name, cfg in configs.items()}
     ess_min = spec.activation_gate.minimum(ESS_METRIC)
     results = {}
     for name in arms:
@@ -593,18 +610,20 @@ def train_arms(backend, store, arms, bandwidth: float, spec: GS1StudySpec, progr
     return results
 
 
-def base_config(backend):
+def base_config(backend, seed: int | None = None):
     """The untrained base as an evaluation arm: the baseline arm's configuration with 0 steps, i.e. the
-    seed-0 LoRA initialisation both arms start from (preflight check (e)), evaluated the same way."""
-    return replace(backend.arms[BASELINE], arm=BASE, steps=0)
+    seed-0 LoRA initialisation both arms start from (preflight check (e)), evaluated the same way; with
+    ``seed``, that seed's initialisation."""
+    cfg = replace(backend.arms[BASELINE], arm=BASE, steps=0)
+    return cfg if seed is None else replace(cfg, seed=int(seed))
 
 
-def evaluate_base(backend, store):
+def evaluate_base(backend, store, seed: int | None = None):
     """Evaluate (or reuse) the untrained base on the arms' test items."""
     from rftlab.training.gs1.rl_loop import run_arm
 
     return run_arm(
-        base_config(backend),
+        base_config(backend, seed),
         backend.service_client,
         backend.renderer,
         backend.task,
@@ -661,6 +680,110 @@ def arm_run(result) -> ArmRun:
     )
 
 
+class SeedResult(Record):
+    """One seed's three runs (both arms and the base), their accuracies, the paired contrasts and the
+    registered rule applied to that seed's two checkpoints (the item-level within-seed check)."""
+
+    seed: int
+    runs: dict[str, ArmRun]
+    accuracy: dict[str, float]
+    contrasts: dict[str, Contrast]
+    within_seed: RuleDecision
+    eval_paths: dict[str, str] = Field(default={}, exclude=True)
+
+
+class RunLevelResult(Record):
+    """The run-level plan's result: every seed, the three run-level contrasts and the power."""
+
+    plan: RunLevelPlan
+    seeds: tuple[SeedResult, ...]
+    treatment_vs_control: RunLevelVerdict
+    control_vs_base: RunLevelVerdict
+    treatment_vs_base: RunLevelVerdict
+    power_planning: RunLevelPower
+    power_observed: RunLevelPower | None
+    base_identical_across_seeds: bool
+
+    def scores(self, arm: str) -> dict[int, float]:
+        return {r.seed: r.accuracy[arm] for r in self.seeds}
+
+
+PAIRS = ((TREATMENT, BASELINE), (BASELINE, BASE), (TREATMENT, BASE))
+
+
+def seed_result(spec: GS1StudySpec, seed: int, results: Mapping[str, Any]) -> SeedResult:
+    """One seed's ``SeedResult`` from its three finished runs (``run_arm`` results by arm)."""
+    from rftlab.analysis.gs1 import paired_contrast
+
+    evals = {n: results[n].run.path / "eval.jsonl" for n in (*ARMS, BASE)}
+    contrasts = {f"{t}-{b}": paired_contrast(evals[t], evals[b], t, b) for t, b in PAIRS}
+    accuracy = {
+        TREATMENT: contrasts[f"{TREATMENT}-{BASE}"].treatment_accuracy,
+        BASELINE: contrasts[f"{BASELINE}-{BASE}"].treatment_accuracy,
+        BASE: contrasts[f"{BASELINE}-{BASE}"].baseline_accuracy,
+    }
+    return SeedResult(
+        seed=int(seed),
+        runs={n: arm_run(results[n]) for n in (*ARMS, BASE)},
+        accuracy=accuracy,
+        contrasts=contrasts,
+        within_seed=decide(spec, evals[TREATMENT], evals[BASELINE]),
+        eval_paths={n: str(p) for n, p in evals.items()},
+    )
+
+
+def same_items(paths: Sequence[str | Path]) -> bool:
+    """Whether every per-item file holds the same ``correct`` value for every item."""
+    from rftlab.analysis.io import load_paired_items
+
+    first = paths[0]
+    for other in paths[1:]:
+        paired = load_paired_items(first, other)
+        if (paired.treatment != paired.baseline).any():
+            return False
+    return True
+
+
+def run_level(spec: GS1StudySpec, plan: RunLevelPlan, seeds: Sequence[SeedResult]) -> RunLevelResult:
+    """The plan's run-level contrasts over the seeds' results, with the power at the planning and the
+    observed run-to-run SD of the treatment − control difference."""
+    from rftlab.analysis.gs1.seeds import run_level_power, run_level_verdict
+
+    score = {arm: {r.seed: r.accuracy[arm] for r in seeds} for arm in (*ARMS, BASE)}
+    main = run_level_verdict(score[TREATMENT], score[BASELINE], plan, TREATMENT, BASELINE)
+    observed = run_level_power(plan, main.sd) if main.sd else None
+    return RunLevelResult(
+        plan=plan,
+        seeds=tuple(seeds),
+        treatment_vs_control=main,
+        control_vs_base=run_level_verdict(score[BASELINE], score[BASE], plan, BASELINE, BASE),
+        treatment_vs_base=run_level_verdict(score[TREATMENT], score[BASE], plan, TREATMENT, BASE),
+        power_planning=run_level_power(plan, plan.planning_run_sd),
+        power_observed=observed,
+        base_identical_across_seeds=same_items([r.eval_paths[BASE] for r in seeds]),
+    )
+
+
+def study_seeds(
+    backend, spec, store, plan: RunLevelPlan, bandwidth: float, seed0: Mapping[str, Any], progress
+):
+    """Every seed of ``plan``: seed 0's runs are the study's own (``seed0``), every other seed trains
+    both arms and evaluates the base with that seed; the run-level result over all of them."""
+    spec_seed = {cfg.seed for cfg in backend.arms.values()}
+    if len(spec_seed) != 1:
+        raise ValueError(f"the arms must share their seed to pair by seed, got {sorted(spec_seed)}")
+    own = spec_seed.pop()
+    out = []
+    for s in plan.seeds:
+        if s == own:
+            results = dict(seed0)
+        else:
+            results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=s)
+            results[BASE] = evaluate_base(backend, store, seed=s)
+        out.append(seed_result(spec, s, results))
+    return run_level(spec, plan, out)
+
+
 def run_study(
     backend,
     spec: GS1StudySpec,
@@ -670,10 +793,12 @@ def run_study(
     progress: Callable[[dict[str, Any]], None] | None = None,
     revised: GS1StudySpec | None = None,
     store=None,
+    plan: RunLevelPlan | None = None,
 ) -> GS1Summary:
     """Preflight → pilot gate → arms → base → decisions (see the module docstring); returns a summary.
     ``store`` defaults to ``RunStore(root)`` recording the git state of the project checkout. ``revised``
-    is the revised rule's spec (``REVISED_SPEC``), reported after the registered one."""
+    is the revised rule's spec (``REVISED_SPEC``), reported after the registered one. ``plan`` (the
+    run-level plan, ``RUN_PLAN``) adds its other seeds of every arm and the run-level result."""
     from rftlab.analysis.gs1 import ESS_METRIC, training_monitor
     from rftlab.runs.store import RunStore
 
@@ -708,4 +833,8 @@ def run_study(
         ids = {n: results[n].run.run_id for n in (*ARMS, BASE)}
         record = study_decision(spec, revised, evals, ids, store, backend.name)
         summary["decision"] = StudyDecision.model_validate({**record, "gate_passed": pilot.gate_passed})
+        if plan is not None:
+            summary["run_level"] = study_seeds(
+                backend, spec, store, plan, pilot.chosen_bandwidth, results, progress
+            )
     return GS1Summary.model_validate(summary)
