@@ -97,6 +97,26 @@ def test_the_design_numbers_choose_the_revised_specs_method():
     assert power["betting"] == max(power.values())
 
 
+def test_one_power_number_per_quantity_the_candidate_row_is_the_design_tables_cell():
+    """Common random numbers: the revised rule's cell at the planning discordance is the same number in
+    the design table (three discordances, four differences, items for power) and in the candidate table
+    (one discordance, two differences), and it does not depend on which other cells were computed."""
+    n, reps = 300, 300
+    table = ana.rule_design(REVISED.decision_rule, n, "revised", reps=reps)
+    candidates = {d.method: d for d in ana.candidate_designs(REVISED.decision_rule, n, reps=reps)}
+    alone = ana.rule_design(
+        REVISED.decision_rule, n, "alone", (0.1,), (0.0,), reps=reps, items_for_power=False
+    )
+    for diff in (-0.03, 0.0):
+        assert table.p(diff, 0.1) == candidates["betting"].p(diff, 0.1)
+    assert alone.p(0.0, 0.1)["p_noninferior"] == table.p(0.0, 0.1)["p_noninferior"]
+    assert table.items(0.1) == candidates["betting"].items(0.1)
+    # an independent draw of the same cell agrees within Monte Carlo error (not bit for bit)
+    other = ana.rule_design(REVISED.decision_rule, n, "other", (0.1,), (0.0,), seed=99, reps=reps)
+    a, b = table.p(0.0, 0.1), other.p(0.0, 0.1)
+    assert abs(a["p_noninferior"] - b["p_noninferior"]) < 4 * math.hypot(a["mc_se"], b["mc_se"]) + 1e-9
+
+
 def test_choose_method_skips_a_bound_whose_error_exceeds_alpha():
     def fake(method, null, zero, se=0.0):
         rows = (

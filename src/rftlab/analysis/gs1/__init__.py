@@ -129,6 +129,19 @@ def _paired_binary_margin(rule: DecisionRule) -> float:
     return -float(crit.margin)
 
 
+DESIGN_STREAMS = ("pass_rates", "items_for_power")
+
+
+def design_rng(seed: int, discordance: float, stream: str) -> np.random.Generator:
+    """The Monte Carlo generator of one design cell: ``default_rng([seed, discordance in millionths,
+    stream])``. Each discordance rate and each use has its own stream, so a cell's numbers do not depend
+    on which other cells were computed before it (common random numbers across tables: the candidate
+    table's betting row at the planning discordance is the design table's row, not a second draw)."""
+    return np.random.default_rng(
+        [int(seed), int(round(discordance * 1_000_000)), DESIGN_STREAMS.index(stream)]
+    )
+
+
 def rule_design(
     rule: DecisionRule,
     n: int,
@@ -142,17 +155,17 @@ def rule_design(
 ) -> RuleDesign:
     """P(``noninferior``) of ``rule`` at each true difference and discordance rate at ``n`` items, and the
     items it needs for ``power`` at equality (exact for count-only bounds; else Monte Carlo from
-    ``numpy.random.default_rng(seed)`` with ``reps`` replications and its standard error)."""
+    ``design_rng(seed, discordance, ...)`` with ``reps`` replications and its standard error)."""
     if n < 2:
         raise ValueError(f"n={n} must be at least 2")
     method = METHOD_ALIASES[rule.method]
     margin = _paired_binary_margin(rule)
     differences = tuple(design_differences(margin) if differences is None else differences)
     exact = method in COUNT_ONLY
-    rng = np.random.default_rng(seed)
     rows, items = [], []
     for r in discordances:
         feasible = [d for d in differences if abs(d) <= r + 1e-12]
+        rng = design_rng(seed, r, "pass_rates")
         for pr in pass_rates(method, n, margin, rule.alpha, feasible, r, rng, reps):
             rows.append(
                 {
@@ -164,6 +177,7 @@ def rule_design(
                 }
             )
         if items_for_power:
+            rng = design_rng(seed, r, "items_for_power")
             found = required_n(method, 0.0, margin, rule.alpha, r, rng, power, reps, n_hint=n)
             items.append(
                 {
@@ -272,8 +286,9 @@ def design_note(design: RuleDesign) -> str:
     else:
         how = (
             f"Monte Carlo, {design.rows[0]['reps']} replications per cell from "
-            f"numpy.random.default_rng({design.seed}) (± one standard error; the items-for-power search "
-            "uses the same replications)"
+            f"numpy.random.default_rng([{design.seed}, discordance in millionths, stream]) (± one standard "
+            "error; the differences of one discordance share their draws, the items-for-power search has "
+            "its own stream, and every table shows the same draws for the same cell)"
         )
     return (
         f"{design.method}, one-sided α = {design.alpha:g}, margin {design.margin:g}, "
