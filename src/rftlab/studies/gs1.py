@@ -563,6 +563,7 @@ def pilot_gate(backend, spec: GS1StudySpec, store, preflight: Mapping[str, Any])
         "kind": "gs1_pilot_gate",
         "spec_sha256": spec.sha256,
         "arms": {k: v.to_dict() for k, v in backend.arms.items()},
+        "pilot_eval_split": "train",  # a gate whose pilot timed evaluation on test items is not reused
     }
     gate, _, _ = _record_run(
         store,
@@ -782,6 +783,61 @@ def study_seeds(
             results[BASE] = evaluate_base(backend, store, seed=s)
         out.append(seed_result(spec, s, results))
     return run_level(spec, plan, out)
+
+
+def pilot_rollouts(pilot: PilotResult, arm: str) -> list[dict[str, Any]]:
+    """The pilot's logged rollouts of ``arm`` (every pilot step, in order)."""
+    from rftlab.runs.store import load_run
+
+    run = load_run(pilot.pilot_runs[arm])
+    return [r for k in range(int(run.record.spec.get("steps", 0))) for r in run.rollouts(k)]
+
+
+def gate_margins(pilot: PilotResult, spec: GS1StudySpec, treatment_config) -> dict[str, Any]:
+    """Each numeric gate check's margin in its own units with a bootstrap interval, recomputed from the
+    pilot's rollouts at the gate's bandwidth (``analysis.gs1.robustness``): effective neighbours and
+    the pilot reward over rollouts, the baseline-reward correlation over prompts."""
+    from rftlab.analysis.gs1.robustness import correlation_margin, mean_margin, percentile_margin
+    from rftlab.training.gs1.pilot import recompute_treatment
+
+    rows = pilot_rollouts(pilot, TREATMENT)
+    if pilot.chosen_bandwidth != treatment_config.bandwidth:
+        rows = recompute_treatment(
+            rows, pilot.chosen_bandwidth, treatment_config.window, treatment_config.min_kernel_mass
+        )
+    checks = {c.metric: c for c in spec.activation_gate.checks}
+    out: dict[str, Any] = {}
+    ess = [r["effective_neighbors"] for r in rows if r.get("effective_neighbors") is not None]
+    if ESS_METRIC in checks and ess:
+        out[ESS_METRIC] = percentile_margin(ESS_METRIC, ess, float(checks[ESS_METRIC].min))
+    reward = checks.get("pilot_mean_reward")
+    if reward is not None:
+        out["pilot_mean_reward"] = mean_margin(
+            "pilot_mean_reward", [r["reward"] for r in rows], reward.min, reward.max
+        )
+    held = {
+        (r["step"], r["prompt_id"]): (r["baseline"], r["heldout_mean_reward"])
+        for r in rows
+        if r.get("heldout_mean_reward") is not None
+    }
+    corr = checks.get("baseline_reward_corr")
+    if corr is not None and len(held) >= 3:
+        b, h = zip(*held.values(), strict=True)
+        out["baseline_reward_corr"] = correlation_margin("baseline_reward_corr", b, h, float(corr.min))
+    return out
+
+
+def placebo_sweep(revised: GS1StudySpec, seed: SeedResult, seeds=None):
+    """The revised rule on the untrained base as if it were the treatment, against the control of one
+    training seed, at every permutation seed (``analysis.gs1.robustness``)."""
+    from rftlab.analysis.gs1.robustness import PERMUTATION_SEEDS, placebo_across_permutation_seeds
+
+    return placebo_across_permutation_seeds(
+        revised,
+        seed.eval_paths[BASE],
+        seed.eval_paths[BASELINE],
+        PERMUTATION_SEEDS if seeds is None else seeds,
+    )
 
 
 def run_study(
