@@ -47,7 +47,8 @@ from rftlab.analysis.gs1 import (
     StudyOutcome,
 )
 from rftlab.analysis.gs1.results import Contrast, GateRecord, Record
-from rftlab.analysis.gs1.seeds import RunLevelPlan, RunLevelPower, RunLevelVerdict
+from rftlab.analysis.gs1.robustness import DerivedMargin, GateMargin, PermutationSweep
+from rftlab.analysis.gs1.seeds import RunLevelBrief, RunLevelPlan, RunLevelPower, RunLevelVerdict, WithinSeed
 from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
 from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
 from rftlab.training.sessions import closing_session
@@ -260,6 +261,9 @@ class GS1Summary(Record):
     monitor: dict[str, ArmMonitor] = {}
     decision: StudyDecision | None = None
     run_level: Any = None  # RunLevelResult (defined below) when a run-level plan was given
+    gate_margins: dict[str, GateMargin] = {}
+    placebo: PermutationSweep | None = None
+    derived_margin: DerivedMargin | None = None
     stopped: str | None = None
 
     def outcome(self) -> StudyOutcome:
@@ -269,6 +273,9 @@ class GS1Summary(Record):
             gate_passed=self.gate.passed if self.gate is not None else None,
             despite_failed_gate=self.despite_failed_gate,
             stopped=self.stopped,
+            run_level=self.run_level.brief() if self.run_level is not None else None,
+            placebo=self.placebo,
+            derived_margin=self.derived_margin,
         )
 
     def report_lines(
@@ -701,12 +708,34 @@ class RunLevelResult(Record):
     treatment_vs_control: RunLevelVerdict
     control_vs_base: RunLevelVerdict
     treatment_vs_base: RunLevelVerdict
+    base_vs_control: RunLevelVerdict  # the run-level rule's placebo: the base as if it were the treatment
     power_planning: RunLevelPower
     power_observed: RunLevelPower | None
     base_identical_across_seeds: bool
 
     def scores(self, arm: str) -> dict[int, float]:
         return {r.seed: r.accuracy[arm] for r in self.seeds}
+
+    def brief(self) -> RunLevelBrief:
+        """What the summary bullets need (``analysis.gs1.seeds.run_level_bullets``)."""
+        within = tuple(
+            WithinSeed(
+                seed=r.seed,
+                decision=r.within_seed.decision,
+                lower=r.within_seed.rule.primary.lower,
+                mean_difference=r.within_seed.rule.primary.statistic_mean,
+            )
+            for r in self.seeds
+        )
+        return RunLevelBrief(
+            treatment_vs_control=self.treatment_vs_control,
+            control_vs_base=self.control_vs_base,
+            base_vs_control=self.base_vs_control,
+            power_planning=self.power_planning,
+            power_observed=self.power_observed,
+            within_seed=within,
+            base_identical_across_seeds=self.base_identical_across_seeds,
+        )
 
 
 PAIRS = ((TREATMENT, BASELINE), (BASELINE, BASE), (TREATMENT, BASE))
@@ -759,6 +788,7 @@ def run_level(spec: GS1StudySpec, plan: RunLevelPlan, seeds: Sequence[SeedResult
         treatment_vs_control=main,
         control_vs_base=run_level_verdict(score[BASELINE], score[BASE], plan, BASELINE, BASE),
         treatment_vs_base=run_level_verdict(score[TREATMENT], score[BASE], plan, TREATMENT, BASE),
+        base_vs_control=run_level_verdict(score[BASE], score[BASELINE], plan, BASE, BASELINE),
         power_planning=run_level_power(plan, plan.planning_run_sd),
         power_observed=observed,
         base_identical_across_seeds=same_items([r.eval_paths[BASE] for r in seeds]),
@@ -840,6 +870,28 @@ def placebo_sweep(revised: GS1StudySpec, seed: SeedResult, seeds=None):
     )
 
 
+MARGIN_FRACTION = 0.5  # a future run's margin: half the measured GRPO − base effect
+
+
+def robustness(run_level_result: RunLevelResult, revised: GS1StudySpec | None) -> dict[str, Any]:
+    """The revised rule's placebo verdict across permutation seeds (at the plan's first seed) and the
+    margin a future run derives from the run-level GRPO − base effect."""
+    from rftlab.analysis.gs1.robustness import derived_margin
+
+    cb = run_level_result.control_vs_base
+    out: dict[str, Any] = {
+        "derived_margin": derived_margin(
+            cb.mean,
+            cb.ci,
+            MARGIN_FRACTION,
+            f"run-level grpo_gs8 − base over {len(cb.seeds)} seeds, {cb.level:.0%} bootstrap interval",
+        )
+    }
+    if revised is not None and revised.decision_rule.permutation_seed is not None:
+        out["placebo"] = placebo_sweep(revised, run_level_result.seeds[0])
+    return out
+
+
 def run_study(
     backend,
     spec: GS1StudySpec,
@@ -871,6 +923,7 @@ def run_study(
     pilot = pilot_gate(backend, spec, store, pre)
     summary["gate"] = GateBrief(passed=pilot.gate_passed, bandwidth=pilot.chosen_bandwidth)
     summary["pilot"] = pilot
+    summary["gate_margins"] = gate_margins(pilot, spec, backend.arms[TREATMENT])
     if not pilot.gate_passed and not despite_failed_gate:
         summary["stopped"] = (
             "activation gate failed: the full runs need --despite-failed-gate (gates are never relaxed)"
@@ -893,4 +946,5 @@ def run_study(
             summary["run_level"] = study_seeds(
                 backend, spec, store, plan, pilot.chosen_bandwidth, results, progress
             )
+            summary.update(robustness(summary["run_level"], revised))
     return GS1Summary.model_validate(summary)

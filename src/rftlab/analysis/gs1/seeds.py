@@ -261,3 +261,85 @@ def run_level_power(plan: RunLevelPlan, sd: float, power: float = 0.8, n: int | 
         reps=POWER_REPS,
         seed=POWER_SEED,
     )
+
+
+class WithinSeed(Record):
+    """The pre-registered item-level rule on one seed's two checkpoints."""
+
+    seed: int
+    decision: str
+    lower: float | None
+    mean_difference: float
+
+
+class RunLevelBrief(Record):
+    """What the report's summary needs from the run-level result (``rftlab.studies.gs1.RunLevelResult``)."""
+
+    treatment_vs_control: RunLevelVerdict
+    control_vs_base: RunLevelVerdict
+    base_vs_control: RunLevelVerdict
+    power_planning: RunLevelPower
+    power_observed: RunLevelPower | None
+    within_seed: tuple[WithinSeed, ...]
+    base_identical_across_seeds: bool
+
+
+def _detects(p: RunLevelPower) -> str:
+    return "no difference" if p.detectable_difference is None else f"{p.detectable_difference:.4f}"
+
+
+def run_level_bullets(brief: RunLevelBrief, tag: str = "") -> list[str]:
+    """The summary's run-level bullets: the decision with the run as the unit (exploratory), the
+    within-seed item-level checks, and the power at the planning and the observed run-to-run SD."""
+    main, within = brief.treatment_vs_control, brief.within_seed
+    calls = [w.decision for w in within]
+    lowers = [w.lower for w in within if w.lower is not None]
+    n = len(main.seeds)
+    first = (
+        f"**Decision with the training run as the unit (added after review: exploratory){tag}:** "
+        f"{main.sentence()}; {main.decision_sentence()}. Within each seed the pre-registered item-level "
+        f"rule says {', '.join(f'{c} at {calls.count(c)} of {n}' for c in sorted(set(calls)))} seeds "
+        f"(lower bounds {min(lowers):+.4f} to {max(lowers):+.4f} against {-main.margin:+.2f}). The same "
+        f"run-level rule on the untrained base as if it were the treatment says "
+        f"**{brief.base_vs_control.decision}** (one-sided p = {brief.base_vs_control.p_noninferiority:.3g})."
+    )
+    pp, po = brief.power_planning, brief.power_observed
+    second = (
+        f"**Run-level power ({n} seed pairs, one-sided α = {pp.alpha:g}):** at a per-seed SD of the "
+        f"difference of {pp.sd:g} (planning: one point) the run-level rule says noninferior with probability "
+        f"{pp.power_noninferior_at_equality:.3f} when the arms are equal, and the one-sided exact test against 0 "
+        f"detects {_detects(pp)} with {pp.power:.0%} power"
+    )
+    if po is not None:
+        second += (
+            f"; at the observed SD {po.sd:.4f}: {po.power_noninferior_at_equality:.3f} and {_detects(po)}"
+        )
+    second += (
+        f"; a two-sided exact test can reach p < {pp.alpha:g} only from {pp.runs_needed_two_sided} seed pairs "
+        f"(with {n} its floor is {main.p_floor_two_sided:.4g}). Normal model of the per-seed difference, "
+        f"Monte Carlo {pp.reps} replications."
+    )
+    return [first, second]
+
+
+def control_effect_bullet(at_seed0_gained: int, at_seed0_lost: int, brief: RunLevelBrief | None) -> str:
+    """Is the active control's gain over the untrained base real? The exact sign test on seed 0's
+    discordant items (unit: the item) and, with seeds, the run-level contrast (unit: the run)."""
+    p = discordant_sign_test(at_seed0_gained, at_seed0_lost)
+    text = (
+        f"**Is GRPO's effect over the base real?** At seed 0, grpo_gs8 − base: {at_seed0_gained} items "
+        f"gained vs {at_seed0_lost} lost, exact two-sided sign test p = {p:.3g} (unit: the item of two "
+        "fixed checkpoints)"
+    )
+    if brief is not None:
+        cb = brief.control_vs_base
+        text += f"; with the run as the unit, {cb.sentence()}"
+        shown = cb.ci[0] > 0
+    else:
+        shown = at_seed0_gained > at_seed0_lost and p < 0.05
+    return text + (
+        ". **Shown**: GRPO beats the base."
+        if shown
+        else ". **Not shown**: GRPO does not beat the untrained base here, so at this margin a noninferiority "
+        "verdict cannot tell GS1 from no training."
+    )
