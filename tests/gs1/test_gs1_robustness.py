@@ -96,3 +96,21 @@ def test_derived_margin_refuses_an_effect_that_is_not_shown():
     assert not none.established and none.margin is None and "does not exclude 0" in none.reason
     with pytest.raises(ValueError):
         derived_margin(0.1, (0.2, 0.1), 0.5, "x")
+
+
+def test_margin_spec_is_a_new_spec_that_changes_only_the_margin_and_parses():
+    from rftlab.analysis.gs1 import parse_study_spec
+    from rftlab.analysis.gs1.robustness import margin_spec
+    from rftlab.runs.hashing import file_sha256
+
+    raw = DEFAULT_SPEC.read_bytes()
+    base = json.loads(raw)
+    derived = derived_margin(0.0712, (0.05, 0.09), 0.5, "a measured GRPO − base effect")
+    out = margin_spec(base, "gs1_vs_grpo.json", file_sha256(DEFAULT_SPEC), derived, "before any run")
+    assert [c["margin"] for c in out["decision_rule"]["criteria"]] == [-0.0356]
+    assert {k for k in out if out[k] != base.get(k)} == {"decision_rule", "title", "revision_of"}
+    assert json.loads(raw) == base  # the registered spec is untouched
+    spec = parse_study_spec(json.dumps(out).encode(), "new.json")
+    assert spec.registration == "revised" and spec.decision_rule.criteria[0].margin == -0.0356
+    with pytest.raises(ValueError, match="no margin to write"):
+        margin_spec(base, "x", "0" * 64, derived_margin(0.0, (-0.01, 0.01), 0.5, "x"), "now")

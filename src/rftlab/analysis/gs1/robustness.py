@@ -264,3 +264,35 @@ def derived_margin(effect: float, ci: tuple[float, float], fraction: float, sour
         margin=float(fraction * effect) if established else None, established=established, source=source,
         reason=reason,
     )  # fmt: skip
+
+
+def margin_spec(base: dict, base_file: str, base_sha256: str, derived: DerivedMargin, written: str) -> dict:
+    """A new spec (never an edit of ``base``): ``base`` with every criterion's margin set to −``derived``'s
+    margin (rounded to 4 decimals) and a ``revision_of`` block saying where the margin came from.
+    ``ValueError`` (its reason) when no margin was derived."""
+    import copy
+
+    if not derived.established or derived.margin is None:
+        raise ValueError(f"no margin to write: {derived.reason}")
+    if not base.get("decision_rule", {}).get("criteria"):
+        raise ValueError(f"{base_file}: its decision_rule has no criteria to set a margin on")
+    out = copy.deepcopy(base)
+    margin = round(float(derived.margin), 4)
+    old = sorted({c["margin"] for c in out["decision_rule"]["criteria"]})
+    for crit in out["decision_rule"]["criteria"]:
+        crit["margin"] = -margin
+    out["title"] = f"{base['title']} (margin from a measured GRPO − base effect)"
+    out["revision_of"] = {
+        "file": base_file,
+        "sha256": base_sha256,
+        "changes": f"decision_rule criteria margin {old} -> {-margin}; title; nothing else",
+        "reason": derived.reason,
+        "chosen_by": {
+            "fraction": derived.fraction,
+            "effect": derived.effect,
+            "effect_ci": list(derived.effect_ci),
+            "source": derived.source,
+        },
+        "written": written,
+    }
+    return out
