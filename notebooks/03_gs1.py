@@ -419,7 +419,7 @@ else:
         )
     )
     margin = decision.assay_sensitivity.margin
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 3.2), gridspec_kw={"width_ratios": [1, 1.2]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1, 1.2]})
     eb = decision.all_bounds.bounds["empirical_bernstein"]
     rule_rows = [(f"{d.registration}: {d.rule.primary.method}", d.rule.primary, "tab:red" if k == 0 else "tab:orange")
                  for k, d in enumerate(decision.decisions())]  # fmt: skip
@@ -433,7 +433,9 @@ else:
     ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel("GS1 − GRPO at seed 0 (one-sided 95% bounds: a two-sided 90% interval)")
     ax.set_title("decision: the pre-registered and the revised rule", fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.set_ylim(-0.5, len(rule_rows) - 0.5)
+    ax.locator_params(axis="x", nbins=5)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3))
     for k, c in enumerate(list(contrasts.values())[::-1]):
         for off, (name, color) in zip((0.15, -0.15), (("hoeffding", "tab:red"), ("empirical_bernstein", "tab:gray")), strict=True):
             b = c.bounds[name]
@@ -446,6 +448,7 @@ else:
     bx.set_yticklabels([r["contrast"] for r in crows[::-1]])
     bx.set_xlabel("difference in accuracy at seed 0 (90% two-sided intervals)")
     bx.set_title("paired contrasts (exploratory)", fontsize=10)
+    bx.locator_params(axis="x", nbins=5)
     bx.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
@@ -517,7 +520,8 @@ else:
                 "within-seed decision": within.decision,
             }
         )
-    display(Markdown(pd.DataFrame(seed_rows).to_markdown(index=False, floatfmt="+.4f")))
+    formats = ("d", ".4f", ".4f", ".4f", "+.4f", "", "+.4f", "")
+    display(Markdown(pd.DataFrame(seed_rows).to_markdown(index=False, floatfmt=formats)))
     display(
         Markdown(
             f"Accuracy of each run on the {run_level.seeds[0].contrasts['grpo_gs8-base'].n} test items, unit: the "

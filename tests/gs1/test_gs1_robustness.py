@@ -93,7 +93,7 @@ def test_derived_margin_refuses_an_effect_that_is_not_shown():
     shown = derived_margin(0.08, (0.05, 0.11), 0.5, "test")
     assert shown.established and shown.margin == pytest.approx(0.04)
     none = derived_margin(-0.0036, (-0.0056, -0.0015), 0.5, "test")
-    assert not none.established and none.margin is None and "does not exclude 0" in none.reason
+    assert not none.established and none.margin is None and "does not lie above 0" in none.reason
     with pytest.raises(ValueError):
         derived_margin(0.1, (0.2, 0.1), 0.5, "x")
 

@@ -257,7 +257,7 @@ def derived_margin(effect: float, ci: tuple[float, float], fraction: float, sour
     else:
         reason = (
             f"the measured effect {effect:+.4f} has an interval [{ci[0]:+.4f}, {ci[1]:+.4f}] that does not "
-            "exclude 0: the control is not shown to beat the base, so no margin can be derived from it"
+            "lie above 0: the control is not shown to beat the base, so no margin can be derived from it"
         )
     return DerivedMargin(
         effect=float(effect), effect_ci=(float(ci[0]), float(ci[1])), fraction=float(fraction),
