@@ -273,7 +273,8 @@ else:
         display(
             Markdown(
                 "How far each numeric check passes, in its own units, and how stable that is under "
-                "resampling (exploratory; the gate's verdict is the table above):\n\n"
+                "resampling (exploratory; the gate's verdict is the table above). The executed group sizes "
+                "are exact counts, with no sampling to resample:\n\n"
                 + "\n".join(f"- {m.sentence()}." for m in summary.gate_margins.values())
             )
         )
