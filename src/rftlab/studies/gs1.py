@@ -9,9 +9,13 @@ gate (``rftlab.analysis.gates``) and the pre-registered bandwidth calibration, t
 greedy evaluation into each run's ``eval.jsonl``), the untrained base evaluated on the same items, and,
 with both arms evaluated, the spec's decision rule (paired Hoeffding, margin -0.03, one-sided alpha 0.05)
 with the labelled exploratory bounds beside it, the revised rule's decision after it, the paired contrasts
-against the base and the assay-sensitivity check. A failed gate stops before the full runs unless
-``despite_failed_gate`` is given (the summary records it; the decision is then not a test of the GS1
-hypothesis). Bad input raises ``ValueError``.
+against the base and the assay-sensitivity check. With a run-level plan (``RUN_PLAN``,
+``data/specs/gs1_runlevel.json``) it then trains both arms and evaluates the base at every other seed of
+the plan (seed 0's runs are the ones above, their hashes unchanged) and returns the run-level result
+(``analysis.gs1.seeds``: the run as the unit, exploratory), the gate margins, the revised rule's placebo
+across permutation seeds and the margin a future run derives (``analysis.gs1.robustness``). A failed
+gate stops before the full runs unless ``despite_failed_gate`` is given (the summary records it; the
+decision is then not a test of the GS1 hypothesis). Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
