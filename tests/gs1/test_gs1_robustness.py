@@ -66,6 +66,10 @@ def test_percentile_margin_by_hand():
     assert (far.flips_to_fail, far.flips_to_fail_at_lowest) == (2, 1)
     assert m.margin == pytest.approx(1.0) and m.unit == "rollout" and m.n_units == 128
     assert m.ci[0] <= m.observed <= m.ci[1] and 0 <= m.bootstrap_pass_share <= 1
+    # every rollout above the minimum (the fake service's case): the lowest value is no flip, so a flip
+    # lands just below the minimum; 12.7 -> the 13th and 14th smallest must fall below
+    above = percentile_margin("ess", [9.0] * 128, 8.0, reps=200)
+    assert above.beyond == 0 and (above.flips_to_fail, above.flips_to_fail_at_lowest) == (14, 14)
     failing = percentile_margin("ess", [7.0] * 20 + [9.0] * 108, 8.0, reps=200)
     assert failing.flips_to_fail is None and failing.margin < 0
 

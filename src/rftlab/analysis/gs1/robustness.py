@@ -141,8 +141,10 @@ def _ci(samples: np.ndarray) -> tuple[float, float]:
 def _flips(x: np.ndarray, minimum: float, q: float, value: float) -> int:
     """How many of the smallest values at or above ``minimum``, each set to ``value``, bring the
     ``q``-th percentile below it."""
+    if value >= minimum:
+        raise ValueError(f"a flipped value must lie below the minimum {minimum:g}, got {value:g}")
     moved, flips = x.copy(), 0
-    while np.percentile(moved, q) >= minimum:
+    while np.percentile(moved, q) >= minimum:  # ends: every flip moves one more value below the minimum
         moved[np.flatnonzero(moved >= minimum)[0]] = value
         flips += 1
     return flips
@@ -162,7 +164,8 @@ def percentile_margin(
     flips = flips_low = None
     if observed >= minimum:
         flips = _flips(x, minimum, q, np.nextafter(minimum, -np.inf))
-        flips_low = _flips(x, minimum, q, float(x[0]))
+        just_below = float(np.nextafter(minimum, -np.inf))
+        flips_low = _flips(x, minimum, q, min(float(x[0]), just_below))  # the lowest value, or just below
     boot = _bootstrap(x, lambda v: np.percentile(v, q), reps, seed)
     return GateMargin(
         metric=metric, observed=observed, threshold=f"min {minimum:g}", margin=observed - minimum,
