@@ -64,12 +64,14 @@ from rftlab.studies.gs1 import (
     closing_session,
     design,
     get_backend,
+    load_run_plan,
     load_spec,
     run_study,
 )
 
 spec = load_spec(DEFAULT_SPEC)  # parsed once; every step below takes the model
 revised = load_spec(REVISED_SPEC)
+plan = load_run_plan()  # the seeds every arm runs and the run-level rule (written after the review)
 
 # %%
 # The design numbers, computed before anything trains: what each rule can decide at the spec's n.
@@ -86,7 +88,9 @@ backend = get_backend(BACKEND, spec, ROOT, QUICK)
 setup_seconds = time.perf_counter() - t0
 t0 = time.perf_counter()
 with closing_session(backend.service_client):  # a Tinker session ends with the study (no-op locally)
-    summary = run_study(backend, spec, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised=revised)
+    summary = run_study(
+        backend, spec, ROOT, despite_failed_gate=DESPITE_FAILED_GATE, revised=revised, plan=plan
+    )
 study_seconds = time.perf_counter() - t0
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
 print(
@@ -265,6 +269,15 @@ else:
             + ("" if pilot.gate_passed or DESPITE_FAILED_GATE else " The full runs do not start (gates are never relaxed).")
         )
     )
+    if summary.gate_margins:
+        display(
+            Markdown(
+                "How far each numeric check passes, in its own units, and how stable that is under "
+                "resampling (exploratory; the gate's verdict is the table above). The executed group sizes "
+                "are exact counts, with no sampling to resample:\n\n"
+                + "\n".join(f"- {m.sentence()}." for m in summary.gate_margins.values())
+            )
+        )
 
 # %% [markdown]
 # ## 3. Feasibility
@@ -406,23 +419,38 @@ else:
             "bound is one-sided at 95% (together a two-sided 90% interval), neither depends on the item order."
         )
     )
-    fig, ax = plt.subplots(figsize=(9, 2.6))
-    for k, c in enumerate(list(contrasts.values())[::-1]):
-        e = c.bounds["empirical_bernstein"]
-        ax.errorbar(
-            c.mean_difference, k,
-            xerr=[[c.mean_difference - e.lower], [e.upper - c.mean_difference]],
-            fmt="o", capsize=4, color="tab:blue",
-        )  # fmt: skip
     margin = decision.assay_sensitivity.margin
-    ax.axvline(0, color="k", lw=0.8)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1, 1.2]})
+    eb = decision.all_bounds.bounds["empirical_bernstein"]
+    rule_rows = [(f"{d.registration}: {d.rule.primary.method}", d.rule.primary, "tab:red" if k == 0 else "tab:orange")
+                 for k, d in enumerate(decision.decisions())]  # fmt: skip
+    rule_rows.append(("exploratory: empirical Bernstein", eb, "tab:gray"))
+    for k, (_label, b, color) in enumerate(rule_rows[::-1]):
+        mid = decision.rule.primary.statistic_mean
+        ax.errorbar(mid, k, xerr=[[mid - b.lower], [b.upper - mid]], fmt="o", capsize=4, color=color)
+    ax.set_yticks(range(len(rule_rows)))
+    ax.set_yticklabels([r[0] for r in rule_rows[::-1]])
     ax.axvline(-margin, color="tab:red", ls="--", lw=1, label=f"−{margin:g} (noninferiority threshold)")
-    ax.axvline(margin, color="tab:green", ls=":", lw=1, label=f"+{margin:g} (assay sensitivity)")
-    ax.set_yticks(range(len(crows)))
-    ax.set_yticklabels([r["contrast"] for r in crows[::-1]])
-    ax.set_ylabel("paired contrast")
-    ax.set_xlabel("difference in accuracy (90% two-sided interval, empirical Bernstein)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("GS1 − GRPO at seed 0 (one-sided 95% bounds: a two-sided 90% interval)")
+    ax.set_title("decision: the pre-registered and the revised rule", fontsize=10)
+    ax.set_ylim(-0.5, len(rule_rows) - 0.5)
+    ax.locator_params(axis="x", nbins=5)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    for k, c in enumerate(list(contrasts.values())[::-1]):
+        for off, (name, color) in zip((0.15, -0.15), (("hoeffding", "tab:red"), ("empirical_bernstein", "tab:gray")), strict=True):
+            b = c.bounds[name]
+            bx.errorbar(c.mean_difference, k + off, xerr=[[c.mean_difference - b.lower], [b.upper - c.mean_difference]],
+                        fmt="o", capsize=3, color=color, label=name.replace("_", " ") + (" (exploratory)" if name != "hoeffding" else " (the registered kind)") if k == 0 else None)  # fmt: skip
+    bx.axvline(0, color="k", lw=0.8)
+    bx.axvline(-margin, color="tab:red", ls="--", lw=1)
+    bx.axvline(margin, color="tab:green", ls=":", lw=1, label=f"+{margin:g} (assay sensitivity)")
+    bx.set_yticks(range(len(crows)))
+    bx.set_yticklabels([r["contrast"] for r in crows[::-1]])
+    bx.set_xlabel("difference in accuracy at seed 0 (90% two-sided intervals)")
+    bx.set_title("paired contrasts (exploratory)", fontsize=10)
+    bx.locator_params(axis="x", nbins=5)
+    bx.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     plt.show()
     display(Markdown(decision.assay_sensitivity.sentence()))
@@ -457,3 +485,109 @@ else:
                 )
             )
         )
+
+# %% [markdown]
+# ## 6. The training run as the unit (added after review: exploratory)
+#
+# The pre-registered rule bounds the item sampling of two fixed seed-0 checkpoints; the variation from
+# one training run to the next is not in it. The run-level plan `data/specs/gs1_runlevel.json`, written
+# after the review and after the seed-0 results were seen (so every number here is **exploratory**), runs
+# every arm and the base once per seed: a seed sets the LoRA initialisation, the prompt order and every
+# sampling seed, and both arms of a seed share it, so runs pair by seed. Seed 0 is the pre-registered run
+# itself (same configuration, same run). The run-level decision: noninferior when the one-sided exact
+# sign-flip test of a mean per-seed difference of −margin rejects at α (its floor with n seeds is 1/2^n:
+# with 5 seeds it rejects only when every seed's difference is above −margin). Beside it, the paired
+# mean difference over seeds with a percentile bootstrap interval (resampling seeds) and the two-sided
+# exact sign-flip p against 0 (floor 2/2^n). The item-level pre-registered rule is applied within each seed
+# as a check.
+
+# %%
+run_level = summary.run_level
+if run_level is None:
+    display(Markdown("No run-level result: the study stopped before the arms were evaluated."))
+else:
+    seed_rows = []
+    for r in run_level.seeds:
+        within = r.within_seed.rule.primary
+        seed_rows.append(
+            {
+                "seed": r.seed,
+                "base": r.accuracy["base"],
+                "grpo_gs8": r.accuracy["grpo_gs8"],
+                "gs1_kernel": r.accuracy["gs1_kernel"],
+                "GS1 − GRPO": r.accuracy["gs1_kernel"] - r.accuracy["grpo_gs8"],
+                "gained / lost": f"{r.contrasts['gs1_kernel-grpo_gs8'].gained} / {r.contrasts['gs1_kernel-grpo_gs8'].lost}",
+                "within-seed Hoeffding lower": within.lower,
+                "within-seed decision": within.decision,
+            }
+        )
+    formats = ("d", ".4f", ".4f", ".4f", "+.4f", "", "+.4f", "")
+    display(Markdown(pd.DataFrame(seed_rows).to_markdown(index=False, floatfmt=formats)))
+    display(
+        Markdown(
+            f"Accuracy of each run on the {run_level.seeds[0].contrasts['grpo_gs8-base'].n} test items, unit: the "
+            "run; the within-seed columns apply the pre-registered item-level rule to that seed's two "
+            "checkpoints. The untrained base's evaluation is "
+            + ("identical at every seed (a zero-initialised LoRA leaves the model unchanged)."
+               if run_level.base_identical_across_seeds else "not identical across seeds.")
+        )
+    )  # fmt: skip
+    for v in (run_level.treatment_vs_control, run_level.control_vs_base, run_level.treatment_vs_base):
+        display(Markdown(f"- {v.sentence()}."))
+    display(Markdown(f"**Run-level decision:** {run_level.treatment_vs_control.decision_sentence()}."))
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    for k, v in enumerate((run_level.treatment_vs_control, run_level.control_vs_base)):
+        ax.scatter(v.differences, [k] * len(v.differences), color="tab:blue", alpha=0.6, zorder=3,
+                   label="one seed" if k == 0 else None)  # fmt: skip
+        ax.errorbar(v.mean, k + 0.2, xerr=[[v.mean - v.ci[0]], [v.ci[1] - v.mean]], fmt="s", color="k", capsize=4,
+                    label=f"mean, {v.level:.0%} bootstrap interval over seeds" if k == 0 else None)  # fmt: skip
+    ax.axvline(0, color="k", lw=0.8)
+    ax.axvline(-plan.margin, color="tab:red", ls="--", lw=1, label=f"−{plan.margin:g} (noninferiority threshold)")
+    ax.set_yticks([0, 1])
+    ax.set_yticklabels(["gs1_kernel − grpo_gs8", "grpo_gs8 − base"])
+    ax.set_xlabel("per-seed difference in test accuracy (unit: the run)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    plt.show()
+    pp, po = run_level.power_planning, run_level.power_observed
+    power_rows = [
+        {
+            "run-to-run SD of the per-seed difference": f"{p.sd:.4f} ({label})",
+            "P(noninferior) at equality": f"{p.power_noninferior_at_equality:.3f}",
+            f"difference the one-sided test detects with {p.power:.0%} power": (
+                "none" if p.detectable_difference is None else f"{p.detectable_difference:.4f}"
+            ),
+        }
+        for p, label in ((pp, "planning: one point"), (po, "observed"))
+        if p is not None
+    ]
+    display(Markdown(pd.DataFrame(power_rows).to_markdown(index=False)))
+    display(
+        Markdown(
+            f"Power of the run-level rule with {pp.n} seed pairs at one-sided α = {pp.alpha:g} (normal model of the "
+            f"per-seed difference; Monte Carlo, {pp.reps} replications from numpy.random.default_rng({pp.seed}), "
+            f"the exact test inside). A two-sided exact sign-flip test can reach p < {pp.alpha:g} only from "
+            f"{pp.runs_needed_two_sided} seed pairs."
+        )
+    )
+
+# %% [markdown]
+# ## 7. What the verdicts rest on (exploratory)
+#
+# The revised rule depends on the item order (a registered permutation seed); applied to the untrained
+# base as if it were the treatment, its verdict at every permutation seed 0–199 shows how much of the
+# registered seed's verdict is the order. The margin a future Tinker run would register is half a
+# measured GRPO − base effect, derived only when that effect's interval excludes 0.
+
+# %%
+if summary.placebo is not None:
+    display(Markdown(f"- Placebo across item orders: {summary.placebo.sentence('the untrained base')}."))
+if summary.derived_margin is not None:
+    dm = summary.derived_margin
+    display(
+        Markdown(
+            "- Margin for a future Tinker run: "
+            + (f"**{dm.margin:.4f}**, {dm.reason}." if dm.established else f"**none derived**: {dm.reason}.")
+            + f" Source: {dm.source}."
+        )
+    )

@@ -97,6 +97,26 @@ def test_the_design_numbers_choose_the_revised_specs_method():
     assert power["betting"] == max(power.values())
 
 
+def test_one_power_number_per_quantity_the_candidate_row_is_the_design_tables_cell():
+    """Common random numbers: the revised rule's cell at the planning discordance is the same number in
+    the design table (three discordances, four differences, items for power) and in the candidate table
+    (one discordance, two differences), and it does not depend on which other cells were computed."""
+    n, reps = 300, 300
+    table = ana.rule_design(REVISED.decision_rule, n, "revised", reps=reps)
+    candidates = {d.method: d for d in ana.candidate_designs(REVISED.decision_rule, n, reps=reps)}
+    alone = ana.rule_design(
+        REVISED.decision_rule, n, "alone", (0.1,), (0.0,), reps=reps, items_for_power=False
+    )
+    for diff in (-0.03, 0.0):
+        assert table.p(diff, 0.1) == candidates["betting"].p(diff, 0.1)
+    assert alone.p(0.0, 0.1)["p_noninferior"] == table.p(0.0, 0.1)["p_noninferior"]
+    assert table.items(0.1) == candidates["betting"].items(0.1)
+    # an independent draw of the same cell agrees within Monte Carlo error (not bit for bit)
+    other = ana.rule_design(REVISED.decision_rule, n, "other", (0.1,), (0.0,), seed=99, reps=reps)
+    a, b = table.p(0.0, 0.1), other.p(0.0, 0.1)
+    assert abs(a["p_noninferior"] - b["p_noninferior"]) < 4 * math.hypot(a["mc_se"], b["mc_se"]) + 1e-9
+
+
 def test_choose_method_skips_a_bound_whose_error_exceeds_alpha():
     def fake(method, null, zero, se=0.0):
         rows = (
@@ -281,15 +301,19 @@ def _summary(monitor=None, despite_failed_gate=False):
 def test_summary_opens_with_design_then_decisions_and_flags_an_override(registered):
     d = registered.design
     plain = ana.report_summary(_summary(despite_failed_gate=False), [d], "a tiny model")
-    assert plain[0].startswith("**Question.**") and plain[1].startswith("**Assay sensitivity")
-    assert plain[2].startswith("**Design, before any run:**")
+    # first what the verdict is about and at what unit, then assay sensitivity and GRPO's effect
+    assert plain[0].startswith("**What the verdicts are about:** a stand-in") and "item of two" in plain[0]
+    assert plain[1].startswith("**Assay sensitivity") and plain[2].startswith("**Is GRPO's effect")
+    p = ana.seeds.discordant_sign_test(31, 7)
+    assert f"31 items gained vs 7 lost, exact two-sided sign test p = {p:.3g}" in plain[2]
+    assert plain[3].startswith("**Question.**") and plain[4].startswith("**Design, before any run:**")
     pre = next(i for i, line in enumerate(plain) if "pre-registered rule, hoeffding" in line)
     rev = next(i for i, line in enumerate(plain) if "revised rule, betting, permutation seed 20" in line)
-    assert 2 < pre < rev and "these seed-0 checkpoints" in plain[pre]
+    assert 4 < pre < rev and "these seed-0 checkpoints" in plain[pre]
     assert "untrained base 0.4541" in "\n".join(plain)
     both = ana.report_summary(_summary(), [d, d], None)
-    assert both[2].startswith("**Design, before any run:**")
-    assert both[3].startswith(
+    assert both[4].startswith("**Design, before any run:**")
+    assert both[5].startswith(
         "**Design of the revised rule, written after the earlier local results were seen:**"
     )
     assert "a tiny model" in plain[-1] and "one seed per arm" in plain[-1]
@@ -299,3 +323,34 @@ def test_summary_opens_with_design_then_decisions_and_flags_an_override(register
                                                                ess_p10_min=7.6)})  # fmt: skip
     text = "\n".join(ana.report_summary(monitored, [d], None))
     assert "fell below the gate's minimum 8 at 2 of 40 training steps (lowest 7.60)" in text
+
+
+def test_summary_with_seeds_decides_at_the_run_level_labelled_exploratory(registered):
+    from rftlab.analysis.gs1.seeds import RunLevelBrief, WithinSeed, run_level_power, run_level_verdict
+    from rftlab.studies.gs1 import load_run_plan
+
+    plan = load_run_plan()
+    grpo = {s: 0.40 + 0.002 * s for s in range(5)}
+    gs1 = {s: grpo[s] + (-0.004, 0.002, 0.0, -0.001, 0.003)[s] for s in range(5)}
+    base = {s: 0.39 for s in range(5)}
+    brief = RunLevelBrief(
+        treatment_vs_control=run_level_verdict(gs1, grpo, plan),
+        control_vs_base=run_level_verdict(grpo, base, plan, "grpo_gs8", "base"),
+        base_vs_control=run_level_verdict(base, grpo, plan, "base", "grpo_gs8"),
+        power_planning=run_level_power(plan, 0.01),
+        power_observed=None,
+        within_seed=tuple(WithinSeed(seed=s, decision="inconclusive", lower=-0.06, mean_difference=0.0) for s in range(5)),
+        base_identical_across_seeds=True,
+    )  # fmt: skip
+    outcome = _summary()
+    outcome = ana.StudyOutcome(**{**outcome.__dict__, "run_level": brief})
+    lines = ana.report_summary(outcome, [registered.design], "a tiny model")
+    run = next(line for line in lines if line.startswith("**Decision with the training run as the unit"))
+    assert "exploratory" in run and "5 seed-matched pairs" in run and "**noninferior**" in run
+    assert "inconclusive at 5 of 5 seeds" in run
+    assert "smallest attainable with 5 pairs is 0.0625" in run
+    power = next(line for line in lines if line.startswith("**Run-level power"))
+    assert "only from 6 seed pairs" in power
+    effect = next(line for line in lines if line.startswith("**Is GRPO's effect"))
+    assert "**Shown**" in effect  # grpo beats the base at every seed: the bootstrap interval is above 0
+    assert "5 training seeds per arm" in lines[-1] and "5 seeds per arm" in lines[0]

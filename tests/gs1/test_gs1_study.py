@@ -164,6 +164,41 @@ def test_run_command_end_to_end_on_fakes(tmp_path, monkeypatch, capsys):
     assert {r.record.arm for r in store.runs("gs1_vs_grpo_pilot")} == {"grpo_gs8", "gs1_kernel"}
 
 
+@pytest.mark.slow
+def test_run_level_plan_adds_seeds_and_keeps_the_seed_0_runs(tmp_path):
+    """With a run-level plan every arm and the base run once per seed; seed 0's runs are the study's own
+    (reused, same ids), the others carry their seed, and every run-level number is the per-run accuracy
+    read back from the runs' eval files. The pilot never decodes a test item."""
+    from rftlab.studies.gs1 import RUN_PLAN, load_run_plan
+
+    backend = _backend(TinyTorchServiceClient(), SPEC)
+    root = tmp_path / "runs"
+    plain = run_study(backend, SPEC, root, despite_failed_gate=True)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({**json.loads(RUN_PLAN.read_text()), "seeds": [0, 1, 2]}))
+    plan = load_run_plan(plan_file)
+    revised = load_spec(REVISED_SPEC)
+    summary = run_study(backend, SPEC, root, despite_failed_gate=True, revised=revised, plan=plan)
+    rl = summary.run_level
+    assert [r.seed for r in rl.seeds] == [0, 1, 2]
+    assert {a: rl.seeds[0].runs[a].path for a in plain.runs} == {a: r.path for a, r in plain.runs.items()}
+    store = RunStore(root)
+    for r in rl.seeds:
+        for arm, run in r.runs.items():
+            rec = [x for x in store.runs("gs1_vs_grpo", arm) if str(x.path) == run.path][0]
+            assert rec.record.spec["seed"] == r.seed
+            items = rec.eval_items()
+            assert r.accuracy[arm] == pytest.approx(np.mean([row["correct"] for row in items]))
+    diffs = [r.accuracy["gs1_kernel"] - r.accuracy["grpo_gs8"] for r in rl.seeds]
+    assert rl.treatment_vs_control.differences == pytest.approx(tuple(diffs))
+    assert [r.within_seed.rule.primary.statistic_mean for r in rl.seeds] == pytest.approx(diffs)
+    assert rl.base_identical_across_seeds  # a zero-initialised LoRA: the base does not depend on the seed
+    assert summary.placebo is not None and len(summary.placebo.seeds) == 200
+    assert summary.derived_margin is not None and set(summary.gate_margins) >= {"pilot_mean_reward"}
+    for pilot_run in store.runs("gs1_vs_grpo_pilot"):
+        assert all(row["item_id"].startswith("train-") for row in pilot_run.eval_items())
+
+
 def test_the_notebook_never_relaxes_a_gate_by_default():
     from rftlab.runs.paths import PROJECT_ROOT
 

@@ -9,9 +9,13 @@ gate (``rftlab.analysis.gates``) and the pre-registered bandwidth calibration, t
 greedy evaluation into each run's ``eval.jsonl``), the untrained base evaluated on the same items, and,
 with both arms evaluated, the spec's decision rule (paired Hoeffding, margin -0.03, one-sided alpha 0.05)
 with the labelled exploratory bounds beside it, the revised rule's decision after it, the paired contrasts
-against the base and the assay-sensitivity check. A failed gate stops before the full runs unless
-``despite_failed_gate`` is given (the summary records it; the decision is then not a test of the GS1
-hypothesis). Bad input raises ``ValueError``.
+against the base and the assay-sensitivity check. With a run-level plan (``RUN_PLAN``,
+``data/specs/gs1_runlevel.json``) it then trains both arms and evaluates the base at every other seed of
+the plan (seed 0's runs are the ones above, their hashes unchanged) and returns the run-level result
+(``analysis.gs1.seeds``: the run as the unit, exploratory), the gate margins, the revised rule's placebo
+across permutation seeds and the margin a future run derives (``analysis.gs1.robustness``). A failed
+gate stops before the full runs unless ``despite_failed_gate`` is given (the summary records it; the
+decision is then not a test of the GS1 hypothesis). Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
@@ -46,8 +50,10 @@ from rftlab.analysis.gs1 import (
     StudyDecision,
     StudyOutcome,
 )
-from rftlab.analysis.gs1.results import GateRecord, Record
-from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC
+from rftlab.analysis.gs1.results import Contrast, GateRecord, Record
+from rftlab.analysis.gs1.robustness import DerivedMargin, GateMargin, PermutationSweep
+from rftlab.analysis.gs1.seeds import RunLevelBrief, RunLevelPlan, RunLevelPower, RunLevelVerdict, WithinSeed
+from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
 from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
 from rftlab.training.sessions import closing_session
 
@@ -57,6 +63,7 @@ __all__ = [
     "DEFAULT_SPEC",
     "ESS_METRIC",
     "REVISED_SPEC",
+    "RUN_PLAN",
     "GS1StudySpec",
     "closing_session",
     "notebook_runs_root",
@@ -86,6 +93,15 @@ def load_spec(path: str | Path) -> GS1StudySpec:
 
     check_input_file(path, "spec")
     return parse_study_spec(read_file_bytes(Path(path), "spec"), path)
+
+
+def load_run_plan(path: str | Path = RUN_PLAN) -> RunLevelPlan:
+    """The run-level plan at ``path`` (the seeds and the run-level rule); ``ValueError`` of one line."""
+    from rftlab.analysis.gs1.seeds import parse_run_plan
+    from rftlab.analysis.io import read_file_bytes
+
+    check_input_file(path, "run-level plan")
+    return parse_run_plan(read_file_bytes(Path(path), "run-level plan"), path)
 
 
 def write_json(path: Path, obj: Any) -> Path:
@@ -248,6 +264,10 @@ class GS1Summary(Record):
     runs: dict[str, ArmRun] = {}
     monitor: dict[str, ArmMonitor] = {}
     decision: StudyDecision | None = None
+    run_level: Any = None  # RunLevelResult (defined below) when a run-level plan was given
+    gate_margins: dict[str, GateMargin] = {}
+    placebo: PermutationSweep | None = None
+    derived_margin: DerivedMargin | None = None
     stopped: str | None = None
 
     def outcome(self) -> StudyOutcome:
@@ -257,6 +277,9 @@ class GS1Summary(Record):
             gate_passed=self.gate.passed if self.gate is not None else None,
             despite_failed_gate=self.despite_failed_gate,
             stopped=self.stopped,
+            run_level=self.run_level.brief() if self.run_level is not None else None,
+            placebo=self.placebo,
+            derived_margin=self.derived_margin,
         )
 
     def report_lines(
@@ -551,6 +574,7 @@ def pilot_gate(backend, spec: GS1StudySpec, store, preflight: Mapping[str, Any])
         "kind": "gs1_pilot_gate",
         "spec_sha256": spec.sha256,
         "arms": {k: v.to_dict() for k, v in backend.arms.items()},
+        "pilot_eval_split": "train",  # a gate whose pilot timed evaluation on test items is not reused
     }
     gate, _, _ = _record_run(
         store,
@@ -564,14 +588,19 @@ def pilot_gate(backend, spec: GS1StudySpec, store, preflight: Mapping[str, Any])
     return PilotResult.model_validate({**gate, "by_construction": notes})
 
 
-def train_arms(backend, store, arms, bandwidth: float, spec: GS1StudySpec, progress=None) -> dict[str, Any]:
+def train_arms(
+    backend, store, arms, bandwidth: float, spec: GS1StudySpec, progress=None, seed: int | None = None
+) -> dict[str, Any]:
     """Each requested arm's run (trained, or resumed, or reused) at the gate's bandwidth; ``progress``
-    gets every new step's metrics with the ``arm`` and its ``alerts`` (``analysis.gs1.step_alerts``)."""
+    gets every new step's metrics with the ``arm`` and its ``alerts`` (``analysis.gs1.step_alerts``).
+    ``seed`` replaces every arm's training seed (``None``: the spec's, whose runs keep their hashes)."""
     from rftlab.analysis.gs1 import ESS_METRIC, step_alerts
     from rftlab.training.gs1.rl_loop import run_arm
 
     configs = dict(backend.arms)
     configs[TREATMENT] = replace(configs[TREATMENT], bandwidth=float(bandwidth))
+    if seed is not None:
+        configs = {name: replace(cfg, seed=int(seed)) for name, cfg in configs.items()}
     ess_min = spec.activation_gate.minimum(ESS_METRIC)
     results = {}
     for name in arms:
@@ -593,18 +622,20 @@ def train_arms(backend, store, arms, bandwidth: float, spec: GS1StudySpec, progr
     return results
 
 
-def base_config(backend):
+def base_config(backend, seed: int | None = None):
     """The untrained base as an evaluation arm: the baseline arm's configuration with 0 steps, i.e. the
-    seed-0 LoRA initialisation both arms start from (preflight check (e)), evaluated the same way."""
-    return replace(backend.arms[BASELINE], arm=BASE, steps=0)
+    seed-0 LoRA initialisation both arms start from (preflight check (e)), evaluated the same way; with
+    ``seed``, that seed's initialisation."""
+    cfg = replace(backend.arms[BASELINE], arm=BASE, steps=0)
+    return cfg if seed is None else replace(cfg, seed=int(seed))
 
 
-def evaluate_base(backend, store):
+def evaluate_base(backend, store, seed: int | None = None):
     """Evaluate (or reuse) the untrained base on the arms' test items."""
     from rftlab.training.gs1.rl_loop import run_arm
 
     return run_arm(
-        base_config(backend),
+        base_config(backend, seed),
         backend.service_client,
         backend.renderer,
         backend.task,
@@ -661,6 +692,210 @@ def arm_run(result) -> ArmRun:
     )
 
 
+class SeedResult(Record):
+    """One seed's three runs (both arms and the base), their accuracies, the paired contrasts and the
+    registered rule applied to that seed's two checkpoints (the item-level within-seed check)."""
+
+    seed: int
+    runs: dict[str, ArmRun]
+    accuracy: dict[str, float]
+    contrasts: dict[str, Contrast]
+    within_seed: RuleDecision
+    eval_paths: dict[str, str] = Field(default={}, exclude=True)
+
+
+class RunLevelResult(Record):
+    """The run-level plan's result: every seed, the three run-level contrasts and the power."""
+
+    plan: RunLevelPlan
+    seeds: tuple[SeedResult, ...]
+    treatment_vs_control: RunLevelVerdict
+    control_vs_base: RunLevelVerdict
+    treatment_vs_base: RunLevelVerdict
+    base_vs_control: RunLevelVerdict  # the run-level rule's placebo: the base as if it were the treatment
+    power_planning: RunLevelPower
+    power_observed: RunLevelPower | None
+    base_identical_across_seeds: bool
+
+    def scores(self, arm: str) -> dict[int, float]:
+        return {r.seed: r.accuracy[arm] for r in self.seeds}
+
+    def brief(self) -> RunLevelBrief:
+        """What the summary bullets need (``analysis.gs1.seeds.run_level_bullets``)."""
+        within = tuple(
+            WithinSeed(
+                seed=r.seed,
+                decision=r.within_seed.decision,
+                lower=r.within_seed.rule.primary.lower,
+                mean_difference=r.within_seed.rule.primary.statistic_mean,
+            )
+            for r in self.seeds
+        )
+        return RunLevelBrief(
+            treatment_vs_control=self.treatment_vs_control,
+            control_vs_base=self.control_vs_base,
+            base_vs_control=self.base_vs_control,
+            power_planning=self.power_planning,
+            power_observed=self.power_observed,
+            within_seed=within,
+            base_identical_across_seeds=self.base_identical_across_seeds,
+        )
+
+
+PAIRS = ((TREATMENT, BASELINE), (BASELINE, BASE), (TREATMENT, BASE))
+
+
+def seed_result(spec: GS1StudySpec, seed: int, results: Mapping[str, Any]) -> SeedResult:
+    """One seed's ``SeedResult`` from its three finished runs (``run_arm`` results by arm)."""
+    from rftlab.analysis.gs1 import paired_contrast
+
+    evals = {n: results[n].run.path / "eval.jsonl" for n in (*ARMS, BASE)}
+    contrasts = {f"{t}-{b}": paired_contrast(evals[t], evals[b], t, b) for t, b in PAIRS}
+    accuracy = {
+        TREATMENT: contrasts[f"{TREATMENT}-{BASE}"].treatment_accuracy,
+        BASELINE: contrasts[f"{BASELINE}-{BASE}"].treatment_accuracy,
+        BASE: contrasts[f"{BASELINE}-{BASE}"].baseline_accuracy,
+    }
+    return SeedResult(
+        seed=int(seed),
+        runs={n: arm_run(results[n]) for n in (*ARMS, BASE)},
+        accuracy=accuracy,
+        contrasts=contrasts,
+        within_seed=decide(spec, evals[TREATMENT], evals[BASELINE]),
+        eval_paths={n: str(p) for n, p in evals.items()},
+    )
+
+
+def same_items(paths: Sequence[str | Path]) -> bool:
+    """Whether every per-item file holds the same ``correct`` value for every item."""
+    from rftlab.analysis.io import load_paired_items
+
+    first = paths[0]
+    for other in paths[1:]:
+        paired = load_paired_items(first, other)
+        if (paired.treatment != paired.baseline).any():
+            return False
+    return True
+
+
+def run_level(spec: GS1StudySpec, plan: RunLevelPlan, seeds: Sequence[SeedResult]) -> RunLevelResult:
+    """The plan's run-level contrasts over the seeds' results, with the power at the planning and the
+    observed run-to-run SD of the treatment − control difference."""
+    from rftlab.analysis.gs1.seeds import run_level_power, run_level_verdict
+
+    score = {arm: {r.seed: r.accuracy[arm] for r in seeds} for arm in (*ARMS, BASE)}
+    main = run_level_verdict(score[TREATMENT], score[BASELINE], plan, TREATMENT, BASELINE)
+    observed = run_level_power(plan, main.sd) if main.sd else None
+    return RunLevelResult(
+        plan=plan,
+        seeds=tuple(seeds),
+        treatment_vs_control=main,
+        control_vs_base=run_level_verdict(score[BASELINE], score[BASE], plan, BASELINE, BASE),
+        treatment_vs_base=run_level_verdict(score[TREATMENT], score[BASE], plan, TREATMENT, BASE),
+        base_vs_control=run_level_verdict(score[BASE], score[BASELINE], plan, BASE, BASELINE),
+        power_planning=run_level_power(plan, plan.planning_run_sd),
+        power_observed=observed,
+        base_identical_across_seeds=same_items([r.eval_paths[BASE] for r in seeds]),
+    )
+
+
+def study_seeds(
+    backend, spec, store, plan: RunLevelPlan, bandwidth: float, seed0: Mapping[str, Any], progress
+):
+    """Every seed of ``plan``: seed 0's runs are the study's own (``seed0``), every other seed trains
+    both arms and evaluates the base with that seed; the run-level result over all of them."""
+    spec_seed = {cfg.seed for cfg in backend.arms.values()}
+    if len(spec_seed) != 1:
+        raise ValueError(f"the arms must share their seed to pair by seed, got {sorted(spec_seed)}")
+    own = spec_seed.pop()
+    out = []
+    for s in plan.seeds:
+        if s == own:
+            results = dict(seed0)
+        else:
+            results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=s)
+            results[BASE] = evaluate_base(backend, store, seed=s)
+        out.append(seed_result(spec, s, results))
+    return run_level(spec, plan, out)
+
+
+def pilot_rollouts(pilot: PilotResult, arm: str) -> list[dict[str, Any]]:
+    """The pilot's logged rollouts of ``arm`` (every pilot step, in order)."""
+    from rftlab.runs.store import load_run
+
+    run = load_run(pilot.pilot_runs[arm])
+    return [r for k in range(int(run.record.spec.get("steps", 0))) for r in run.rollouts(k)]
+
+
+def gate_margins(pilot: PilotResult, spec: GS1StudySpec, treatment_config) -> dict[str, Any]:
+    """Each numeric gate check's margin in its own units with a bootstrap interval, recomputed from the
+    pilot's rollouts at the gate's bandwidth (``analysis.gs1.robustness``): effective neighbours and
+    the pilot reward over rollouts, the baseline-reward correlation over prompts."""
+    from rftlab.analysis.gs1.robustness import correlation_margin, mean_margin, percentile_margin
+    from rftlab.training.gs1.pilot import recompute_treatment
+
+    rows = pilot_rollouts(pilot, TREATMENT)
+    if pilot.chosen_bandwidth != treatment_config.bandwidth:
+        rows = recompute_treatment(
+            rows, pilot.chosen_bandwidth, treatment_config.window, treatment_config.min_kernel_mass
+        )
+    checks = {c.metric: c for c in spec.activation_gate.checks}
+    out: dict[str, Any] = {}
+    ess = [r["effective_neighbors"] for r in rows if r.get("effective_neighbors") is not None]
+    if ESS_METRIC in checks and ess:
+        out[ESS_METRIC] = percentile_margin(ESS_METRIC, ess, float(checks[ESS_METRIC].min))
+    reward = checks.get("pilot_mean_reward")
+    if reward is not None:
+        out["pilot_mean_reward"] = mean_margin(
+            "pilot_mean_reward", [r["reward"] for r in rows], reward.min, reward.max
+        )
+    held = {
+        (r["step"], r["prompt_id"]): (r["baseline"], r["heldout_mean_reward"])
+        for r in rows
+        if r.get("heldout_mean_reward") is not None
+    }
+    corr = checks.get("baseline_reward_corr")
+    if corr is not None and len(held) >= 3:
+        b, h = zip(*held.values(), strict=True)
+        out["baseline_reward_corr"] = correlation_margin("baseline_reward_corr", b, h, float(corr.min))
+    return out
+
+
+def placebo_sweep(revised: GS1StudySpec, seed: SeedResult, seeds=None):
+    """The revised rule on the untrained base as if it were the treatment, against the control of one
+    training seed, at every permutation seed (``analysis.gs1.robustness``)."""
+    from rftlab.analysis.gs1.robustness import PERMUTATION_SEEDS, placebo_across_permutation_seeds
+
+    return placebo_across_permutation_seeds(
+        revised,
+        seed.eval_paths[BASE],
+        seed.eval_paths[BASELINE],
+        PERMUTATION_SEEDS if seeds is None else seeds,
+    )
+
+
+MARGIN_FRACTION = 0.5  # a future run's margin: half the measured GRPO − base effect
+
+
+def robustness(run_level_result: RunLevelResult, revised: GS1StudySpec | None) -> dict[str, Any]:
+    """The revised rule's placebo verdict across permutation seeds (at the plan's first seed) and the
+    margin a future run derives from the run-level GRPO − base effect."""
+    from rftlab.analysis.gs1.robustness import derived_margin
+
+    cb = run_level_result.control_vs_base
+    out: dict[str, Any] = {
+        "derived_margin": derived_margin(
+            cb.mean,
+            cb.ci,
+            MARGIN_FRACTION,
+            f"run-level grpo_gs8 − base over {len(cb.seeds)} seeds, {cb.level:.0%} bootstrap interval",
+        )
+    }
+    if revised is not None and revised.decision_rule.permutation_seed is not None:
+        out["placebo"] = placebo_sweep(revised, run_level_result.seeds[0])
+    return out
+
+
 def run_study(
     backend,
     spec: GS1StudySpec,
@@ -670,10 +905,12 @@ def run_study(
     progress: Callable[[dict[str, Any]], None] | None = None,
     revised: GS1StudySpec | None = None,
     store=None,
+    plan: RunLevelPlan | None = None,
 ) -> GS1Summary:
     """Preflight → pilot gate → arms → base → decisions (see the module docstring); returns a summary.
     ``store`` defaults to ``RunStore(root)`` recording the git state of the project checkout. ``revised``
-    is the revised rule's spec (``REVISED_SPEC``), reported after the registered one."""
+    is the revised rule's spec (``REVISED_SPEC``), reported after the registered one. ``plan`` (the
+    run-level plan, ``RUN_PLAN``) adds its other seeds of every arm and the run-level result."""
     from rftlab.analysis.gs1 import ESS_METRIC, training_monitor
     from rftlab.runs.store import RunStore
 
@@ -690,6 +927,7 @@ def run_study(
     pilot = pilot_gate(backend, spec, store, pre)
     summary["gate"] = GateBrief(passed=pilot.gate_passed, bandwidth=pilot.chosen_bandwidth)
     summary["pilot"] = pilot
+    summary["gate_margins"] = gate_margins(pilot, spec, backend.arms[TREATMENT])
     if not pilot.gate_passed and not despite_failed_gate:
         summary["stopped"] = (
             "activation gate failed: the full runs need --despite-failed-gate (gates are never relaxed)"
@@ -708,4 +946,9 @@ def run_study(
         ids = {n: results[n].run.run_id for n in (*ARMS, BASE)}
         record = study_decision(spec, revised, evals, ids, store, backend.name)
         summary["decision"] = StudyDecision.model_validate({**record, "gate_passed": pilot.gate_passed})
+        if plan is not None:
+            summary["run_level"] = study_seeds(
+                backend, spec, store, plan, pilot.chosen_bandwidth, results, progress
+            )
+            summary.update(robustness(summary["run_level"], revised))
     return GS1Summary.model_validate(summary)

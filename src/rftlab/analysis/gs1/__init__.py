@@ -39,6 +39,8 @@ from rftlab.analysis.gs1.results import (
     RuleDecision,
     StudyDecision,
 )
+from rftlab.analysis.gs1.robustness import DerivedMargin, PermutationSweep
+from rftlab.analysis.gs1.seeds import RunLevelBrief, control_effect_bullet, run_level_bullets
 from rftlab.analysis.gs1.spec import ActivationGate, GS1StudySpec, parse_study_spec
 from rftlab.analysis.io import load_paired_items
 from rftlab.analysis.noninferiority import COUNT_ONLY, ORDER_DEPENDENT, bound_result
@@ -129,6 +131,19 @@ def _paired_binary_margin(rule: DecisionRule) -> float:
     return -float(crit.margin)
 
 
+DESIGN_STREAMS = ("pass_rates", "items_for_power")
+
+
+def design_rng(seed: int, discordance: float, stream: str) -> np.random.Generator:
+    """The Monte Carlo generator of one design cell: ``default_rng([seed, discordance in millionths,
+    stream])``. Each discordance rate and each use has its own stream, so a cell's numbers do not depend
+    on which other cells were computed before it (common random numbers across tables: the candidate
+    table's betting row at the planning discordance is the design table's row, not a second draw)."""
+    return np.random.default_rng(
+        [int(seed), int(round(discordance * 1_000_000)), DESIGN_STREAMS.index(stream)]
+    )
+
+
 def rule_design(
     rule: DecisionRule,
     n: int,
@@ -142,17 +157,17 @@ def rule_design(
 ) -> RuleDesign:
     """P(``noninferior``) of ``rule`` at each true difference and discordance rate at ``n`` items, and the
     items it needs for ``power`` at equality (exact for count-only bounds; else Monte Carlo from
-    ``numpy.random.default_rng(seed)`` with ``reps`` replications and its standard error)."""
+    ``design_rng(seed, discordance, ...)`` with ``reps`` replications and its standard error)."""
     if n < 2:
         raise ValueError(f"n={n} must be at least 2")
     method = METHOD_ALIASES[rule.method]
     margin = _paired_binary_margin(rule)
     differences = tuple(design_differences(margin) if differences is None else differences)
     exact = method in COUNT_ONLY
-    rng = np.random.default_rng(seed)
     rows, items = [], []
     for r in discordances:
         feasible = [d for d in differences if abs(d) <= r + 1e-12]
+        rng = design_rng(seed, r, "pass_rates")
         for pr in pass_rates(method, n, margin, rule.alpha, feasible, r, rng, reps):
             rows.append(
                 {
@@ -164,6 +179,7 @@ def rule_design(
                 }
             )
         if items_for_power:
+            rng = design_rng(seed, r, "items_for_power")
             found = required_n(method, 0.0, margin, rule.alpha, r, rng, power, reps, n_hint=n)
             items.append(
                 {
@@ -272,8 +288,9 @@ def design_note(design: RuleDesign) -> str:
     else:
         how = (
             f"Monte Carlo, {design.rows[0]['reps']} replications per cell from "
-            f"numpy.random.default_rng({design.seed}) (± one standard error; the items-for-power search "
-            "uses the same replications)"
+            f"numpy.random.default_rng([{design.seed}, discordance in millionths, stream]) (± one standard "
+            "error; the differences of one discordance share their draws, the items-for-power search has "
+            "its own stream, and every table shows the same draws for the same cell)"
         )
     return (
         f"{design.method}, one-sided α = {design.alpha:g}, margin {design.margin:g}, "
@@ -592,6 +609,28 @@ class StudyOutcome:
     gate_passed: bool | None  # None: the gate was not reached
     despite_failed_gate: bool
     stopped: str | None
+    run_level: RunLevelBrief | None = None  # the run-level plan's result (several seeds per arm)
+    placebo: PermutationSweep | None = None  # the revised rule on the base at every permutation seed
+    derived_margin: DerivedMargin | None = None  # a future run's margin from the control − base effect
+
+
+def _unit_bullet(outcome: StudyOutcome, local_detail: str | None, local_model: str | None) -> str:
+    """What the verdicts are about and at what unit: the summary's first line."""
+    about = (
+        f"a stand-in: {local_detail or local_model} on a synthetic GSM8K-style task, not GS1 on "
+        "Qwen3.5-2B / GSM8K"
+        if local_model
+        else "the method on the served model"
+    )
+    runs = outcome.run_level
+    unit = (
+        "the pre-registered decision's unit is the item of two seed-0 checkpoints (it bounds item sampling "
+        "only); the run-level decision's unit is the training run, over "
+        f"{len(runs.treatment_vs_control.seeds)} seeds per arm (added after review, exploratory)"
+        if runs is not None
+        else "the unit is the item of two fixed seed-0 checkpoints: run-to-run variation is not covered"
+    )
+    return f"**What the verdicts are about:** {about}; {unit}."
 
 
 def report_summary(
@@ -600,13 +639,14 @@ def report_summary(
     local_model: str | None = None,
     local_detail: str | None = None,
 ) -> list[str]:
-    """The opening bullets of ``RESULTS_gs1.md``: any gate override first, then the question, assay
-    sensitivity (what a noninferiority verdict against this control can tell, before any verdict), the
-    design numbers (the pre-registered rule's before any run; a revised rule's labelled as written after
-    the earlier local results), the decisions (the pre-registered one first) on these seed-0 checkpoints,
-    base/GRPO/GS1 with paired contrasts, monitoring alerts and what the result does not show. ``local_model``
-    names the simulation the numbers come from next to each of them (``None`` on the Tinker service).
-    ``local_detail`` describes it once, at the end."""
+    """The opening bullets of ``RESULTS_gs1.md``: any gate override first, then what the verdicts are
+    about (stand-in or method) and their unit, assay sensitivity and whether GRPO's effect over the base
+    is real, the question, the design numbers (the pre-registered rule's before any run; a revised
+    rule's labelled as written after the earlier local results), the decisions (the pre-registered one
+    first) on the seed-0 checkpoints, the run-level decision and power, the revised rule's placebo verdict
+    across permutation seeds, base/GRPO/GS1 with paired contrasts, the margin a future run derives,
+    monitoring alerts and what the result does not show. ``local_model`` names the simulation the numbers
+    come from next to each of them (``None`` on the Tinker service)."""
     out = []
     tag = f" ({local_model})" if local_model else ""
     if outcome.despite_failed_gate:
@@ -616,14 +656,17 @@ def report_summary(
             "**Override: DESPITE_FAILED_GATE = True.** The full runs and the decision go ahead even if the "
             f"activation gate fails (the gate {state}); the spec says gates are never relaxed."
         )
+    out.append(_unit_bullet(outcome, local_detail, local_model))
+    decision = outcome.decision
+    if decision is not None:  # what a noninferiority verdict at this margin can tell, before the verdicts
+        out.append(assay_sentence(decision.assay_sensitivity))
+        gb = decision.control_vs_base
+        out.append(control_effect_bullet(gb.gained, gb.lost, outcome.run_level))
     out.append(
         "**Question.** At an equal rollout budget, is GS1 (kernel cross-prompt baseline, 64 prompts × 1 "
         "sample) no worse than GRPO (8 prompts × 8 samples, group-mean baseline) by more than 3 points of "
         "exact-match accuracy?"
     )
-    decision = outcome.decision
-    if decision is not None:  # what a noninferiority verdict at this margin can tell, before the verdicts
-        out.append(assay_sentence(decision.assay_sensitivity))
     for k, d in enumerate(designs):
         label = (
             "Design, before any run"
@@ -636,18 +679,47 @@ def report_summary(
     else:
         for dec in decision.decisions():
             out.append(_decision_sentence(dec, bool(decision.gate_passed), tag, bool(local_model)))
+        if outcome.run_level is not None:
+            out.extend(run_level_bullets(outcome.run_level, tag))
+        if outcome.placebo is not None:
+            out.append(
+                f"**The revised rule's placebo verdict across item orders (exploratory):** at seed 0, "
+                f"{outcome.placebo.sentence('the untrained base (as if it were the treatment, against GRPO)')}."
+            )
         out.append(_accuracy_sentence(decision.contrasts, tag))
+    if outcome.derived_margin is not None:
+        dm = outcome.derived_margin
+        out.append(
+            "**Margin for a future Tinker run:** "
+            + (
+                f"{dm.margin:.4f} ({dm.reason}; {dm.source})."
+                if dm.established
+                else f"none derived ({dm.reason}; {dm.source}). A Tinker run must first measure GRPO − "
+                "base on its own model, then register half of it."
+            )
+        )
     alerts = _monitoring_alerts(outcome.monitor)
     if alerts:
         out.append("**Monitoring during training:** " + "; ".join(alerts) + ".")
-    out.append(
-        "**What this does not show:** one seed per arm, so the unit is the item of two fixed checkpoints and "
-        "seed-to-seed variation is not covered; "
-        + (
-            f"every number comes from {local_detail or local_model} on a synthetic task, a test of the "
-            "machinery and not of GS1 on Qwen3.5-2B / GSM8K."
-            if local_model
-            else "one model, one task and one learning rate."
-        )
-    )
+    out.append(_limits_bullet(outcome, local_detail, local_model))
     return out
+
+
+def _limits_bullet(outcome: StudyOutcome, local_detail: str | None, local_model: str | None) -> str:
+    runs = outcome.run_level
+    seeds = (
+        f"{len(runs.treatment_vs_control.seeds)} training seeds per arm cover the training seed's "
+        "variation (LoRA initialisation, prompt order, sampling) but not the warm start's, the task's or "
+        "the hyperparameters'; with so few runs the bootstrap interval is rough and the exact tests sit near "
+        "their floors"
+        if runs is not None
+        else "one seed per arm, so the unit is the item of two fixed checkpoints and seed-to-seed variation "
+        "is not covered"
+    )
+    where = (
+        f"every number comes from {local_detail or local_model} on a synthetic task, a test of the "
+        "machinery and not of GS1 on Qwen3.5-2B / GSM8K."
+        if local_model
+        else "one model, one task and one learning rate."
+    )
+    return f"**What this does not show:** {seeds}; {where}"

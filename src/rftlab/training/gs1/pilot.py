@@ -4,7 +4,8 @@ feasibility estimate.
 Pilot (the spec's activation-failure plan (b)): each arm runs its first ``steps`` (2) steps as its own
 run in the experiment ``gs1_vs_grpo_pilot`` — the treatment with ``heldout_group_size`` (8) extra
 samples per prompt on its last pilot step, graded but never trained on — and a short greedy evaluation
-that times evaluation. Failed pilots stay in the run store.
+of train items (from the end of the prompt order, which the pilot's steps never reach) that times
+evaluation: the pilot never decodes a test item. Failed pilots stay in the run store.
 
 Gate metrics (the spec's ``activation_gate.checks``):
 
@@ -49,13 +50,15 @@ ESS_METRIC = "kernel_effective_neighbors_p10"
 def pilot_config(
     config: GS1ArmConfig, steps: int = PILOT_STEPS, n_eval: int = PILOT_EVAL_ITEMS
 ) -> GS1ArmConfig:
-    """The arm's pilot: its first ``steps`` steps, a short eval; the treatment gets the held-out samples."""
+    """The arm's pilot: its first ``steps`` steps, a short eval on train items (it only times evaluation;
+    test items are for the final checkpoints alone); the treatment gets the held-out samples."""
     heldout = config.estimator == "kernel_baseline"
     return replace(
         config,
         experiment=PILOT_EXPERIMENT,
         steps=steps,
         n_eval=min(n_eval, config.n_eval),
+        eval_split="train",
         heldout_group_size=HELDOUT_GROUP_SIZE if heldout else 0,
         heldout_steps=(steps - 1,) if heldout else (),
     )

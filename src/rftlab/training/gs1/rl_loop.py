@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rftlab.envs.gs1.grading import grade
-from rftlab.envs.gs1.task import MathTask
+from rftlab.envs.gs1.task import MathTask, Problem
 from rftlab.runs.store import Run, RunStore
 from rftlab.training.group_stats import pearson
 from rftlab.training.gs1.advantages import (
@@ -104,10 +104,15 @@ class GS1ArmConfig:
     loss_fn: str = LOSS_FN
     heldout_group_size: int = 0  # pilot only: extra samples per prompt for baseline_reward_corr
     heldout_steps: tuple[int, ...] = ()
+    # "test": the final evaluation on the first n_eval test items; "train" (the pilot, which only times
+    # evaluation): n_eval train items from the end of the seed's prompt order, never the test items
+    eval_split: str = "test"
 
     def __post_init__(self) -> None:
         if self.estimator not in ("group_mean", "kernel_baseline"):
             raise ValueError(f"unknown estimator {self.estimator!r}")
+        if self.eval_split not in ("test", "train"):
+            raise ValueError(f"eval_split must be 'test' or 'train', not {self.eval_split!r}")
         for name in ("group_size", "groups_per_batch", "max_tokens", "n_eval", "eval_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -126,8 +131,12 @@ class GS1ArmConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as the run store keys it; ``eval_split`` appears only when it is not the default
+        ``test``, so every run made before the field existed keeps its hash."""
         out = asdict(self)
         out["heldout_steps"] = list(self.heldout_steps)
+        if out["eval_split"] == "test":
+            del out["eval_split"]
         return out
 
 
@@ -655,6 +664,16 @@ def service_capabilities(service_client: Any) -> Any:
 # -------------------------------------------------------------------------------------------- eval
 
 
+def eval_items(config: GS1ArmConfig, task: MathTask, n: int) -> list[Problem]:
+    """The problems an evaluation decodes: the first ``n`` test items, or with ``eval_split == "train"``
+    the last ``n`` train items of the seed's prompt order (a pilot's few steps sample the order from its
+    start, so they never train on these), never a test item."""
+    if config.eval_split == "test":
+        return list(task.test[:n])
+    order = prompt_order(len(task.train), config.seed)[::-1][:n]
+    return [task.train[int(i)] for i in order]
+
+
 def evaluate(
     config: GS1ArmConfig,
     sampler: Any,
@@ -663,9 +682,10 @@ def evaluate(
     n_eval: int | None = None,
     send_seeds: bool = True,
 ) -> list[dict[str, Any]]:
-    """Greedy decoding of the first ``n_eval`` test items: one row per item (``item_id``, ``correct``,
-    ``response``, ``answer``, ``stop_reason``, ``response_tokens``)."""
-    items = task.test[: (n_eval or config.n_eval)]
+    """Greedy decoding of the first ``n_eval`` test items (with ``config.eval_split == "train"``: train
+    items from the end of the seed's prompt order, ``eval_items``): one row per item (``item_id``,
+    ``correct``, ``response``, ``answer``, ``stop_reason``, ``response_tokens``)."""
+    items = eval_items(config, task, n_eval or config.n_eval)
     futures = [
         sampler.sample(
             prompt=task.prompt(renderer, p),
