@@ -118,3 +118,15 @@ def test_margin_spec_is_a_new_spec_that_changes_only_the_margin_and_parses():
     assert spec.registration == "revised" and spec.decision_rule.criteria[0].margin == -0.0356
     with pytest.raises(ValueError, match="no margin to write"):
         margin_spec(base, "x", "0" * 64, derived_margin(0.0, (-0.01, 0.01), 0.5, "x"), "now")
+
+
+def test_a_window_with_one_bound_counts_flips_towards_it_and_none_is_refused():
+    from rftlab.analysis.gs1.robustness import mean_margin
+
+    rewards = [1.0] * 7 + [0.0] * 3  # mean 0.7
+    # only a maximum 0.75: 0.7 -> 0.8 > 0.75 after one flip of a 0 to a 1
+    assert mean_margin("r", rewards, None, 0.75, reps=50).flips_to_fail == 1
+    # only a minimum 0.5: the mean stays >= 0.5 until 3 ones flip (0.4 < 0.5)
+    assert mean_margin("r", rewards, 0.5, None, reps=50).flips_to_fail == 3
+    with pytest.raises(ValueError, match="neither a low nor a high bound"):
+        mean_margin("r", rewards, None, None)

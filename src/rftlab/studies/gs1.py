@@ -842,8 +842,9 @@ def gate_margins(pilot: PilotResult, spec: GS1StudySpec, treatment_config) -> di
     checks = {c.metric: c for c in spec.activation_gate.checks}
     out: dict[str, Any] = {}
     ess = [r["effective_neighbors"] for r in rows if r.get("effective_neighbors") is not None]
-    if ESS_METRIC in checks and ess:
-        out[ESS_METRIC] = percentile_margin(ESS_METRIC, ess, float(checks[ESS_METRIC].min))
+    ess_min = checks[ESS_METRIC].min if ESS_METRIC in checks else None
+    if ess_min is not None and ess:  # a check with only a maximum has no lower margin to measure
+        out[ESS_METRIC] = percentile_margin(ESS_METRIC, ess, float(ess_min))
     reward = checks.get("pilot_mean_reward")
     if reward is not None:
         out["pilot_mean_reward"] = mean_margin(
@@ -855,7 +856,7 @@ def gate_margins(pilot: PilotResult, spec: GS1StudySpec, treatment_config) -> di
         if r.get("heldout_mean_reward") is not None
     }
     corr = checks.get("baseline_reward_corr")
-    if corr is not None and len(held) >= 3:
+    if corr is not None and corr.min is not None and len(held) >= 3:
         b, h = zip(*held.values(), strict=True)
         out["baseline_reward_corr"] = correlation_margin("baseline_reward_corr", b, h, float(corr.min))
     return out

@@ -188,11 +188,15 @@ def mean_margin(
     n, k = x.size, int(x.sum())
     observed = k / n
     gaps = {b: abs(observed - b) for b in (low, high) if b is not None}
-    nearest = min(gaps, key=gaps.get)
-    if nearest == low:  # fail when k / n < low: the largest failing count is ceil(low * n) - 1
+    if not gaps:
+        raise ValueError(f"{metric}: the window has neither a low nor a high bound")
+    nearest = min(gaps, key=lambda b: gaps[b])
+    if (
+        low is not None and nearest == low
+    ):  # fail when k / n < low: the largest failing count is ceil(low n) - 1
         flips = max(0, k - (math.ceil(low * n - 1e-12) - 1))
-    else:  # fail when k / n > high
-        flips = max(0, math.floor(high * n + 1e-12) + 1 - k)
+    else:  # nearest is the high bound: fail when k / n > high
+        flips = max(0, math.floor(nearest * n + 1e-12) + 1 - k)
     boot = _bootstrap(x, np.mean, reps, seed)
     inside = np.ones_like(boot, dtype=bool)
     if low is not None:

@@ -158,7 +158,7 @@ def run_level_verdict(
         treatment, control, reps=plan.bootstrap_reps, seed=plan.bootstrap_seed, level=plan.bootstrap_level
     )
     d = np.asarray(pair.differences)
-    p_ni = sign_flip_one_sided_p(d, plan.margin)
+    p_ni = sign_flip_one_sided_p([float(v) for v in pair.differences], plan.margin)
     return RunLevelVerdict(
         treatment=treatment_name or plan.treatment,
         control=control_name or plan.control,
