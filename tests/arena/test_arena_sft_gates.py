@@ -294,3 +294,12 @@ def test_a_check_is_found_by_its_metric_and_each_metric_is_checked_once():
     assert all(evaluation.check(m) is c for m, c in zip(metrics, evaluation.checks, strict=True))
     with pytest.raises(KeyError, match="no check of 'nope'; the checks are act_schema_valid"):
         evaluation.check("nope")
+
+
+def test_a_case_count_too_large_for_exact_float_counts_is_refused_in_one_line():
+    """Hypothesis found it: num_cases 16155014862186352 (> 2**53) passed validation, then the order-
+    consistency count rounded to n + 1 and the clustered bound raised."""
+    for n in (16155014862186352, 2**64):
+        with pytest.raises(SummaryError) as exc:
+            validate_summary({**CANDIDATE, "num_cases": n})
+        assert "\n" not in str(exc.value) and "num_cases" in str(exc.value)

@@ -253,7 +253,7 @@ class _Summary(_Loose):
     arena_version: str
     manifest_sha256: str
     model: str | None = None
-    num_cases: int = Field(ge=1)
+    num_cases: int = Field(ge=1, le=1_000_000_000)  # float arithmetic on counts stays exact far below 2**53
     complete_manifest: bool = False
     message_strict_rate: Rate01
     action_order_consistency_rate: Rate01
