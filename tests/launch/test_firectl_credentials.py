@@ -30,23 +30,16 @@ from rftlab.launch.firectl import (
 )
 from rftlab.runs.secrets import secret_forms
 
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_firectl_env import install_fake_firectl  # noqa: E402
+
 KEY = 'fw-"q"\\b/é-0123456789abcdef'
 
 
 @pytest.fixture
 def fake_bin(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "firectl"
-    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_firectl.py").read_text())
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    scenario = tmp_path / "scenario"
-    (scenario / "datasets").mkdir(parents=True)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_FIRECTL_DIR", str(scenario))
-    monkeypatch.setenv("FAKE_FIRECTL_LOG", str(tmp_path / "argv.log"))
+    install_fake_firectl(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_FIRECTL_AUTH_LOG", str(tmp_path / "auth.log"))
-    monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     return tmp_path

@@ -8,8 +8,6 @@ paginated ``dataset list``; the strict fake's own refusals; and the new explicit
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import load_run
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fake_firectl_env import install_fake_firectl  # noqa: E402
 from fireworks_api_stub import FireworksApiStub  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,20 +46,10 @@ def spec(epochs=2, rows=2, k=2, **fw_changes):
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch, request):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "firectl"
-    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_firectl.py").read_text())
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    scenario = tmp_path / "scenario"
-    (scenario / "datasets").mkdir(parents=True)
-    log = tmp_path / "argv.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_FIRECTL_DIR", str(scenario))
-    monkeypatch.setenv("FAKE_FIRECTL_LOG", str(log))
+    installed = install_fake_firectl(tmp_path, monkeypatch)
+    scenario = installed.dir
     monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
     monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", ACCOUNT)
-    monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     api = FireworksApiStub(account=ACCOUNT).__enter__()
     request.addfinalizer(lambda: api.__exit__(None, None, None))
     monkeypatch.setenv("FIREWORKS_BASE_URL", api.base_url)
@@ -70,9 +59,7 @@ def fake(tmp_path, monkeypatch, request):
         dir = scenario
         evaluators = api
 
-        @staticmethod
-        def calls():
-            return [json.loads(line)[:2] for line in log.read_text().splitlines()] if log.exists() else []
+        calls = staticmethod(installed.calls)
 
         @staticmethod
         def replies(*bodies, prefix="job_get"):

@@ -6,9 +6,7 @@ firectl, the local control plane through the SDK launcher) and passing one that 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,6 +28,7 @@ from rftlab.rollout.poker.turns import HAND_MARKER, POKER_ACT_TOOL, initial_text
 from rftlab.runs.paths import SPECS_DIR
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fake_firectl_env import install_fake_firectl  # noqa: E402
 from fireworks_api_stub import FireworksApiStub  # noqa: E402
 
 KEY = "fw-poker-context-key-0123456789"
@@ -248,24 +247,14 @@ class Passed:
 @pytest.fixture
 def fake(tmp_path, monkeypatch, request):
     """The strict fake firectl (tests/launch/fake_firectl.py) and the evaluator API stub."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "firectl"
-    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_firectl.py").read_text())
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    scenario = tmp_path / "scenario"
-    (scenario / "datasets").mkdir(parents=True)
-    log = tmp_path / "argv.log"
-    for name, value in (("PATH", f"{bin_dir}:{os.environ['PATH']}"), ("FAKE_FIRECTL_DIR", str(scenario)),
-                        ("FAKE_FIRECTL_LOG", str(log)), ("FIREWORKS_API_KEY", KEY),
-                        ("FIREWORKS_ACCOUNT_ID", ACCOUNT)):  # fmt: skip
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
+    installed = install_fake_firectl(tmp_path, monkeypatch)
+    monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
+    monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", ACCOUNT)
     api = FireworksApiStub(account=ACCOUNT).__enter__()
     request.addfinalizer(lambda: api.__exit__(None, None, None))
     monkeypatch.setenv("FIREWORKS_BASE_URL", api.base_url)
     api.states[evaluator_id(poker_spec(None), ACCOUNT)] = "ACTIVE"
-    return lambda: [json.loads(line)[:2] for line in log.read_text().splitlines()] if log.exists() else []
+    return installed.calls
 
 
 def _launcher(**kw):

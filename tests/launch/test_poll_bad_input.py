@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import RunBusyError, load_run
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fake_firectl_env import install_fake_firectl  # noqa: E402
 from fireworks_api_stub import FireworksApiStub  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,19 +44,9 @@ class Passed:
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch, request):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "firectl"
-    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_firectl.py").read_text())
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    scenario = tmp_path / "scenario"
-    (scenario / "datasets").mkdir(parents=True)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_FIRECTL_DIR", str(scenario))
-    monkeypatch.setenv("FAKE_FIRECTL_LOG", str(tmp_path / "argv.log"))
+    scenario = install_fake_firectl(tmp_path, monkeypatch).dir
     monkeypatch.setenv("FIREWORKS_API_KEY", KEY)
     monkeypatch.setenv("FIREWORKS_ACCOUNT_ID", "acct")
-    monkeypatch.delenv("RFTLAB_FIRECTL", raising=False)
     sleeps: list[float] = []
     monkeypatch.setattr("rftlab.cli.fireworks._sleep", sleeps.append)
     api = FireworksApiStub(account="acct").__enter__()  # the evaluator check's API (the SDK reads it)
