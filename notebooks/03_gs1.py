@@ -108,7 +108,14 @@ local_detail = (
 
 # %%
 rule_designs = [d.design for d in designs.values()]
-display(Markdown("\n".join(f"- {line}" for line in summary.report_lines(rule_designs, local_model, local_detail))))
+lines = summary.report_lines(rule_designs, local_model, local_detail)
+if summary.audit is not None:  # docs/statistics.md §8: is the registered decision still confirmatory?
+    a = summary.audit
+    lines.append(
+        f"**Pre-registration, audited:** {a.registration}. The pre-registered decision over the two arms' "
+        f"seed-0 runs is {a.sentence}. " + " ".join(a.limits)
+    )
+display(Markdown("\n".join(f"- {line}" for line in lines)))
 
 # %% [markdown]
 # ## 0. Design: what each rule can decide, before any run

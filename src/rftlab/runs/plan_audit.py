@@ -45,6 +45,11 @@ AUDIT_LIMITS = (
     "A commit's time is its committer's clock, and a commit shows only that the plan's bytes existed "
     "before the code of the runs, not that no data of the same design had been looked at before."
 )
+REBUILD_LIMIT = (
+    "The runs of a rebuild from an empty run store always start after the plan was committed, so "
+    "conditions (b) and (c) hold for them by construction; they carry weight only for runs that existed "
+    "before the rebuild."
+)
 NOT_AUDITABLE = "cannot be audited here (no git repository holds the plan file)"
 
 __all__ = [

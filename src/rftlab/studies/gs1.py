@@ -252,6 +252,33 @@ class ArmRun(Record):
     curve: TrainingCurve | None = Field(default=None, exclude=True)
 
 
+class RegistrationAudit(Record):
+    """The pre-registration audit of the registered decision (``rftlab.runs.plan_audit``): the spec's
+    registered version and first commit, and whether the decision over the two arms' runs stays
+    confirmatory (every reason when not), with what the audit cannot show."""
+
+    family: str
+    sentence: str
+    registration: str
+    limits: tuple[str, ...]
+
+
+def audit_decision(spec: GS1StudySpec, runs: Sequence[Any]) -> RegistrationAudit:
+    """Audit the registered decision over ``runs`` (the two arms' runs) against the spec file it was
+    read from; a spec that matches no registered version is exploratory, never refused."""
+    from rftlab.runs.plan_audit import AUDIT_LIMITS, REBUILD_LIMIT, audit_contrasts
+
+    audit = audit_contrasts(spec.path, {"decision": list(runs)})
+    verdict = audit.contrasts["decision"]
+    note = (audit.version.note or "").strip() if audit.version is not None else ""
+    return RegistrationAudit(
+        family=verdict.family,
+        sentence=verdict.sentence(),
+        registration=audit.registration_line(),
+        limits=(*audit.notes, *([f"The record says: {note}"] if note else []), REBUILD_LIMIT, AUDIT_LIMITS),
+    )
+
+
 class GS1Summary(Record):
     """What ``run_study`` returns: every stage reached, and ``stopped`` when one stopped the study."""
 
@@ -264,6 +291,7 @@ class GS1Summary(Record):
     runs: dict[str, ArmRun] = {}
     monitor: dict[str, ArmMonitor] = {}
     decision: StudyDecision | None = None
+    audit: RegistrationAudit | None = None
     run_level: Any = None  # RunLevelResult (defined below) when a run-level plan was given
     gate_margins: dict[str, GateMargin] = {}
     placebo: PermutationSweep | None = None
@@ -618,6 +646,7 @@ def train_arms(
             backend.name,
             progress=report,
             send_seeds=backend.send_seeds,
+            plan_sha256=spec.sha256,
         )
     return results
 
@@ -947,6 +976,7 @@ def run_study(
         ids = {n: results[n].run.run_id for n in (*ARMS, BASE)}
         record = study_decision(spec, revised, evals, ids, store, backend.name)
         summary["decision"] = StudyDecision.model_validate({**record, "gate_passed": pilot.gate_passed})
+        summary["audit"] = audit_decision(spec, [results[n].run for n in ARMS])
         if plan is not None:
             summary["run_level"] = study_seeds(
                 backend, spec, store, plan, pilot.chosen_bandwidth, results, progress

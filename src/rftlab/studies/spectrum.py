@@ -51,7 +51,7 @@ from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
 from rftlab.runs.paths import runs_root
-from rftlab.runs.plan_audit import AUDIT_LIMITS, PlanAudit, audit_contrasts
+from rftlab.runs.plan_audit import AUDIT_LIMITS, REBUILD_LIMIT, PlanAudit, audit_contrasts
 from rftlab.runs.registration import (
     PlanVersion,
     files_added_in,
@@ -312,11 +312,7 @@ def audit_statement(study: MemoryStudy) -> AuditStatement:
         for c in plan.confirmatory()
         if c.id in study.audit.contrasts
     )
-    limits = [
-        "The runs of a rebuild from an empty run store always start after the plan was committed, so "
-        "conditions (b) and (c) hold for them by construction; they carry weight only for runs that existed "
-        "before the rebuild."
-    ]
+    limits = [REBUILD_LIMIT]
     top = git_toplevel(study.plan.path)
     added = files_added_in(top, versions[0].commit) if top is not None and versions else None
     if added is None:

@@ -810,17 +810,25 @@ def run_arm(
     clock: Callable[[], float] = time.perf_counter,
     progress: Callable[[dict[str, Any]], None] | None = None,
     send_seeds: bool = True,
+    plan_sha256: str | None = None,
 ) -> ArmRunResult:
     """Train one arm (resuming an unfinished run of the same config on the same backend), evaluate it
     greedily and finish the run. ``stop_after`` stops after that many new steps without finishing (to
     test resumption). ``send_seeds`` puts a seed on every sampling request (``sample_requests``).
+    ``plan_sha256``: the SHA-256 of the spec file that governs the arm, recorded in a new run's
+    ``run.json`` for the pre-registration audit (outside the run's spec hash).
 
     Each step saves a resume state (``save_state`` with ``CHECKPOINT_TTL_SECONDS``) before its rollouts
     and metrics are logged, then deletes the previous step's state; the last one is deleted once the run
     is finished (a finished run is reused, never resumed). The final sampler weights are kept."""
     t_start = clock()
     run, origin = store.start_or_reuse(
-        config.experiment, config.arm, config.to_dict(), backend=backend, resume=resume
+        config.experiment,
+        config.arm,
+        config.to_dict(),
+        backend=backend,
+        resume=resume,
+        plan_sha256=plan_sha256,
     )
     if origin == "reused":
         return ArmRunResult(run, origin, 0, {})
