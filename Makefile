@@ -69,10 +69,10 @@ lint: setup
 # removes them from the file (commit it). `make typecheck-baseline` rewrites the file with every current
 # error: only for a deliberate reset, reviewed in the diff.
 typecheck: setup
-	$(VENV)/bin/basedpyright --pythonpath $(PY) --level error
+	$(VENV)/bin/basedpyright --project pyproject.toml --pythonpath $(PY) --level error
 
 typecheck-baseline: setup
-	$(VENV)/bin/basedpyright --pythonpath $(PY) --level error --writebaseline
+	$(VENV)/bin/basedpyright --project pyproject.toml --pythonpath $(PY) --level error --writebaseline
 
 format: setup
 	$(VENV)/bin/ruff format src tests benchmarks examples
