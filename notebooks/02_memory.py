@@ -68,6 +68,7 @@ from rftlab.analysis.spectrum.study import (
     arm_trend_rows,
     compare_epochs,
     epoch_series,
+    margin_against_arms,
     replicate_pool,
     residual_sd,
     seed_comparison,
@@ -106,31 +107,8 @@ confirmatory = [c for c in study.contrasts if c.planned.family == "confirmatory"
 # only when the plan's registration precedes every run it uses and the plan does not list it as seen before.
 statement = audit_statement(study)
 audited = study.audit.contrasts
-
-
-def audit_family(contrast_id):
-    """The audited family of a registered confirmatory contrast; the plan's family of any other."""
-    return audited[contrast_id].family if contrast_id in audited else plan.family_of(contrast_id)
-
-
+audit_family = study.audited_family
 n_audited = sum(v.confirmatory for v in audited.values())
-
-
-def margin_against_arms(contrast):
-    """An equivalence margin read against the compared arms' own slopes (the plan's margins, §1)."""
-    metric, eps = contrast.planned.metric, contrast.epsilon
-    arms = (contrast.planned.treatment, contrast.planned.control)
-    slopes = {a: slope_of[a, METRIC_LABELS[metric]].slope for a in arms}
-    text = ", ".join(f"{a} {slopes[a]:+.4f}" for a in arms)
-    inside = [a for a in arms if abs(slopes[a]) < eps]
-    if len(inside) == 2:
-        return (
-            f"Its margin (±{eps:.4f}/epoch) is wider than either arm's own slope ({text} per epoch), so "
-            "equivalence within it cannot tell either trend from a flat one."
-        )
-    if inside:
-        return f"Its margin (±{eps:.4f}/epoch) is wider than {inside[0]}'s own slope ({text} per epoch)."
-    return f"Both arms' own slopes ({text} per epoch) exceed its margin (±{eps:.4f}/epoch)."
 ARM_ORDER = list(specs)
 BASE_ARMS = list(plan.arms)
 n_pairs = len(primary.fits)
@@ -218,9 +196,9 @@ display(
                 f"{carry_reading}",
                 f"- **C − B′ mean occupied-IoU** [{audit_family(occ_c.id)}]: {occ_c.sentence(sim)}: {occ_c.verdict()}.",
                 f"- **B − probe occ** [{audit_family(b_probe.id)}] (the scrambled control against the untrained "
-                f"probe, same bands): {b_probe.sentence(sim)}: {b_probe.verdict()}. {margin_against_arms(b_probe)}",
+                f"probe, same bands): {b_probe.sentence(sim)}: {b_probe.verdict()}. {margin_against_arms(b_probe, slope_of)}",
                 f"- **A − B carry** [{audit_family(a_b.id)}] (explicit prompt, real vs scrambled list): "
-                f"{a_b.sentence(sim)}: {a_b.verdict()}. {margin_against_arms(a_b)}",
+                f"{a_b.sentence(sim)}: {a_b.verdict()}. {margin_against_arms(a_b, slope_of)}",
                 "",
                 "**Pre-registration, audited** (docs/statistics.md §8). The plan is "
                 + (

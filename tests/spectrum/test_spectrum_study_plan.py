@@ -182,6 +182,9 @@ def test_the_whole_study_runs_at_a_tiny_size_and_is_reused(tmp_path):
     for cid, verdict in audit.contrasts.items():
         # fresh runs at a commit descending from the plan's: only rule (e) can make one exploratory
         assert verdict.confirmatory == (cid not in plan.seen_before), (cid, verdict.reasons)
+        assert study.audited_family(cid) == verdict.family
+    exploratory = [c.id for c in plan.contrasts if c.family == "exploratory"]
+    assert exploratory and all(study.audited_family(cid) == "exploratory" for cid in exploratory)
     from rftlab.studies.spectrum import audit_statement
 
     statement = audit_statement(study)
@@ -378,3 +381,28 @@ def test_more_pairs_pools_the_plans_pairs_and_new_ones_kept_apart_without_a_plan
     assert again.covers[primary.id] == (False, False)
     assert len(RunStore(tmp_path).runs(MORE_PAIRS_EXPERIMENT)) == 4  # reused, none added
     assert all(v is None for k, v in again.covers.items() if k != primary.id)
+
+
+def test_an_equivalence_margin_is_read_against_both_arms_own_slopes():
+    """Three readings: the margin wider than both arms' slopes, than one, than neither (hand cases)."""
+    from types import SimpleNamespace
+
+    from rftlab.analysis.spectrum.study import margin_against_arms
+
+    contrast = SimpleNamespace(
+        id="A-B.carry", epsilon=0.0015, planned=SimpleNamespace(metric="carry", treatment="A", control="B")
+    )
+
+    def fits(a, b):
+        return {("A", "carry"): SimpleNamespace(slope=a), ("B", "carry"): SimpleNamespace(slope=b)}
+
+    both = margin_against_arms(contrast, fits(0.0012, -0.0010))
+    assert both.startswith(
+        "Its margin (±0.0015/epoch) is wider than either arm's own slope (A +0.0012, B -0.0010"
+    )
+    assert margin_against_arms(contrast, fits(0.0030, 0.0010)).startswith(
+        "Its margin (±0.0015/epoch) is wider than B's own slope"
+    )
+    assert margin_against_arms(contrast, fits(0.0030, -0.0020)).startswith("Both arms' own slopes")
+    with pytest.raises(ValueError, match="no equivalence margin"):
+        margin_against_arms(SimpleNamespace(**{**vars(contrast), "epsilon": None}), fits(0, 0))

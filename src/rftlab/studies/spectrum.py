@@ -212,6 +212,12 @@ class MemoryStudy:
     def primary(self) -> ContrastResult:
         return self.contrast(self.plan.plan.primary_contrast)
 
+    def audited_family(self, contrast_id: str) -> str:
+        """The audited family of a registered confirmatory contrast; the plan's family of any other."""
+        if self.audit is not None and contrast_id in self.audit.contrasts:
+            return self.audit.contrasts[contrast_id].family
+        return self.plan.plan.family_of(contrast_id)
+
 
 def _rollouts(run: Run) -> list[list[dict[str, Any]]]:
     return [run.rollouts(e) for e in range(len(run.metrics()))]

@@ -399,6 +399,26 @@ def small_k_sensitivity(
     return rows
 
 
+def margin_against_arms(contrast: ContrastResult, slope_of: Mapping[tuple[str, str], Any]) -> str:
+    """An equivalence contrast's margin read against the compared arms' own slopes: ``slope_of`` maps
+    ``(arm, metric label)`` to that arm's trend fit (``arm_trend_rows``' ``fit``, with ``.slope``)."""
+    metric, eps = contrast.planned.metric, contrast.epsilon
+    if eps is None:
+        raise ValueError(f"contrast {contrast.id}: its metric {metric} has no equivalence margin")
+    arms = (contrast.planned.treatment, contrast.planned.control)
+    slopes = {a: slope_of[a, METRIC_LABELS[metric]].slope for a in arms}
+    text = ", ".join(f"{a} {slopes[a]:+.4f}" for a in arms)
+    inside = [a for a in arms if abs(slopes[a]) < eps]
+    if len(inside) == 2:
+        return (
+            f"Its margin (±{eps:.4f}/epoch) is wider than either arm's own slope ({text} per epoch), so "
+            "equivalence within it cannot tell either trend from a flat one."
+        )
+    if inside:
+        return f"Its margin (±{eps:.4f}/epoch) is wider than {inside[0]}'s own slope ({text} per epoch)."
+    return f"Both arms' own slopes ({text} per epoch) exceed its margin (±{eps:.4f}/epoch)."
+
+
 @dataclass(frozen=True)
 class TruthCheck:
     """A confirmatory contrast's interval against the simulator's own expected contrast.
