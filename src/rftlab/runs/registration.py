@@ -317,6 +317,16 @@ def _write(path: Path, registry: Registry) -> None:
     atomic_write_text(path, text)
 
 
+def _refuse_registered(plan_file: Path, registry_dir: str | Path | None, outcome: str) -> None:
+    """``RegistrationError`` when the plan file's bytes are a registered version already."""
+    found = find_version(plan_file, registry_dir)
+    if found is not None:
+        raise RegistrationError(
+            f"{plan_file.name}: these bytes are registered already (plan {found[0]!r}, "
+            f"v{found[1].version}); {outcome}"
+        )
+
+
 def register_plan(
     plan_file: str | Path,
     *,
@@ -331,12 +341,7 @@ def register_plan(
     is an amendment: :func:`amend_plan`)."""
     plan_file = Path(plan_file)
     name = name or plan_file.stem
-    found = find_version(plan_file, registry_dir)
-    if found is not None:
-        raise RegistrationError(
-            f"{plan_file.name}: these bytes are registered already (plan {found[0]!r}, "
-            f"v{found[1].version}); nothing recorded"
-        )
+    _refuse_registered(plan_file, registry_dir, "nothing recorded")
     where = registry_path(name, registry_dir)
     registry = load_registry(where) or Registry(plan=name)
     latest = registry.latest()
@@ -396,12 +401,7 @@ def amend_plan(
         raise RegistrationError(
             f"plan {name!r}: an amendment continues the latest version (v{latest.version}), not v{from_version}"
         )
-    found = find_version(plan_file, registry_dir)
-    if found is not None:
-        raise RegistrationError(
-            f"{plan_file.name}: these bytes are registered already (plan {found[0]!r}, "
-            f"v{found[1].version}); nothing to amend"
-        )
+    _refuse_registered(plan_file, registry_dir, "nothing to amend")
     located = _locate(plan_file, repo)
     old = _blob_bytes(located.repo, latest.blob)
     if old is None:
