@@ -282,3 +282,36 @@ def test_a_report_built_in_another_environment_is_rebuilt_but_not_called_stale(t
         environment_change(record) == f"built with numpy 0.0, this has {environment()['packages']['numpy']}"
     )
     assert report_staleness(tmp_path, tmp_path / "RESULTS_methods.md") == []  # --check: inputs are current
+
+
+def test_the_schedule_starts_the_notebook_costliest_when_cold_even_after_a_cached_rebuild(tmp_path):
+    """A cached rebuild logs the memory notebook at 22 s after an empty-store build of 534 s; the schedule
+    reads the longest build, so memory still starts first (scheduling by the last one started it third)."""
+    from types import SimpleNamespace
+
+    from rftlab.reports import BUILD_LOG, build_costs, schedule
+
+    entries = [
+        {"notebook": "notebooks/02_memory.py", "seconds": 534.0},
+        {"notebook": "notebooks/03_gs1.py", "seconds": 243.0},
+        {"notebook": "notebooks/00_methods.py", "seconds": 67.0},
+        {"notebook": "notebooks/02_memory.py", "seconds": 22.5},
+        {"notebook": "notebooks/03_gs1.py", "seconds": 183.8},
+        {"notebook": "notebooks/03_gs1.py", "skipped": True},
+        {"notebook": "notebooks/00_methods.py", "seconds": "not a number"},
+    ]
+    lines = [json.dumps(e) for e in entries] + ["{not json", "[1, 2]"]
+    (tmp_path / BUILD_LOG).write_text("\n".join(lines) + "\n")
+    costs = build_costs(tmp_path)
+    assert costs == {
+        "notebooks/02_memory.py": 534.0,
+        "notebooks/03_gs1.py": 243.0,
+        "notebooks/00_methods.py": 67.0,
+    }
+    jobs = [
+        SimpleNamespace(source=Path(f"notebooks/{n}.py"))
+        for n in ("00_methods", "01_new", "03_gs1", "02_memory", "04_new")
+    ]
+    order = [j.source.stem for j in schedule(jobs, costs)]
+    assert order == ["02_memory", "03_gs1", "00_methods", "01_new", "04_new"]
+    assert build_costs(tmp_path / "no such folder") == {}
