@@ -83,6 +83,7 @@ from rftlab.reports import Timings  # noqa: E402
 from rftlab.rollout.arena.evaluation import CONDITION_LABELS, CONDITIONS, run_frozen_eval  # noqa: E402
 from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, SftConfig, write_dataset  # noqa: E402
 from rftlab.studies.arena import (  # noqa: E402
+    audit_gates,
     evaluate_frozen,
     lineage_rows,
     lineage_study,
@@ -192,6 +193,7 @@ lineages = timings.timed(
 )
 simulated = lineages[LINEAGE_SEEDS[0]]
 study = timings.timed("lineage study", lineage_study, lineages)  # the truth, coverage, gates after review
+gates_audit = audit_gates(DEFAULT_GATE_SPEC, list(lineages.values()))  # the registered gates, over the lineages' runs
 handoff = render_handoff(work / "data", gate_spec=DEFAULT_GATE_SPEC, oracle_summary=summaries["oracle"])
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
 print(timings.line(), file=sys.stderr)
@@ -296,13 +298,15 @@ lines = [
     f"replies fail independently, but {g1_type1:.0%} of the time if failures cluster by agent-case (the {g1.n} "
     f"replies are {g1_clusters} agent-cases × {g1_cluster_size} near-identical conditions).",
     *lineage_bullets,
+    f"- **Pre-registration, audited:** {gates_audit.registration}. The registered gates (`arena-stage1-sft-promotion-v2`) over the "
+    f"{len(LINEAGE_SEEDS)} simulated lineages' stage runs are {gates_audit.sentence}. " + " ".join(gates_audit.limits),
     "",
     "**What it does not show.** Anything about Qwen3-4B or any language model after SFT: the LoRA run belongs on "
     "a GPU or Tinker (`rftlab arena handoff` writes the commands). The scripted and simulated numbers exercise "
     "the machinery only, and the tiny local model's stop is a statement about a tiny random-init model. "
     f"{len(LINEAGE_SEEDS)} lineages cannot reach p < 0.05 with an exact test over lineages (that needs 6). "
-    "Nothing here was pre-registered beyond the gate spec (v2), whose SHA-256 is quoted below; the gate "
-    "revision of §9 was written after review and its verdicts are exploratory.",
+    "Nothing here was pre-registered beyond the gate spec (v2), audited above; the gate revision of §9 was "
+    "written after review and its verdicts are exploratory.",
 ]
 display(Markdown("\n".join(lines)))
 

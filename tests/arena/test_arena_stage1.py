@@ -439,3 +439,41 @@ def test_a_lineage_finished_under_the_older_raw_spec_key_is_read_back(data, tmp_
     before = _runs(root)
     again = run_stage1(spec_path, backend="simulated", store_root=root, data_dir=data)
     assert _runs(root) == before and again.gates == first.gates and again.selection == first.selection
+
+
+def test_a_new_lineage_records_its_gate_specs_hash_and_the_audit_reads_it(data, tmp_path):
+    """Every stage run of a lineage records the SHA-256 of the gate spec that governs its gates
+    (``run.json`` ``plan_sha256``), so the registered gates' audit (``studies.arena.audit_gates``) can hold
+    them confirmatory; runs made without it are exploratory, the reason counted."""
+    import hashlib
+
+    from rftlab.runs import load_run
+    from rftlab.runs.paths import PROJECT_ROOT
+    from rftlab.runs.registration import git_toplevel
+    from rftlab.studies.arena import Stage1Result, audit_gates
+
+    spec = _spec(tmp_path, **SMALL)
+    gate_spec = load_stage1_spec(spec)[0]
+    gate_path = gate_spec.resolve(gate_spec.gate_spec)
+    sha = hashlib.sha256(gate_path.read_bytes()).hexdigest()
+    result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert result.gates and len(result.runs) == 7
+    assert {load_run(p).record.plan_sha256 for p in result.runs.values()} == {sha}
+    if git_toplevel(PROJECT_ROOT) is None:
+        pytest.skip("the audit needs the project as a git checkout")
+    audit = audit_gates(gate_path, [result])
+    assert audit.family == "confirmatory", audit.sentence
+    assert "arena_gates" in audit.registration and sha[:12] in audit.registration
+    assert any("after the fact" in line for line in audit.limits)
+    store = RunStore(tmp_path / "old", repo=PROJECT_ROOT)
+    old = Stage1Result(
+        lineage={},
+        runs={
+            a: str(store.create_run("x", a, {"a": a}, backend="simulated").path)
+            for a in ("base_eval", "compare")
+        },
+        gates={"checks": []},
+    )
+    stopped = Stage1Result(lineage={}, runs={"base_eval": str(store.create_run("x", "s", {}).path)})
+    mixed = audit_gates(gate_path, [result, old, stopped])
+    assert mixed.family == "exploratory" and "2 of 9 runs" in mixed.sentence, mixed.sentence

@@ -57,8 +57,10 @@ __all__ = [
     "NOT_AUDITABLE",
     "ContrastAudit",
     "PlanAudit",
+    "DecisionAudit",
     "RunEvidence",
     "audit_contrasts",
+    "audit_decision",
 ]
 
 
@@ -284,6 +286,38 @@ def audit_contrasts(
         base.problems,
         base.notes,
         out,
+    )
+
+
+@dataclass(frozen=True)
+class DecisionAudit:
+    """The audit of one registered decision, as a report states it: its family, the sentence saying why
+    (naming no run), the registered version and first commit, and what the audit cannot show (the
+    registration record's own note among them)."""
+
+    family: Literal["confirmatory", "exploratory"]
+    sentence: str
+    registration: str
+    limits: tuple[str, ...]
+
+
+def audit_decision(
+    plan_file: str | Path,
+    runs: Sequence[Any],
+    *,
+    repo: str | Path | None = None,
+    registry_dir: str | Path | None = None,
+) -> DecisionAudit:
+    """Audit the one decision ``plan_file`` registers over ``runs`` (``Run`` or :class:`RunEvidence`): a
+    plan that matches no registered version is exploratory, never refused."""
+    audit = audit_contrasts(plan_file, {"decision": list(runs)}, repo=repo, registry_dir=registry_dir)
+    verdict = audit.contrasts["decision"]
+    note = (audit.version.note or "").strip() if audit.version is not None else ""
+    return DecisionAudit(
+        family=verdict.family,
+        sentence=verdict.sentence(),
+        registration=audit.registration_line(),
+        limits=(*audit.notes, *([f"The record says: {note}"] if note else []), REBUILD_LIMIT, AUDIT_LIMITS),
     )
 
 

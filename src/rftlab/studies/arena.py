@@ -185,8 +185,17 @@ def balanced_prefix(rows: Sequence[Mapping[str, Any]], count: int | None) -> lis
 class _Lineage:
     """The run-store side of one lineage: stage runs keyed by the lineage id, files written atomically."""
 
-    def __init__(self, store: Any, experiment: str, lineage_id: str, backend: str, progress):
+    def __init__(
+        self,
+        store: Any,
+        experiment: str,
+        lineage_id: str,
+        backend: str,
+        progress,
+        plan_sha256: str | None = None,
+    ):
         self.store, self.experiment, self.id, self.backend = store, experiment, lineage_id, backend
+        self.plan_sha256 = plan_sha256  # the gate spec's: it governs the lineage's gates (new runs record it)
         self.aliases: set[str] = set()  # ids of equivalent lineages (see _equivalent_lineages)
         self.progress = progress or (lambda message: None)
 
@@ -204,6 +213,7 @@ class _Lineage:
             {"lineage": self.id, "stage": arm, **spec},
             backend=self.backend,
             resume=resume,
+            plan_sha256=self.plan_sha256,
         )
         self.progress(f"stage {arm}: {'' if origin == 'new' else origin + ' '}{run.path}")
         return run, origin
@@ -323,7 +333,9 @@ def _lineage_run(lineage: _Lineage, key: Mapping[str, Any]) -> tuple[Any, str]:
     done = [run for run in older if run.record.status == "finished"]
     if done:
         return done[-1], "reused"
-    return lineage.store.start_or_reuse(lineage.experiment, "lineage", key, backend=lineage.backend)
+    return lineage.store.start_or_reuse(
+        lineage.experiment, "lineage", key, backend=lineage.backend, plan_sha256=lineage.plan_sha256
+    )
 
 
 def _quiet(backend: str) -> Any:
@@ -367,7 +379,7 @@ def run_stage1(
         training_plan(spec.train, train_rows)  # a plan above the step limit is refused before any stage
     lineage_id = spec_sha256(key)[:16]
     store = RunStore(root)
-    lineage = _Lineage(store, spec.experiment, lineage_id, backend, progress)
+    lineage = _Lineage(store, spec.experiment, lineage_id, backend, progress, key["gate_spec_sha256"])
     lineage_run, lineage_origin = _lineage_run(lineage, key)
     if lineage_origin == "reused" and not diagnosis_eval:
         lineage.progress(f"lineage {lineage_id} finished earlier: read back from {lineage_run.path}")
@@ -649,6 +661,7 @@ def _stage_final_eval(ctx: _Context, result: Stage1Result, selected: Mapping[str
         ctx.lineage.backend,
         diagnosis,
         aliases=ctx.lineage.aliases,
+        plan_sha256=ctx.lineage.plan_sha256,
     )
     ctx.lineage.progress(f"stage final_eval ({origin}): {run.path}")
     if origin != "reused":
@@ -851,6 +864,17 @@ def simulated_lineages(
             path, backend="simulated", store_root=store_root, data_dir=data_dir, progress=progress
         )
     return out
+
+
+def audit_gates(gate_spec: str | Path, results: Sequence[Stage1Result]) -> Any:
+    """The pre-registration audit (``rftlab.runs.plan_audit.audit_decision``) of the promotion gates that
+    ``gate_spec`` registers, over every stage run of the lineages in ``results`` that reached their gates
+    (the runs whose records the gates read, and the runs that produced them)."""
+    from rftlab.runs import load_run
+    from rftlab.runs.plan_audit import audit_decision
+
+    runs = [load_run(path) for r in results if r.gates for path in r.runs.values()]
+    return audit_decision(gate_spec, runs)
 
 
 def final_records(result: Stage1Result) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -265,18 +266,11 @@ class RegistrationAudit(Record):
 
 def audit_decision(spec: GS1StudySpec, runs: Sequence[Any]) -> RegistrationAudit:
     """Audit the registered decision over ``runs`` (the two arms' runs) against the spec file it was
-    read from; a spec that matches no registered version is exploratory, never refused."""
-    from rftlab.runs.plan_audit import AUDIT_LIMITS, REBUILD_LIMIT, audit_contrasts
+    read from (``rftlab.runs.plan_audit.audit_decision``); a spec that matches no registered version is
+    exploratory, never refused."""
+    from rftlab.runs.plan_audit import audit_decision as audit_registered
 
-    audit = audit_contrasts(spec.path, {"decision": list(runs)})
-    verdict = audit.contrasts["decision"]
-    note = (audit.version.note or "").strip() if audit.version is not None else ""
-    return RegistrationAudit(
-        family=verdict.family,
-        sentence=verdict.sentence(),
-        registration=audit.registration_line(),
-        limits=(*audit.notes, *([f"The record says: {note}"] if note else []), REBUILD_LIMIT, AUDIT_LIMITS),
-    )
+    return RegistrationAudit.model_validate(dataclasses.asdict(audit_registered(spec.path, runs)))
 
 
 class GS1Summary(Record):

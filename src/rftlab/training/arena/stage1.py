@@ -369,6 +369,7 @@ def claim_final_evaluation(
     backend: str,
     diagnosis: bool = False,
     aliases: Collection[str] = (),
+    plan_sha256: str | None = None,
 ) -> tuple[Any, str]:
     """The run that holds the lineage's one test/frozen evaluation: ``(run, "reused")`` when it finished
     already, ``(run, "new")`` the first time. Any earlier evaluation of this lineage that did not finish,
@@ -376,7 +377,8 @@ def claim_final_evaluation(
     (``SingleEvaluationError``) unless ``diagnosis=True``, which creates a run marked
     ``diagnosis: true, excluded_from_claims: true`` (``(run, "diagnosis")``). An evaluation of a lineage
     in ``aliases`` (the same data, recipe, backend and base model under an older key) counts as an earlier
-    one. A lock file serialises concurrent claims of one experiment."""
+    one. A lock file serialises concurrent claims of one experiment. ``plan_sha256``: the governing gate
+    spec's hash, recorded in a new run."""
     arm = "final_eval"
     with _locked(Path(store.root) / experiment):
         prior = [
@@ -386,7 +388,7 @@ def claim_final_evaluation(
         ]
         if diagnosis:
             spec = {**stage_spec, "lineage": lineage, "diagnosis": True, "excluded_from_claims": True}
-            run = store.create_run(experiment, arm, spec, backend=backend)
+            run = store.create_run(experiment, arm, spec, backend=backend, plan_sha256=plan_sha256)
             return run, "diagnosis"
         spec = {**stage_spec, "lineage": lineage}
         same = [r for r in prior if r.record.spec == spec and r.record.status == "finished"]
@@ -400,4 +402,4 @@ def claim_final_evaluation(
                 f"(status {first.record.status}); a second evaluation is refused. Re-run it as a diagnosis "
                 "run (excluded from claims) if you need to look again"
             )
-        return store.create_run(experiment, arm, spec, backend=backend), "new"
+        return store.create_run(experiment, arm, spec, backend=backend, plan_sha256=plan_sha256), "new"
