@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rftlab.cli import UsageError, add_root_argument, print_json
-from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC
+from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
+from rftlab.runs.paths import display_path
 
 if TYPE_CHECKING:  # the driver imports the statistics: each command imports it when it runs
     from rftlab.studies.gs1 import GS1StudySpec, GS1Summary
@@ -40,6 +41,16 @@ def _spec_message(path: str | Path, exc: Exception) -> str:
 def load_spec(path: str | Path) -> GS1StudySpec:
     """The study spec, parsed once (its SHA-256 is ``spec.sha256``); a bad file is a usage error."""
     from rftlab.studies.gs1 import load_spec as load
+
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise UsageError(_spec_message(path, exc)) from None
+
+
+def load_run_plan(path: str | Path) -> Any:
+    """The run-level plan (``RunLevelPlan``), parsed once; a bad file is a usage error."""
+    from rftlab.studies.gs1 import load_run_plan as load
 
     try:
         return load(path)
@@ -142,6 +153,15 @@ def _register_preflight_and_run(sub: argparse._SubParsersAction) -> None:
                 "--revised-spec",
                 default=str(REVISED_SPEC),
                 help="a revised decision rule reported after the registered one (default: %(default)s)",
+            )
+            p.add_argument(
+                "--run-plan",
+                nargs="?",
+                const=str(RUN_PLAN),
+                default=None,
+                metavar="PLAN",
+                help="also train the run-level plan's other seeds of every arm and decide with the run as "
+                f"the unit (as the notebook does; bare --run-plan: {display_path(RUN_PLAN)})",
             )
             p.set_defaults(func=run_command)
 
@@ -300,6 +320,7 @@ def preflight_command(args: argparse.Namespace) -> int:
 def run_command(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     revised = load_spec(args.revised_spec) if args.revised_spec else None
+    plan = load_run_plan(args.run_plan) if args.run_plan else None
     backend = get_backend(args.backend, spec, args.root, args.quick)
     arms = ARMS if args.arm == "both" else (args.arm,)
 
@@ -316,6 +337,7 @@ def run_command(args: argparse.Namespace) -> int:
                 args.despite_failed_gate,
                 progress=print_step,
                 revised=revised,
+                plan=plan,
             )
     except (ModelNotServedError, ResumeError) as exc:
         raise UsageError(str(exc)) from None
@@ -354,6 +376,10 @@ def print_summary(summary: GS1Summary) -> None:
             f"{a.hoeffding_lower:+.4f} vs margin {a.margin:g}: "
             f"{'established' if a.established else 'NOT established'}"
         )
+    if summary.run_level is not None:
+        main = summary.run_level.treatment_vs_control
+        print(f"run level ({main.status}): {main.sentence()}")
+        print(f"  {main.decision_sentence().replace('**', '')}")
     if summary.stopped is not None:
         print(f"stopped: {summary.stopped}")
 
