@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
+from rftlab.analysis.compare import compare_runs, contrast_table
 from rftlab.analysis.display import fixed_digits_markdown, interval, number
 from rftlab.analysis.spectrum.plan import METRIC_LABELS
 from rftlab.analysis.spectrum.power import (
@@ -1103,6 +1104,15 @@ if tiny_ran:
     fig.suptitle("Tiny language model (0.1 M parameters), arms of the memory study through the Tinker API")
     fig.tight_layout()
     plt.show()
+    side = compare_runs([tiny.runs["C"], tiny.runs["B_prime"]], metric="reward")
+    display(
+        Markdown(
+            "**C and B′ of seed 0 side by side** (`rftlab runs compare`, the same function; a tiny language model; "
+            "exploratory: the per-rollout reward, each row's candidates averaged, paired by row and band with "
+            "rows as clusters, so it also checks that the two arms saw the same bands):"
+        )
+    )
+    display(fixed_digits_markdown(pd.DataFrame(contrast_table(side)), digits=4))
 
 # %%
 if tiny_ran:

@@ -15,7 +15,13 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats as sps
 
-from rftlab.analysis.compare import cluster_robust_mean, compare_runs, comparison_figure, resolve_runs
+from rftlab.analysis.compare import (
+    cluster_robust_mean,
+    compare_runs,
+    comparison_figure,
+    contrast_table,
+    resolve_runs,
+)
 from rftlab.cli import main
 from rftlab.launch.spectrum.local import LocalLauncher
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
@@ -145,6 +151,24 @@ def test_runs_whose_rows_differ_are_not_paired_and_say_why(arms):
     assert "epoch salt" in salts.reason
     # the per-epoch table is still there for unpaired runs
     _check_metrics(result, [runs["A"], runs["C"], runs["A_seed1"]])
+
+
+def test_the_contrast_table_shows_each_pair_as_the_contrast_computed_it(arms):
+    """The notebooks' table of ``compare_runs``: the paired pair's numbers, rounded as printed, and the
+    unpaired pairs' reasons only."""
+    _, runs = arms
+    result = compare_runs([runs["A"], runs["B"], runs["C"]])
+    rows = {r["contrast"]: r for r in contrast_table(result)}
+    assert set(rows) == {"A − B", "A − C", "B − C"}
+    ab, c = rows["A − B"], result.contrast("A", "B")
+    assert ab["paired"] == f"{c.n_rows} rows × {c.n_epochs} epochs"
+    assert float(ab["mean difference"]) == pytest.approx(c.mean_difference, abs=5e-5)
+    low, high = (float(x) for x in ab["95% CI"].strip("[]").split(", "))
+    assert (low, high) == (pytest.approx(c.mean_ci[0], abs=5e-5), pytest.approx(c.mean_ci[1], abs=5e-5))
+    assert float(ab["slope / epoch"]) == pytest.approx(c.slope, abs=5e-5)
+    assert ab["rows better / worse / tied"] == f"{c.sign_positive} / {c.sign_negative} / {c.sign_ties}"
+    assert set(rows["A − C"]) == {"contrast", "metric", "paired"}
+    assert rows["A − C"]["paired"] == "no: " + result.contrast("A", "C").reason
 
 
 def test_a_metric_missing_from_the_rollouts_is_not_paired(arms):

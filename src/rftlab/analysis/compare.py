@@ -50,6 +50,7 @@ __all__ = [
     "compare_runs",
     "pairing_problem",
     "comparison_figure",
+    "contrast_table",
     "resolve_runs",
 ]
 
@@ -534,6 +535,34 @@ def compare_runs(
         same_spec=tuple(_same_spec(compared)),
         eval_contrasts=tuple(eval_contrasts),
     )
+
+
+def contrast_table(result: RunComparison, digits: int = 4) -> list[dict[str, Any]]:
+    """One table row per paired contrast of ``result`` (the notebooks' form of ``rftlab runs compare``'s
+    contrast lines): the mean row-paired difference with its interval and p, the slope per epoch when
+    there are several epochs, and the sign test over rows; an unpaired pair says why and nothing else."""
+    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.paired import format_p
+
+    rows: list[dict[str, Any]] = []
+    for c in result.contrasts:
+        row: dict[str, Any] = {"contrast": f"{c.left} − {c.right}", "metric": c.metric}
+        if not c.paired:
+            rows.append({**row, "paired": f"no: {c.reason}"})
+            continue
+        level = f"{round(100 * c.level)}%"
+        row |= {
+            "paired": f"{c.n_rows} rows × {c.n_epochs} epochs",
+            "mean difference": number(c.mean_difference, digits, signed=True),
+            f"{level} CI": interval(*c.mean_ci, signed=True, digits=digits) if c.mean_ci else "–",
+            "p": format_p(c.mean_p),
+            "slope / epoch": number(c.slope, digits, signed=True) if c.slope is not None else "–",
+            f"slope {level} CI": interval(*c.slope_ci, signed=True, digits=digits) if c.slope_ci else "–",
+            "rows better / worse / tied": f"{c.sign_positive} / {c.sign_negative} / {c.sign_ties}",
+            "sign test p": format_p(c.sign_p),
+        }
+        rows.append(row)
+    return rows
 
 
 # -- the figure --------------------------------------------------------------------------------------
