@@ -73,11 +73,59 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield number, obj
 
 
+def _fmt(value: Any) -> str:
+    """A value as a reader wants it: floats to 4 significant digits (``1.391975`` → ``1.392``, float noise
+    such as ``4.1000000000000005`` → ``4.1``), whole floats below 1e15 as integers (a seed or a count read
+    back as a float), everything else as written."""
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:  # a count or a seed read back as a float
+            return str(int(value))
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
 def _summary_message(record: Mapping[str, Any]) -> str:
-    fields = {k: v for k, v in record.items() if not isinstance(v, list | dict) or len(json.dumps(v)) < 400}
-    return "No transcript recorded for this rollout; its record:\n" + json.dumps(
-        fields, indent=1, default=str
-    )
+    """A record without a transcript, one ``field: value`` line per scalar (rounded by ``_fmt``); a list or
+    an object is named with its size, never dumped."""
+    lines = [
+        "No transcript recorded for this rollout (the policy acted without text: a simulation); its record:"
+    ]
+    for key, value in record.items():
+        if isinstance(value, list | dict):
+            lines.append(f"{key}: {len(value)} {'items' if isinstance(value, list) else 'fields'}")
+        else:
+            lines.append(f"{key}: {_fmt(value)}")
+    return "\n".join(lines)
+
+
+def _arena_action(act: Mapping[str, Any]) -> str:
+    """One agent's ACT reply: the action it selected (type and target) and the raw reply it came from."""
+    chosen = act.get("selected_action")
+    if isinstance(chosen, Mapping):
+        what = f"{chosen.get('type')} {chosen.get('target')}"
+    else:
+        what = "no valid action"
+    errors = act.get("errors") or []
+    tail = f"; errors: {', '.join(map(str, errors))}" if errors else ""
+    return f"{act.get('agent_id')}: {what} (reply {act.get('raw_response')}){tail}"
+
+
+def _arena_messages(record: Mapping[str, Any], conditions: list[Any]) -> list[dict[str, Any]]:
+    """An arena frozen-evaluation case: its BROADCAST replies, then per message condition the team's
+    reward, the oracle's and the regret (rounded) and each agent's action."""
+    messages: list[dict[str, Any]] = []
+    broadcasts = [m for m in record.get("messages") or [] if isinstance(m, Mapping) and "agent_id" in m]
+    if broadcasts:
+        lines = [f"{m.get('agent_id')} broadcast: {m.get('raw_response')}" for m in broadcasts]
+        messages.append({"role": "assistant", "content": "\n".join(lines)})
+    for cond in conditions:
+        if not isinstance(cond, Mapping):
+            continue
+        lines = [f"condition {cond.get('condition')}: reward {_fmt(cond.get('environment_reward'))}, "
+                 f"oracle {_fmt(cond.get('oracle_reward'))}, regret {_fmt(cond.get('regret'))}"]  # fmt: skip
+        lines += [_arena_action(a) for a in cond.get("actions") or [] if isinstance(a, Mapping)]
+        messages.append({"role": "assistant", "content": "\n".join(lines)})
+    return messages
 
 
 def _messages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -93,16 +141,7 @@ def _messages(record: Mapping[str, Any]) -> list[dict[str, Any]]:
         return messages
     conditions = record.get("conditions")
     if isinstance(conditions, list) and conditions:  # an arena frozen-evaluation case
-        for cond in conditions:
-            if not isinstance(cond, Mapping):
-                continue
-            lines = [f"condition {cond.get('condition')}: reward {cond.get('environment_reward')}, "
-                     f"oracle {cond.get('oracle_reward')}, regret {cond.get('regret')}"]  # fmt: skip
-            for act in cond.get("actions") or []:
-                if isinstance(act, Mapping):
-                    lines.append(f"{act.get('agent_id')}: {act.get('raw_response')}")
-            messages.append({"role": "assistant", "content": "\n".join(lines)})
-        return messages
+        return messages + _arena_messages(record, conditions)
     messages.append({"role": "assistant", "content": _summary_message(record)})
     return messages
 
@@ -134,9 +173,7 @@ def _viewer_metrics(evaluation):
     moved = {k: v for k, v in values.items() if k not in kept}
     reason = evaluation.reason or ""
     if moved:
-        reason += "\n" + "; ".join(
-            f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in moved.items()
-        )
+        reason += "\n" + "; ".join(f"{k} = {_fmt(v)}" for k, v in moved.items())
     return evaluation.model_copy(update={"metrics": kept, "reason": reason}), values
 
 
@@ -160,7 +197,7 @@ def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int
     for key, value in record.items():
         v = _finite(value)
         if v is not None and key not in ("epoch", "step", "index", "candidate", "sample", "case_index"):
-            metrics[key] = MetricResult(score=v, is_score_valid=True, reason=f"{key} = {value}")
+            metrics[key] = MetricResult(score=v, is_score_valid=True, reason=f"{key} = {_fmt(value)}")
     result = record.get("evaluation_result")
     if isinstance(result, Mapping):
         evaluation = EvaluateResult.model_validate(result)
@@ -168,7 +205,7 @@ def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int
         evaluation = EvaluateResult(
             score=reward if reward is not None else 0.0,
             is_score_valid=reward is not None,
-            reason=f"{experiment}/{arm} run {run_id} epoch {epoch}: reward {reward:.6g}"
+            reason=f"{experiment}/{arm} run {run_id} epoch {epoch}: reward {_fmt(reward)}"
             if reward is not None
             else f"{experiment}/{arm} run {run_id} epoch {epoch}: no reward recorded",
             metrics=metrics,
