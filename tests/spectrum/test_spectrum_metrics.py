@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rftlab.cli import main as cli_main
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
@@ -77,6 +79,28 @@ def test_no_scored_scan():
     m = episode_metrics([scan(0.3, submitted=False)] * 3)
     assert m["reward"] == -0.2 and m["mean_occ"] == 0.0 and m["memory_gain"] == 0.0
     assert m["scans_completed"] == 0 and m["carry_rate"] is None
+
+
+_centre = st.one_of(
+    st.floats(min_value=2400.0, max_value=2500.0),  # MHz centres as the env parses them
+    st.integers(min_value=24000, max_value=25000).map(lambda k: k / 10),  # .1f display values: exact ties
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+)
+
+
+@given(
+    st.lists(_centre, max_size=12),
+    st.lists(_centre, max_size=12),
+    st.sampled_from([0.0, 0.05, 0.1, 0.4, 1.0]),
+)
+def test_carried_count_is_the_definitions_pairwise_check(echo, report, tau):
+    """The bisect count equals B.11's definition, checked pairwise, on random lists with ties at the
+    tolerance's edge."""
+    tol = tau + 1e-9
+    expected = sum(1 for e in echo if any(abs(r - e) <= tol for r in report))
+    assert carried_count(echo, report, tau) == expected
+    edge = [e + tol for e in echo] + [e - tol for e in echo]  # report values exactly at the edge
+    assert carried_count(echo, edge, tau) == sum(1 for e in echo if any(abs(r - e) <= tol for r in edge))
 
 
 def test_carry_rate_tolerance_and_skips():

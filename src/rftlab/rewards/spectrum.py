@@ -17,6 +17,7 @@ Channels and reports are given as ``(center, bandwidth)`` pairs throughout.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
@@ -434,9 +435,21 @@ def spectrum_avail_reward(avail: Sequence[float]) -> float:
 
 
 def carried_count(echo: Sequence[float], report: Sequence[float], tau: float) -> int:
-    """``#{e ∈ echo : ∃ r ∈ report, |r − e| ≤ tau}`` (B.11)."""
+    """``#{e ∈ echo : ∃ r ∈ report, |r − e| ≤ tau}`` (B.11).
+
+    Only each echo value's neighbours in the sorted report are compared: float subtraction is monotone
+    and rounds symmetrically, so the report value nearest ``e`` as computed is the largest one ≤ ``e`` or
+    the smallest one ≥ ``e``, and the count equals the definition's pairwise check exactly (a test
+    compares them on random lists). The pairwise check was 40% of a simulated GRPO run."""
     tol = tau + 1e-9  # echo values are parsed back from .1f strings; absorb binary representation error
-    return sum(1 for e in echo if any(abs(r - e) <= tol for r in report))
+    ordered = sorted(report)
+    last = len(ordered) - 1
+    carried = 0
+    for e in echo:
+        i = bisect_left(ordered, e)
+        if (i <= last and ordered[i] - e <= tol) or (i > 0 and e - ordered[i - 1] <= tol):
+            carried += 1
+    return carried
 
 
 def carry_rate(
