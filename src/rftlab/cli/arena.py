@@ -671,7 +671,6 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
 
 
 def _sft_smoke(args: argparse.Namespace) -> int:
-    import os
 
     from rftlab.training.arena.recipe import STAGE1_RECIPE
     from rftlab.training.arena.sft import (
@@ -713,7 +712,9 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         work = store.parent / f".{store.name}_local_tinker" / "arena_sft_smoke"
     else:
         work = Path(args.work_dir)
-    on_tinker = bool(os.environ.get("TINKER_API_KEY"))
+    from rftlab.training.tinker_target import uses_sdk
+
+    on_tinker = uses_sdk()
     if on_tinker:
         model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048
     else:

@@ -9,7 +9,7 @@
 ``design`` prints what a spec's decision rule can decide before anything runs (``rftlab.studies.gs1.design``);
 ``run`` calls the study driver ``rftlab.studies.gs1.run_study`` (preflight → pilot gate → arms → base →
 decisions); this module parses arguments, turns the driver's ``ValueError`` into a usage error and prints.
-Backend default: ``tinker`` when ``TINKER_API_KEY`` is set, else ``local``.
+Backend default: ``tinker`` when ``TINKER_BASE_URL`` or ``TINKER_API_KEY`` is set, else ``local``.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _register_preflight_and_run(sub: argparse._SubParsersAction) -> None:
             "--backend",
             choices=("local", "tinker"),
             default=None,
-            help="default: tinker when TINKER_API_KEY is set, else local",
+            help="default: tinker when TINKER_BASE_URL or TINKER_API_KEY is set, else local",
         )
         p.add_argument(
             "--spec", default=str(DEFAULT_SPEC), help="study spec (default data/specs/gs1_vs_grpo.json)"

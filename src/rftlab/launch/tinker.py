@@ -3,7 +3,7 @@ and launching an arm spec into the run store (``launch_tinker_arm``). The famili
 (``rftlab.launch.spectrum.tinker``, ``rftlab.launch.poker.tinker``) map their arm specs onto the generic
 trainer ``rftlab.training.tinker_rl``; docs/spectrum.md, "Training through the Tinker API".
 
-Where it runs (``tinker_target``): ``TINKER_BASE_URL`` set → that server (``rftlab serve tinker``, or another
+Where it runs (``tinker_target``, ``rftlab.training.tinker_target``): ``TINKER_BASE_URL`` set → that server (``rftlab serve tinker``, or another
 Tinker-API backend) through the ``tinker`` SDK; else ``TINKER_API_KEY`` set → hosted Tinker; else the
 in-process ``LocalServiceClient`` (checkpoints beside the run store, one folder per family). The session is
 closed at the end as GS1's are (``closing_session``).
@@ -12,7 +12,6 @@ closed at the end as GS1's are (``closing_session``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from rftlab.runs.store import RunStore, load_run
 from rftlab.training.sessions import closing_session
+from rftlab.training.tinker_target import sdk_service_client, tinker_target
 from rftlab.types import RunRef, RunStatus
 
 TINKER_MODELS = {
@@ -27,13 +27,6 @@ TINKER_MODELS = {
     "accounts/fireworks/models/qwen3-8b": "Qwen/Qwen3-8B",
 }
 """A Fireworks base model → the same model's name on Tinker."""
-
-
-def tinker_target() -> str:
-    """``"url"`` (``TINKER_BASE_URL``), ``"hosted"`` (``TINKER_API_KEY``) or ``"local"`` (in process)."""
-    if os.environ.get("TINKER_BASE_URL"):
-        return "url"
-    return "hosted" if os.environ.get("TINKER_API_KEY") else "local"
 
 
 def base_model_for(fireworks_model: str | None, default: str, target: str) -> str:
@@ -78,16 +71,7 @@ def make_service(root: Path | str, target: str | None = None, family: str = "spe
         from rftlab.training.local_tinker import LocalServiceClient
 
         return LocalServiceClient(storage_dir=local_storage_dir(root, family))
-    import tinker
-
-    if target == "url":
-        if not os.environ.get("TINKER_API_KEY"):
-            raise ValueError(
-                "TINKER_BASE_URL is set but TINKER_API_KEY is not: export the server's key (rftlab serve "
-                "tinker accepts the key in its $TINKER_API_KEY, else the one in <storage>/api_key)"
-            )
-        return tinker.ServiceClient()
-    return tinker.ServiceClient()
+    return sdk_service_client()
 
 
 def poll_run(run: RunRef) -> RunStatus:

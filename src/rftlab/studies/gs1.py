@@ -128,7 +128,8 @@ def _record_run(store, arm: str, spec: dict[str, Any], backend: str, filename: s
 
 
 def get_backend(backend: str | None, spec: GS1StudySpec, root: str | Path, quick: bool):
-    """The study's backend (``local`` or ``tinker``; ``None``: tinker when ``TINKER_API_KEY`` is set);
+    """The study's backend (``local`` or ``tinker``; ``None``: tinker when ``TINKER_BASE_URL`` or ``TINKER_API_KEY`` is
+    set, ``rftlab.training.tinker_target``);
     ``ValueError`` when it cannot be built here."""
     from rftlab.launch.gs1.backend import BackendUnavailable, default_backend, make_gs1_backend
 

@@ -119,8 +119,11 @@ def tinker_tokenizer(model_name: str, *, reachable: Callable[[], bool] = hub_rea
 
 
 def default_backend() -> str:
-    """``tinker`` when ``TINKER_API_KEY`` is set, else ``local``."""
-    return "tinker" if os.environ.get("TINKER_API_KEY") else "local"
+    """``tinker`` when the Tinker target is reached through the SDK (``TINKER_BASE_URL`` or
+    ``TINKER_API_KEY``, ``rftlab.training.tinker_target``), else ``local``."""
+    from rftlab.training.tinker_target import uses_sdk
+
+    return "tinker" if uses_sdk() else "local"
 
 
 def local_storage_dir(root: str | Path) -> Path:
@@ -264,9 +267,12 @@ def load_gsm8k_task(*, reachable: Callable[[], bool] = hub_reachable) -> MathTas
 def _tinker_parts(spec: GS1Spec, overrides: Mapping[str, Any] | None):
     """``(service, renderer, task or None, arms)`` on a tinker service (the hosted one, or a local
     ``rftlab serve tinker`` through ``TINKER_BASE_URL``)."""
-    if not os.environ.get("TINKER_API_KEY"):
-        raise BackendUnavailable("the tinker backend needs TINKER_API_KEY in the environment")
-    import tinker
+    from rftlab.training.tinker_target import TinkerTargetError, check_sdk_credentials, sdk_service_client
+
+    try:
+        check_sdk_credentials()
+    except TinkerTargetError as exc:
+        raise BackendUnavailable(str(exc)) from None
     from tinker_cookbook import renderers
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
@@ -280,7 +286,7 @@ def _tinker_parts(spec: GS1Spec, overrides: Mapping[str, Any] | None):
         tokenizer = get_tokenizer(first.base_model)
     else:
         tokenizer = tinker_tokenizer(first.base_model)  # before any client: fails fast offline
-    service = tinker.ServiceClient()  # TINKER_BASE_URL selects the service
+    service = sdk_service_client()  # TINKER_BASE_URL selects the service
     renderer = renderers.get_renderer(first.renderer_name, tokenizer)
     task = load_gsm8k_task() if first.task == "gsm8k" else None
     return service, renderer, task, arms

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -347,18 +346,22 @@ def overfit_subset(rows: Sequence[Mapping[str, Any]], count: int | None) -> list
 
 
 def tinker_service() -> Any:
-    """``tinker.ServiceClient()``: the hosted service with ``TINKER_API_KEY``, or a Tinker-compatible server
-    named by ``TINKER_BASE_URL``."""
-    if not (os.environ.get("TINKER_API_KEY") or os.environ.get("TINKER_BASE_URL")):
-        raise SftError("the tinker backend needs TINKER_API_KEY (or TINKER_BASE_URL for a local server)")
-    import tinker
+    """``tinker.ServiceClient()``: a Tinker-API server named by ``TINKER_BASE_URL`` or hosted Tinker, with
+    ``TINKER_API_KEY`` (``rftlab.training.tinker_target``); ``SftError`` when it cannot authenticate."""
+    from rftlab.training.tinker_target import TinkerTargetError, sdk_service_client
 
-    return tinker.ServiceClient()
+    try:
+        return sdk_service_client()
+    except TinkerTargetError as exc:
+        raise SftError(str(exc)) from None
 
 
 def service_client(storage_dir: str | Path | None = None, model_dirs: Sequence[str | Path] = ()) -> Any:
-    """``tinker.ServiceClient`` when ``TINKER_API_KEY`` is set, else the in-process local backend."""
-    if os.environ.get("TINKER_API_KEY"):
+    """The SDK's client when the Tinker target is a server or hosted Tinker (``tinker_target``), else the
+    in-process local backend."""
+    from rftlab.training.tinker_target import uses_sdk
+
+    if uses_sdk():
         return tinker_service()
     from rftlab.training.local_tinker import LocalServiceClient
 
