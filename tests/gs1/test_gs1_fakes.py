@@ -118,12 +118,22 @@ class FakeSamplingClient:
                     logprobs_np=lps.astype(np.float32),
                 )
             )
-        return Done(types.SampleResponse(sequences=seqs))
+        prompt_lps = None
+        if kw.get("include_prompt_logprobs"):
+            self.trainer.calls.append(("prompt_logprobs", prompt.length))
+            prompt_lps = self._prompt_logprobs(prompt)
+        lps_np = None if prompt_lps is None else np.array([np.nan if v is None else v for v in prompt_lps])
+        return Done(types.SampleResponse(sequences=seqs, prompt_logprobs_np=lps_np))
+
+    @staticmethod
+    def _prompt_logprobs(prompt):
+        toks = prompt.to_ints()
+        return [None] + [-0.1 - (t % 11) / 5.0 for t in toks[1:]]
 
     def compute_logprobs(self, prompt):
+        """As the SDK's: the prompt logprobs a sample request with ``include_prompt_logprobs`` returns."""
         self.trainer.calls.append(("compute_logprobs", prompt.length))
-        toks = prompt.to_ints()
-        return Done([None] + [-0.1 - (t % 11) / 5.0 for t in toks[1:]])
+        return Done(self._prompt_logprobs(prompt))
 
 
 class FakeTrainingClient:

@@ -92,7 +92,7 @@ def test_loop_step_order_losses_optimizer_and_logs(arm, renderer, tmp_path):
     assert res.run.finished and res.steps_run == 3
 
     assert service.calls[0] == ("create_lora_training_client", BASE_MODEL, 32, 0)
-    order = [c[0] for c in service.calls if c[0] not in ("sample", "compute_logprobs")]
+    order = [c[0] for c in service.calls if c[0] not in ("sample", "compute_logprobs", "prompt_logprobs")]
     per_step = [
         "save_weights_and_get_sampling_client",
         "forward_backward",
@@ -123,7 +123,9 @@ def test_loop_step_order_losses_optimizer_and_logs(arm, renderer, tmp_path):
     assert len({p.seed for _, _, p in train_samples}) == len(train_samples)
     evals = [s for s in samples if s[2].temperature == 0.0]
     assert len(evals) == 12 and all(n == 1 for _, n, _ in evals)
-    assert len(_calls(service, "compute_logprobs")) == 3 * cfg.groups_per_batch
+    # φ comes from each group's first sample request (include_prompt_logprobs): no separate request
+    assert len(_calls(service, "prompt_logprobs")) == 3 * cfg.groups_per_batch
+    assert _calls(service, "compute_logprobs") == []
 
     metrics = res.run.metrics()
     assert [m["step"] for m in metrics] == [0, 1, 2]

@@ -95,6 +95,44 @@ def test_sample_logprobs_equal_compute_logprobs_of_the_same_tokens(trained):
         assert full[-len(seq.tokens) :] == pytest.approx(seq.logprobs, abs=2e-5)
 
 
+def _prompt_logprobs_both_ways(sampler, tok):
+    """GS1's request pattern (issue 35): many prompts of mixed lengths in flight at once; each prompt's
+    ``compute_logprobs`` beside a sample request of it with ``include_prompt_logprobs`` (and the same
+    request without it, to show the flag leaves the sampled tokens alone)."""
+    prompts = [
+        types.ModelInput.from_ints(tok.encode(f"Item {i}: " + "Ann has 7 apples. " * (i % 5)))
+        for i in range(24)
+    ]
+    params = [
+        types.SamplingParams(max_tokens=6, temperature=1.0, stop=[], seed=k) for k in range(len(prompts))
+    ]
+    lp = [sampler.compute_logprobs(p) for p in prompts]
+    with_lp = [
+        sampler.sample(p, 1, q, include_prompt_logprobs=True) for p, q in zip(prompts, params, strict=True)
+    ]
+    without = [sampler.sample(p, 1, q) for p, q in zip(prompts, params, strict=True)]
+    return [f.result() for f in lp], [f.result() for f in with_lp], [f.result() for f in without]
+
+
+@pytest.mark.parametrize("where", ["http", "in-process"])
+def test_sample_prompt_logprobs_equal_compute_logprobs_bit_for_bit(trained, where, tmp_path):
+    """The SDK's ``compute_logprobs`` is a sample request with ``include_prompt_logprobs`` (tinker 0.38's
+    ``SamplingClient.compute_logprobs``); the served and in-process local backends give the two the same
+    bits, so GS1 takes its feature φ from the first sample of each prompt and sends no separate request."""
+    if where == "http":
+        sampler, tok = trained.save_weights_and_get_sampling_client().result(), trained.get_tokenizer()
+    else:
+        local = LocalServiceClient(storage_dir=tmp_path)
+        tc = local.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()
+        sampler, tok = tc.save_weights_and_get_sampling_client().result(), tc.get_tokenizer()
+    lps, with_lp, without = _prompt_logprobs_both_ways(sampler, tok)
+    for expected, a, b in zip(lps, with_lp, without, strict=True):
+        assert a.prompt_logprobs == expected  # exact: equal lists of Python floats (None first)
+        assert expected[0] is None and all(isinstance(x, float) for x in expected[1:])
+        assert b.prompt_logprobs is None
+        assert [s.tokens for s in a.sequences] == [s.tokens for s in b.sequences]
+
+
 def test_cross_entropy_loss_sum_is_minus_the_weighted_target_logprobs(trained):
     tok = trained.get_tokenizer()
     texts = ["Ben has 12 cards. \\boxed{12}", "Add 4 and 5. \\boxed{9}<|im_end|>"]

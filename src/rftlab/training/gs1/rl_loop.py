@@ -6,9 +6,12 @@ one plug-in (``rftlab.training.gs1.advantages``). Each step:
 1. ``save_weights_and_get_sampling_client()`` → a sampler on the current weights;
 2. the step's prompts from a fixed seed-0 shuffled order (GRPO 8 prompts × 8 samples, GS1 64 × 1),
    rendered with the cookbook's math_rl prompt (few-shot prefix + ``\\boxed{}`` suffix);
-3. per prompt, ``compute_logprobs(prompt)`` (the GS1 feature φ) and G samples, one request of
-   ``num_samples=1`` each (``sample_requests``: independent group members whatever the service does
-   with seeds); distinct samples per group are logged (``group_sample_stats``);
+3. per prompt, G samples, one request of ``num_samples=1`` each (``sample_requests``: independent group
+   members whatever the service does with seeds), the first with ``include_prompt_logprobs``: its
+   ``prompt_logprobs`` give the GS1 feature φ. The SDK's ``compute_logprobs`` is that same request (a
+   sample with ``include_prompt_logprobs``, ``max_tokens=1``), so no separate request is sent; on the
+   local backend both come from the same batched forward pass (a test checks them bit for bit).
+   Distinct samples per group are logged (``group_sample_stats``);
 4. grade each response with the cookbook's GSM8K grader (``extract_boxed`` + sympy ``grade_answer``):
    the exact-answer reward, 1.0 or 0.0;
 5. advantages from the arm's estimator; a group whose advantages are all exactly 0 is skipped like the
@@ -367,8 +370,10 @@ def sample_requests(
     k: int,
     salt: int = TRAIN_SALT,
     send_seeds: bool = True,
+    prompt_logprobs: bool = False,
 ) -> list[Any]:
-    """``n`` samples of ``prompt`` as ``n`` requests of ``num_samples=1`` (futures, in order).
+    """``n`` samples of ``prompt`` as ``n`` requests of ``num_samples=1`` (futures, in order); with
+    ``prompt_logprobs`` the first request also asks for the prompt's logprobs (``include_prompt_logprobs``).
 
     One request per sample keeps the members of a group independent whatever the service does with
     ``seed``: tinker-feedback #79 reports token-identical samples when a seed is combined with
@@ -382,9 +387,24 @@ def sample_requests(
             sampling_params=sampling_params(
                 config, renderer, request_seed(config, step, k, g, salt) if send_seeds else None
             ),
+            **({"include_prompt_logprobs": True} if prompt_logprobs and g == 0 else {}),
         )
         for g in range(n)
     ]
+
+
+def prompt_logprobs_of(future: Any) -> list[float | None]:
+    """The ``prompt_logprobs`` of a sample request sent with ``include_prompt_logprobs``; a service that
+    returns none (a Tinker-API backend without prompt logprobs in its sample replies) is named, never a
+    ``TypeError`` further on."""
+    lps = future.result().prompt_logprobs
+    if lps is None:
+        raise RuntimeError(
+            "the service returned no prompt_logprobs for a sample request with include_prompt_logprobs=True; "
+            "GS1's feature needs them (a gap of this Tinker-API backend: the hosted service and rftlab serve "
+            "tinker return them)"
+        )
+    return list(lps)
 
 
 def _one_sequence(future: Any) -> Any:
@@ -402,12 +422,22 @@ def sample_batch(
     task: MathTask,
     send_seeds: bool = True,
 ) -> SampledBatch:
-    """Steps 2-4: the step's prompts, their logprobs (φ), ``group_size`` samples each, graded."""
+    """Steps 2-4: the step's prompts, ``group_size`` samples each (the first with the prompt's logprobs,
+    φ), graded."""
     problems = [task.train[i] for i in step_prompt_indices(config, step, len(task.train))]
     prompts = [task.prompt(renderer, p) for p in problems]
-    lp_futures = [sampler.compute_logprobs(p) for p in prompts]
     sample_futures = [
-        sample_requests(config, sampler, renderer, p, config.group_size, step, k, send_seeds=send_seeds)
+        sample_requests(
+            config,
+            sampler,
+            renderer,
+            p,
+            config.group_size,
+            step,
+            k,
+            send_seeds=send_seeds,
+            prompt_logprobs=True,
+        )
         for k, p in enumerate(prompts)
     ]
     heldout = config.heldout_group_size > 0 and step in config.heldout_steps
@@ -422,7 +452,7 @@ def sample_batch(
     seqs: list[tuple[Any, list[int], list[float]]] = []
     groups, heldout_groups = [], []
     for k, (problem, prompt) in enumerate(zip(problems, prompts, strict=True)):
-        phi = prompt_features(prompt.length, lp_futures[k].result())
+        phi = prompt_features(prompt.length, prompt_logprobs_of(sample_futures[k][0]))
         sequences = [_one_sequence(f) for f in sample_futures[k]]
         held_mean = None
         if heldout:
