@@ -157,7 +157,9 @@ def test_pair_ordering_interval_matches_a_pair_by_pair_bootstrap():
     # row ids sort as strings (r0..r8): the naive loop sees them in the same order
     shared, crossed = naive_ordering_bootstrap(a_values, b_values, 300, 2)
     for key, series in (("row_shared", shared), ("per_rollout", crossed), ("difference", shared - crossed)):
-        assert (out[key]["low"], out[key]["high"]) == pytest.approx(tuple(np.quantile(series, [0.025, 0.975])))
+        assert (out[key]["low"], out[key]["high"]) == pytest.approx(
+            tuple(np.quantile(series, [0.025, 0.975]))
+        )
     with pytest.raises(ValueError, match="same rows"):
         pair_ordering_interval(a, b[:-1], "v")
 

@@ -251,7 +251,6 @@ def pair_ordering(
     return {"row_shared": shares(shared), "per_rollout": shares(crossed)}
 
 
-
 def pair_ordering_interval(
     rows_a: Iterable[Mapping[str, Any]],
     rows_b: Iterable[Mapping[str, Any]],
@@ -300,6 +299,7 @@ def pair_ordering_interval(
         low, high = np.quantile(series, tails)
         out[key] = {"estimate": estimates[key], "low": float(low), "high": float(high)}
     return out
+
 
 def luck_spread(rows: Iterable[Mapping[str, Any]], value: str) -> float:
     """Root-mean-square difference of ``value`` between two rollouts of **one** strategy dealt different
