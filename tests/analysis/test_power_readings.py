@@ -55,3 +55,14 @@ def test_power_searches_work_below_the_margin():
     assert power.exact_pass_rate("paired_t", 1319, model, 0.03, 0.05) >= 0.8
     betting = power.minimum_detectable_difference("betting", 1319, 0.03, 0.05, 0.02, rng, reps=200)
     assert betting.value is None or -0.02 <= betting.value <= 0.02
+
+
+def test_exact_probability_text_never_prints_a_left_out_mass_as_zero():
+    at_equality = power.exact_pass_rate(
+        "hoeffding", 1319, power.DiscordanceModel.from_difference(0.0, 0.02), 0.03, 0.05
+    )
+    assert power.exact_probability_text(at_equality) == "< 4e-13"  # below the grid's left-out mass
+    assert power.exact_probability_text(0.0011591) == "0.00116"
+    assert power.exact_probability_text(8.7e-06) == "8.7e-06"
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        power.exact_probability_text(1.5)

@@ -264,6 +264,16 @@ def exact_pass_rate(method: str, n: int, model: DiscordanceModel, margin: float,
     return float(np.sum(prob * count_noninferior(method, b, c, n, margin, alpha)))
 
 
+def exact_probability_text(p: float) -> str:
+    """An ``exact_pass_rate`` for a table: 5 decimals from 1e-5, ``1.2e-07`` style below, and ``< 1e-12``
+    below the mass the trinomial grid leaves out (``EXACT_TAIL``), where the sum cannot tell a value from 0."""
+    if not 0.0 <= p <= 1.0 + 1e-12:
+        raise ValueError(f"a probability must lie in [0, 1], got {p!r}")
+    if p < 4 * EXACT_TAIL:
+        return f"< {4 * EXACT_TAIL:.0e}"
+    return f"{p:.5f}" if p >= 1e-5 else f"{p:.1e}"
+
+
 def mc_reps_for(precision: float = 0.01, power: float = 0.8) -> int:
     """Replications so that two Monte Carlo standard errors of a rate near ``power`` are <= precision."""
     return int(math.ceil(power * (1.0 - power) / (precision / 2.0) ** 2))
