@@ -534,8 +534,9 @@ def hoeffding_required_n_readings(
     """Both readings of the items Hoeffding needs (``PowerThresholds``), from its exact power at every size
     ``2..n_max`` (``hoeffding_power_by_size``)."""
     model = DiscordanceModel.from_difference(difference, discordance)
-    sizes = np.arange(2, n_max + 1)
-    return sizes_reaching_power(sizes, hoeffding_power_by_size(sizes, model, margin, alpha), power)
+    sizes = list(range(2, n_max + 1))
+    powers = hoeffding_power_by_size(sizes, model, margin, alpha).tolist()
+    return sizes_reaching_power(sizes, powers, power)
 
 
 def hoeffding_clearing_difference(n: int, margin: float, alpha: float) -> float:
