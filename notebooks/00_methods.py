@@ -37,11 +37,13 @@ COVERAGE_DISCORDANCE = [0.06, 0.2, 0.4]
 SMALL_N = [30, 100, 400]
 SMALL_N_DISCORDANCE = 0.04
 POWER_REPS = 100 if QUICK else 1000
-POWER_DISCORDANCE = [0.1, 0.2, 0.4]
+POWER_DISCORDANCE = [0.02, 0.1, 0.2, 0.4]  # 0.02: below the margin, arms that disagree on few items
 POWER_DIFFERENCES = [-0.03, 0.0, 0.03, 0.06] if QUICK else [-0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08]
 MDD_REPS = 200 if QUICK else None  # None: enough for ±POWER_PRECISION (6,400)
 PLANNING_DIFFERENCES = [0.0, 0.02]
 PLANNING_DISCORDANCE = 0.2
+READINGS_DISCORDANCE = [0.02, 0.2]  # Hoeffding's items needed read both ways (exact scans)
+READINGS_N_MAX = 20_000  # every size 2..20,000 is scanned
 # the previous report's 1,000-replication paired t MDD at r = 0.4, re-evaluated exactly below
 PREVIOUS_PAIRED_T_MDD = 0.0109
 N_LOOKS = 10  # epochs at which a gate is re-checked
@@ -63,6 +65,7 @@ from IPython.display import Markdown, display, update_display
 from rftlab.analysis import multiplicity, power
 from rftlab.analysis.display import rate_with_error
 from rftlab.analysis.noninferiority import (
+    BETTING_VALIDITY_CONDITIONS,
     COUNT_ONLY,
     METHODS,
     MIN_DISCORDANT,
@@ -127,6 +130,13 @@ summary_handle = display(Markdown("(The summary is filled in by the last cell of
 #   items after every epoch. Each checkpoint is a new comparison, and checking each one at the full
 #   alpha is a repeated test (measured below). A per-epoch gate needs alpha split over a
 #   pre-declared number of looks.
+# - **Why the betting bound is valid: Ville's inequality.** For each candidate mean m, the bettor's
+#   capital K_t(m) = Π_{i≤t}(1 + λ_i(m)(x_i − m)) on the rescaled items x_i ∈ [0, 1] is a nonnegative
+#   supermartingale when the true mean is at most m, and Ville's inequality bounds the chance that such a
+#   process ever reaches 1/alpha by alpha. The bound rejects every m whose capital has reached 1/alpha, so
+#   its error is at most alpha at every t at once. That is the proof; the conditions it needs, and how
+#   this implementation checks each, are in the table below. The simulated error rates in the coverage
+#   section are a **consistency check** of the implementation against that guarantee, not the basis of it.
 # - **Paired t** and **Tango's score test** are asymptotic, shown for context only. On a degenerate
 #   sample (zero variance, or fewer than the minimum number of discordant pairs) they return
 #   "inconclusive" with the reason instead of a claim.
@@ -141,6 +151,10 @@ bound_table = pd.DataFrame(
     }
 )
 display(Markdown(bound_table.to_markdown(index=False)))
+display(Markdown(
+    "**The betting bound's validity conditions** (`noninferiority.BETTING_VALIDITY_CONDITIONS`):\n\n"
+    + pd.DataFrame(BETTING_VALIDITY_CONDITIONS, columns=["condition for Ville's inequality", "how it is checked"])
+    .to_markdown(index=False)))  # fmt: skip
 display(
     Markdown(
         f"The asymptotic tests make no claim from fewer than **{MIN_DISCORDANT}** discordant pairs "
@@ -165,7 +179,7 @@ display(
 #
 # The GS1 spec pre-registers Hoeffding at n = 1319, margin 0.03, one-sided alpha = 0.05, and a spec is
 # never changed after its data are seen. The table gives the exact probability that the rule says
-# "noninferior" when GS1's true accuracy is equal to GRPO's, or better by the given amount, at three
+# "noninferior" when GS1's true accuracy is equal to GRPO's, or better by the given amount, at four
 # discordance rates (the share of items where exactly one arm is right). The minimum detectable difference
 # and the items needed come from the sections below.
 
@@ -173,10 +187,11 @@ display(
 CONSEQUENCE_DIFFERENCES = [0.0, 0.01, 0.02, 0.03, round(clearing, 4), 0.045]
 consequence = power.exact_pass_rate_grid("hoeffding", N_ITEMS, MARGIN, ALPHA, CONSEQUENCE_DIFFERENCES, POWER_DISCORDANCE)
 consequence_wide = consequence.pivot(index="difference", columns="discordance", values="pass_rate")
+consequence_wide = consequence_wide.map(lambda v: "– (θ > r)" if pd.isna(v) else power.exact_probability_text(v))
 consequence_wide.columns = [f"P(pass), r = {r:g}" for r in consequence_wide.columns]
 consequence_wide = consequence_wide.reset_index()
 consequence_wide["true difference θ"] = [f"{100 * d:+.2f} points" for d in consequence_wide.pop("difference")]
-display(Markdown(consequence_wide[["true difference θ", *consequence_wide.columns[:-1]]].to_markdown(index=False, floatfmt=".5f")))
+display(Markdown(consequence_wide[["true difference θ", *consequence_wide.columns[:-1]]].to_markdown(index=False, disable_numparse=True)))
 equal_arms = consequence[consequence["difference"] == 0.0].set_index("discordance")["pass_rate"]
 strict_clearing = power.hoeffding_clearing_difference(N_ITEMS, MARGIN, ALPHA / 2)
 display(
@@ -203,7 +218,10 @@ display(
 # otherwise. The discordance rate is r = p₊ + p₋ and the true difference is θ = p₊ − p₋. At the null
 # boundary θ = −margin, every claim of noninferiority is an error. Count-only bounds are summed
 # exactly over the trinomial distribution; the two order-dependent bounds are simulated (the ± is one
-# Monte Carlo standard error). A valid bound stays at or below alpha.
+# Monte Carlo standard error). A valid bound stays at or below alpha. For the betting bound this is a
+# consistency check of the code: its validity comes from Ville's inequality under the conditions above.
+# The null boundary θ = −0.03 needs a discordance rate of at least 0.03 (|θ| ≤ r), so these grids stop at
+# r = 0.06 here and r = 0.04 for small n; the power grids below go down to r = 0.02.
 
 # %%
 coverage = pd.concat(
@@ -275,12 +293,13 @@ display(
 # %% [markdown]
 # ## Power curves
 #
-# This is the probability of claiming noninferiority as the true difference θ varies, for three
+# This is the probability of claiming noninferiority as the true difference θ varies, for four
 # discordance rates. The grey dashed line is the 0.8 power target. The dotted line is the null
 # boundary θ = −margin, where each curve should sit at or below alpha. Count-only bounds are exact
 # (solid lines; the asymptotic ones dashed and dotted). The order-dependent bounds are simulated on one
 # set of random draws per panel (common random numbers); their shaded bands are ±1.96 Monte Carlo standard
-# errors. Paired t (dotted, open squares) and Tango (dashed) nearly coincide, so paired t is drawn on top.
+# errors. Paired t (dotted, open squares) and Tango (dashed) nearly coincide from r = 0.1 up, so paired t is
+# drawn on top; at r = 0.02 (θ can only lie in [−r, r]) few pairs are discordant and the two part.
 
 # %%
 curves = power.power_curve(
@@ -314,12 +333,12 @@ fig.tight_layout()
 display(fig)
 plt.close(fig)
 t_vs_tango = curves.pivot_table(index=["discordance", "difference"], columns="method", values="pass_rate")
-t_gap = (t_vs_tango["paired_t"] - t_vs_tango["tango"]).abs().max()
+t_gap = (t_vs_tango["paired_t"] - t_vs_tango["tango"]).abs().groupby(level="discordance").max()
 display(
     Markdown(
         f"Largest Monte Carlo standard error on the simulated curves: {curves['mc_se'].max():.4f} "
-        f"({POWER_REPS:,} replications per point; bands ±1.96 standard errors). Paired t and Tango differ by "
-        f"at most {t_gap:.4f} in pass rate on these curves."
+        f"({POWER_REPS:,} replications per point; bands ±1.96 standard errors). Largest difference in pass rate "
+        "between paired t and Tango: " + ", ".join(f"{gap:.4f} at r = {r:g}" for r, gap in t_gap.items()) + "."
     )
 )
 
@@ -331,16 +350,19 @@ display(
 # uses exact power, so the value is exact to 1e-5. For the order-dependent bounds each step is a
 # simulation with enough replications that the 0.8 claim holds within ±0.01 (two standard errors).
 # The table shows the power reached at the reported θ. A negative value means the bound can confirm
-# "no worse" even when the treatment is slightly worse.
+# "no worse" even when the treatment is slightly worse. At r = 0.02 the true difference cannot exceed
+# r = 2 points; "none ≤ r" means no possible θ reaches 0.8.
 
 # %%
 mdd = power.minimum_detectable_difference_table(
     N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, rng, power=POWER, reps=MDD_REPS, methods=METHODS
 )
 mdd["cell"] = [
-    f"{row.mdd:+.4f} (exact)" if row.exact else f"{row.mdd:+.4f} (power {row.achieved_power:.3f} ± {row.mc_se:.3f})"
+    f"none ≤ r (power {row.achieved_power:.3f} at θ = r)" if pd.isna(row.mdd)
+    else f"{row.mdd:+.4f} (exact)" if row.exact
+    else f"{row.mdd:+.4f} (power {row.achieved_power:.3f} ± {row.mc_se:.3f})"
     for row in mdd.itertuples()
-]
+]  # fmt: skip
 mdd_wide = mdd.pivot(index="method", columns="discordance", values="cell").loc[list(METHODS)]
 mdd_wide.columns = [f"r = {r:g}" for r in mdd_wide.columns]
 mdd_wide.insert(0, "bound", [LABELS[m] for m in mdd_wide.index])
@@ -363,9 +385,13 @@ display(
 # The number of paired items each bound needs to claim noninferiority with probability 0.8 at margin
 # 0.03, for a true difference of 0 (equal arms) and of +2 points, at discordance 0.2. Count-only
 # bounds are exact. The search checks both ends of every bracket, including the smallest size. Power
-# of a discrete test is not monotone in n (a saw-tooth), so the value is the first size on the search
-# path whose power reaches 0.8. Order-dependent bounds are simulated, and the table gives the power
-# reached with its standard error.
+# of a discrete test is not monotone in n (a saw-tooth), so "items for 80% power" has two readings: the
+# **first n** whose power reaches 0.8, and the n **from which on** every larger size keeps it. The value in
+# this table is neither by definition: it is the first size on the search path (doubling, then bisection)
+# whose power reaches 0.8 — a size that does reach 0.8, but a smaller one might too, and a larger one
+# might fall back. Order-dependent bounds are simulated, and the table gives the power reached with its
+# standard error. The table after it reads Hoeffding's number both ways, exactly, by computing its power
+# at every size from 2 to 20,000.
 
 # %%
 planning_rows = []
@@ -388,6 +414,29 @@ for method in METHODS:
             row[f"n for θ = {theta:+g}"] = f"{found.value} (power {found.achieved_power:.3f} ± {found.mc_se:.3f})"
     planning_rows.append(row)
 display(Markdown(pd.DataFrame(planning_rows).to_markdown(index=False)))
+
+# %%
+readings = {
+    (theta, r): power.hoeffding_required_n_readings(theta, MARGIN, ALPHA, r, power=POWER, n_max=READINGS_N_MAX)
+    for r in READINGS_DISCORDANCE for theta in PLANNING_DIFFERENCES
+}  # fmt: skip
+readings_table = pd.DataFrame(
+    [{"discordance r": f"{r:g}", "true difference θ": f"{theta:+g}",
+      "search path (table above)": f"{exact_n[('hoeffding', theta)]:,}" if r == PLANNING_DISCORDANCE else "–",
+      "first n with power ≥ 0.8": f"{v.first_n:,}" if v.first_n else f"> {v.n_max:,}",
+      "n from which power stays ≥ 0.8": f"{v.from_then_on_n:,}" if v.from_then_on_n else f"> {v.n_max:,}",
+      "sizes above the first n that fall below 0.8": v.dips}
+     for (theta, r), v in readings.items()]
+)  # fmt: skip
+display(Markdown(readings_table.to_markdown(index=False)))
+readings_agree = all(v.first_n == v.from_then_on_n for v in readings.values())
+path_agrees = all(exact_n[("hoeffding", t)] == readings[t, PLANNING_DISCORDANCE].first_n for t in PLANNING_DIFFERENCES)
+display(Markdown(
+    f"Hoeffding, exact power at every n = 2–{READINGS_N_MAX:,} (`power.hoeffding_required_n_readings`). "
+    + ("The two readings coincide here: once Hoeffding's power reaches 0.8 it does not fall back below it "
+       f"before n = {READINGS_N_MAX:,}" if readings_agree else "The readings differ where the table says so")
+    + (f"; at r = {PLANNING_DISCORDANCE:g} the search path finds the same size." if path_agrees
+       else f"; at r = {PLANNING_DISCORDANCE:g} the search path's size differs from the first n (table).")))  # fmt: skip
 
 # %% [markdown]
 # ## Repeated looks: re-checking a gate after every epoch
@@ -473,7 +522,10 @@ betting_worst_se = betting_cells.loc[betting_cells["error_rate"].idxmax(), "mc_s
 valid_mdd = mdd[mdd["method"].isin(valid_methods)]
 smallest_valid = valid_mdd.loc[valid_mdd.groupby("discordance")["mdd"].idxmin(), "method"]
 betting_smallest = bool((smallest_valid == "betting").all())
-hoeffding_largest = bool((mdd.loc[mdd.groupby("discordance")["mdd"].idxmax(), "method"] == "hoeffding").all())
+mdd_unreached_last = mdd.assign(mdd=mdd["mdd"].astype(float).fillna(np.inf))  # "none ≤ r" is the largest
+hoeffding_largest = bool(
+    (mdd_unreached_last.loc[mdd_unreached_last.groupby("discordance")["mdd"].idxmax(), "method"] == "hoeffding").all()
+)
 asymptotic_over = all_cells[all_cells["method"].isin(["paired_t", "tango"]) & (all_cells["error_rate"] > ALPHA)]
 display(
     Markdown(
@@ -502,34 +554,54 @@ display(
 )
 
 # %%
-hoeffding_mdd = mdd[mdd["method"] == "hoeffding"].set_index("discordance")["mdd"]
+hoeffding_mdd = mdd[mdd["method"] == "hoeffding"].set_index("discordance")["mdd"].astype(float)
+reached = hoeffding_mdd.dropna()
+unreached = [f"{r:g}" for r in hoeffding_mdd.index if pd.isna(hoeffding_mdd[r])]
+mdd_range = f"{100 * reached.min():+.1f} to {100 * reached.max():+.1f} points" if len(reached) else "none"
+mdd_basis = f"exact, r = {reached.index.min():g} to {reached.index.max():g}" + (
+    f"; at r = {', '.join(unreached)} no possible θ (θ ≤ r) reaches 80%" if unreached else "")
 betting_mdd = mdd[mdd["method"] == "betting"].set_index("discordance")
 n_equal = exact_n[("hoeffding", PLANNING_DIFFERENCES[0])]
 betting_n_equal = exact_n[("betting", PLANNING_DIFFERENCES[0])]
 r_mid = PLANNING_DISCORDANCE
+equal_reading = readings[PLANNING_DIFFERENCES[0], r_mid]
+low_r = min(READINGS_DISCORDANCE)
+low_reading = readings[PLANNING_DIFFERENCES[0], low_r]
+
+
+equal_range = f"{power.exact_probability_text(equal_arms.min())} to {equal_arms.max():.4f}"
+n_text = f"{n_equal:,}" if n_equal else "> 200,000"
+stays = equal_reading.first_n == equal_reading.from_then_on_n
 summary_rows = pd.DataFrame(
     [
         {"what": "observed difference Hoeffding needs to say \"no worse by 3 points\"",
          "value": f"{100 * clearing:+.2f} points", "basis": f"n = {N_ITEMS}, one-sided alpha = {ALPHA} (exact formula)"},
         {"what": "P(Hoeffding passes) when GS1 and GRPO are truly equal",
-         "value": f"{equal_arms.min():.5f} to {equal_arms.max():.4f}",
+         "value": equal_range,
          "basis": f"exact, discordance r = {min(POWER_DISCORDANCE):g} to {max(POWER_DISCORDANCE):g}"},
         {"what": "true advantage Hoeffding needs for 80% power (minimum detectable difference)",
-         "value": f"{100 * hoeffding_mdd.min():+.1f} to {100 * hoeffding_mdd.max():+.1f} points",
-         "basis": f"exact, r = {min(POWER_DISCORDANCE):g} to {max(POWER_DISCORDANCE):g}"},
-        {"what": "items Hoeffding needs for 80% power at equality",
-         "value": f"{n_equal:,}" if n_equal else "> 200,000", "basis": f"exact, r = {r_mid:g} (GSM8K test has {N_ITEMS})"},
-        {"what": "betting bound: largest error at the null boundary; minimum detectable difference",
+         "value": mdd_range, "basis": mdd_basis},
+        {"what": "items Hoeffding needs for 80% power at equality (first n; " + (
+             "power stays ≥ 0.8 from there" if stays else "power falls back below 0.8 later") + ")",
+         "value": f"{n_text} (r = {r_mid:g}); {low_reading.first_n:,} (r = {low_r:g})" if low_reading.first_n else n_text,
+         "basis": f"exact scan of every n to {READINGS_N_MAX:,} (GSM8K test has {N_ITEMS})"},
+        {"what": "betting bound: largest simulated error at the null boundary; minimum detectable difference",
          "value": f"{betting_worst:.4f} ± {betting_worst_se:.4f}; {100 * betting_mdd.loc[r_mid, 'mdd']:+.1f} points",
-         "basis": f"simulated (± 1 Monte Carlo s.e.); MDD at r = {r_mid:g}"},
+         "basis": f"simulated (± 1 Monte Carlo s.e.), a consistency check of Ville's bound; MDD at r = {r_mid:g}"},
     ]
-)
-verdict = f"""**Verdict.** Keep Hoeffding for GS1, where the spec pre-registers it: it is valid (its error at the
+)  # fmt: skip
+verdict = f"""**What the verdict is about.** The methods — which lower confidence bound to pre-register for a paired
+per-item comparison — not any arm: every number is computed under the paired binary discordance model (a
+simulation model), with the item as the unit. Nothing here is a GS1 result.
+
+**Verdict.** Keep Hoeffding for GS1, where the spec pre-registers it: it is valid (its error at the
 null boundary is about 0), but at n = {N_ITEMS} it essentially **cannot pass two equally good arms** — an
 inconclusive GS1 result is the expected outcome of equal arms, not evidence against GS1. GS1 has to be
-truly better by about {100 * hoeffding_mdd.min():.1f}–{100 * hoeffding_mdd.max():.1f} points to pass with
-80% power, or the eval would need {f"{n_equal:,}" if n_equal else "more than 200,000"} items at equality.
-For a new spec, pre-register the betting bound (valid here: largest error {betting_worst:.4f} against
+truly better by about {100 * reached.min():.1f}–{100 * reached.max():.1f} points to pass with
+80% power (r = {reached.index.min():g}–{reached.index.max():g}{"; at r = " + ", ".join(unreached) + ", arms that disagree on few items, no possible advantage suffices" if unreached else ""}),
+or the eval would need {n_text} items at equality (r = {r_mid:g}).
+For a new spec, pre-register the betting bound (valid by Ville's inequality under the conditions stated below;
+its largest simulated error, a consistency check, is {betting_worst:.4f} against
 alpha = {ALPHA}; {f"{betting_n_equal:,}" if betting_n_equal else "> 200,000"} items at equality) with its
 `permutation_seed`, report Hoeffding beside it, and split alpha over any repeated looks (re-checking at
 full alpha erred {indep.naive_rate:.1%} at {N_LOOKS} looks). The GS1 spec's one-sided alpha = {ALPHA} is

@@ -8,10 +8,12 @@ import itertools
 import math
 import statistics
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import t as student_t
+from scipy.stats import wilcoxon as scipy_wilcoxon
 
 from rftlab.analysis.paired import bootstrap_mean_interval, sign_test
 from rftlab.analysis.poker import (
@@ -19,6 +21,7 @@ from rftlab.analysis.poker import (
     excludes_zero,
     luck_spread,
     pair_ordering,
+    pair_ordering_interval,
     paired_rft_table,
     paired_schedule_table,
     paired_sentence,
@@ -74,6 +77,10 @@ def test_paired_schedule_table_differences_deals_then_bootstraps_and_sign_tests(
     assert overall["mean"] == pytest.approx(sum(diffs.values()) / 4)
     assert (overall["better"], overall["worse"], overall["ties"]) == (2, 1, 1)
     assert overall["sign_p"] == pytest.approx(sign_test(list(diffs.values())).p_value)
+    # Wilcoxon beside it, against scipy (exact: 3 untied magnitudes 2, 2, 20 -> tied, so normal)
+    reference = scipy_wilcoxon([20.0, -2.0, 2.0], method="approx", correction=False)
+    assert overall["wilcoxon_p"] == pytest.approx(reference.pvalue, rel=1e-10)
+    assert overall["wilcoxon_method"] == "normal"
     # the overall interval resamples within stages (stage sizes fixed), seeded
     strat = bootstrap_mean_interval([20.0, -2.0, 0.0, 2.0], reps=4000, seed=5, strata=[1, 1, 2, 2])
     assert (overall["low"], overall["high"], overall["se"]) == (strat.low, strat.high, strat.se)
@@ -123,6 +130,38 @@ def test_pair_ordering_row_shared_against_per_rollout():
     assert out["row_shared"] == {"a_first": 2 / 3, "b_first": 0.0, "tied": 1 / 3, "pairs": 3}
     # other rows, by hand: (3,-1) (3,1) (0,2) (0,1) (1,2) (1,-1) -> a first 3, b first 3
     assert out["per_rollout"] == {"a_first": 0.5, "b_first": 0.5, "tied": 0.0, "pairs": 6}
+
+
+def naive_ordering_bootstrap(a_values, b_values, reps, seed):
+    """The same resamples as ``pair_ordering_interval`` (one ``rng.integers`` draw of row indices), each
+    share counted pair by pair over the drawn positions."""
+    n = len(a_values)
+    draws = np.random.default_rng(seed).integers(0, n, size=(reps, n))
+    shared, crossed = [], []
+    for drawn in draws:
+        shared.append(sum(a_values[i] > b_values[i] for i in drawn) / n)
+        pairs = [(i, j) for i, j in itertools.product(drawn, repeat=2) if i != j]
+        crossed.append(sum(a_values[i] > b_values[j] for i, j in pairs) / len(pairs))
+    return np.array(shared), np.array(crossed)
+
+
+def test_pair_ordering_interval_matches_a_pair_by_pair_bootstrap():
+    rng = np.random.default_rng(4)
+    a_values, b_values = list(rng.normal(1.0, 2.0, size=9)), list(rng.normal(0.0, 1.0, size=9))
+    a = [episode_row(f"r{i}", "x", v=v) for i, v in enumerate(a_values)]
+    b = [episode_row(f"r{i}", "x", v=v) for i, v in enumerate(b_values)]
+    out = pair_ordering_interval(a, b, "v", reps=300, seed=2)
+    point = pair_ordering(a, b, "v")
+    assert out["row_shared"]["estimate"] == point["row_shared"]["a_first"]
+    assert out["per_rollout"]["estimate"] == point["per_rollout"]["a_first"]
+    # row ids sort as strings (r0..r8): the naive loop sees them in the same order
+    shared, crossed = naive_ordering_bootstrap(a_values, b_values, 300, 2)
+    for key, series in (("row_shared", shared), ("per_rollout", crossed), ("difference", shared - crossed)):
+        assert (out[key]["low"], out[key]["high"]) == pytest.approx(
+            tuple(np.quantile(series, [0.025, 0.975]))
+        )
+    with pytest.raises(ValueError, match="same rows"):
+        pair_ordering_interval(a, b[:-1], "v")
 
 
 @settings(max_examples=50, deadline=None)
@@ -212,6 +251,9 @@ def test_report_text_of_a_paired_row_and_a_reward():
            "sign_p": 3.1e-09}  # fmt: skip
     assert paired_sentence(row, over="rows") == (
         "+7.01 BB/hand, 95% bootstrap [+4.06, +10.11] over 96 rows; 76 won, 19 lost, 1 tied (sign test p = 3.1e-09)"
+    )
+    assert paired_sentence({**row, "wilcoxon_p": 0.0123}, over="rows").endswith(
+        "(sign test p = 3.1e-09, Wilcoxon p = 0.012)"
     )
     assert excludes_zero(row) and excludes_zero({"low": -2.0, "high": -0.1})
     assert not excludes_zero({"low": -0.23, "high": 0.36}) and not excludes_zero({"low": 0.0, "high": 1.0})

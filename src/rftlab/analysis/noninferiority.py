@@ -62,6 +62,24 @@ VALIDITY: dict[str, str] = {
     "tango": "asymptotic (paired binary outcomes only)",
 }
 
+# Why the betting confidence sequence is valid (Ville's inequality), and what this module checks. For each
+# candidate mean m of the rescaled items x_t in [0, 1], the capital K_t(m) = prod_{i<=t}(1 + lambda_i(m)(x_i - m))
+# is a nonnegative supermartingale under H0 (E x <= m) when the conditions below hold; Ville's inequality
+# then gives P(sup_t K_t(m) >= 1/alpha) <= alpha, so rejecting every m whose capital reaches 1/alpha errs
+# with probability at most alpha simultaneously over all t. Each entry: (condition, how it is checked).
+BETTING_VALIDITY_CONDITIONS: tuple[tuple[str, str], ...] = (
+    ("bounded observations: every difference lies in the declared range [a, b] (rescaled to x in [0, 1])",
+     "checked at run time: a difference outside the range is refused with a ValueError"),
+    ("predictable bets: lambda_t(m) depends only on the items before t",
+     "by construction (plug-in mean and variance of items 1..t-1); tested: changing items t..n leaves "
+     "lambda_1..lambda_t unchanged"),
+    ("nonnegative capital: 0 <= lambda_t(m) <= c/m with c = 1/2, so every factor is at least 1 - c = 1/2",
+     "by construction (truncation at c/m); tested on random data and every m"),
+    ("the null holds item by item: E[x_t | items before t] <= m for every t",
+     "assumed, not checkable from the data: the items are independent paired outcomes with mean mu, and "
+     "the seeded permutation fixes their order before any outcome is seen"),
+)  # fmt: skip
+
 # Methods whose bound depends on the order of the items (a seeded permutation must be pre-registered).
 ORDER_DEPENDENT: frozenset[str] = frozenset({"plugin_empirical_bernstein", "betting"})
 # Methods whose bound on paired 0/1 data depends only on the counts (#(+1), #(-1)): exact power.

@@ -251,3 +251,162 @@ def format_p(p: float, trials: int | None = None) -> str:
     if trials is not None and p <= 1 / (trials + 1) + 1e-15:
         return f"≤ {1 / (trials + 1):.0e}"
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+WILCOXON_EXACT_MAX = 50
+"""Largest number of non-tied units for which ``wilcoxon_signed_rank`` uses the exact null distribution
+(when no two ``|d|`` tie); larger samples, or tied magnitudes, use the normal approximation."""
+
+
+@dataclass(frozen=True)
+class SignedRankTest:
+    """Wilcoxon's signed-rank test over the non-tied units: the rank sums of the positive and negative
+    differences (ranks of ``|d|``, ties averaged), how many units were ranked and dropped as ties, the
+    two-sided p-value and how it was computed (``"exact"`` or ``"normal"``)."""
+
+    positive_rank_sum: float
+    negative_rank_sum: float
+    ranked: int
+    zeros: int
+    p_value: float
+    method: str
+
+
+def _magnitude_ranks(magnitudes: np.ndarray, tie_tolerance: float) -> tuple[np.ndarray, list[int]]:
+    """Average ranks of ``magnitudes`` (1 = smallest), values within ``tie_tolerance`` of their sorted
+    neighbour sharing a rank; and the sizes of the tied groups."""
+    order = np.argsort(magnitudes, kind="stable")
+    ordered = magnitudes[order]
+    ranks = np.empty(len(magnitudes))
+    groups: list[int] = []
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] - ordered[i - 1] > tie_tolerance:
+            ranks[order[start:i]] = (start + 1 + i) / 2.0  # mean of the ranks start+1..i
+            groups.append(i - start)
+            start = i
+    return ranks, groups
+
+
+def _exact_signed_rank_p(w_plus: float, n: int) -> float:
+    """Two-sided exact p of the rank sum ``w_plus`` of n untied ranks 1..n: the null counts every one of
+    the 2**n sign assignments equally (a subset-sum count)."""
+    total = n * (n + 1) // 2
+    counts = np.zeros(total + 1)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):
+        counts[rank:] = counts[rank:] + counts[: total + 1 - rank].copy()
+    probabilities = counts / 2.0**n
+    w = int(round(w_plus))
+    lower = float(probabilities[: w + 1].sum())
+    upper = float(probabilities[w:].sum())
+    return min(1.0, 2.0 * min(lower, upper))
+
+
+def wilcoxon_signed_rank(
+    differences: Sequence[float], tie_tolerance: float = TIE_TOLERANCE, exact_max: int = WILCOXON_EXACT_MAX
+) -> SignedRankTest:
+    """Wilcoxon's signed-rank test of "the differences are symmetric about 0", beside the sign test.
+
+    Units with ``|d| <= tie_tolerance`` are dropped (Wilcoxon's treatment of zeros, as the sign test drops
+    ties). The rest are ranked by ``|d|`` (average ranks; magnitudes within ``tie_tolerance`` tie) and
+    ``W+`` is the sum of the positive units' ranks. The two-sided p-value is exact (all ``2**n`` sign
+    assignments) when at most ``exact_max`` units are ranked and no magnitudes tie; otherwise it is the
+    normal approximation with the tie-corrected variance ``n(n+1)(2n+1)/24 − Σ(t³ − t)/48`` and no
+    continuity correction (what ``scipy.stats.wilcoxon`` does by default). Unlike the sign test it uses the
+    sizes of the differences through their ranks — a stack-sized pot counts as the largest rank, not as
+    its 100 BB — so it sits between the sign test and the mean. 1.0 when every unit ties.
+    """
+    values = np.asarray([float(d) for d in differences], dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("wilcoxon_signed_rank needs finite differences")
+    if not tie_tolerance >= 0:
+        raise ValueError(f"tie_tolerance must be >= 0, got {tie_tolerance!r}")
+    kept = values[np.abs(values) > tie_tolerance]
+    zeros = len(values) - len(kept)
+    n = len(kept)
+    if n == 0:
+        return SignedRankTest(0.0, 0.0, 0, zeros, 1.0, "exact")
+    ranks, groups = _magnitude_ranks(np.abs(kept), tie_tolerance)
+    w_plus = float(ranks[kept > 0].sum())
+    w_minus = float(ranks[kept < 0].sum())
+    if n <= exact_max and max(groups) == 1:
+        return SignedRankTest(w_plus, w_minus, n, zeros, _exact_signed_rank_p(w_plus, n), "exact")
+    from scipy.stats import norm
+
+    variance = n * (n + 1) * (2 * n + 1) / 24.0 - sum(t**3 - t for t in groups) / 48.0
+    if variance <= 0:
+        return SignedRankTest(w_plus, w_minus, n, zeros, 1.0, "normal")
+    z = (w_plus - n * (n + 1) / 4.0) / math.sqrt(variance)
+    return SignedRankTest(w_plus, w_minus, n, zeros, min(1.0, float(2.0 * norm.sf(abs(z)))), "normal")
+
+
+@dataclass(frozen=True)
+class EquivalenceReading:
+    """What a two-sided interval ``[low, high]`` at ``level`` says about "the difference is negligible".
+
+    ``resolved`` is the smallest symmetric margin the interval lies strictly inside: equivalence within
+    ``±m`` is shown (the two one-sided tests of TOST, each at ``(1 − level)/2``) for every ``m > resolved``
+    and for none below it, so differences smaller than ``resolved`` cannot be told from 0 at this size.
+    """
+
+    low: float
+    high: float
+    level: float
+
+    @property
+    def resolved(self) -> float:
+        return max(abs(self.low), abs(self.high))
+
+    @property
+    def tost_alpha(self) -> float:
+        return (1.0 - self.level) / 2.0
+
+    def within(self, margin: float) -> bool:
+        """Whether equivalence within ``±margin`` is shown: ``−margin < low`` and ``high < margin``."""
+        if not margin > 0:
+            raise ValueError(f"an equivalence margin must be > 0, got {margin!r}")
+        return -margin < self.low and self.high < margin
+
+
+def equivalence_reading(low: float, high: float, level: float = 0.95) -> EquivalenceReading:
+    """``EquivalenceReading`` of an interval already computed (a bootstrap, a t interval)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise ValueError(f"need a finite interval with low <= high, got [{low}, {high}]")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    return EquivalenceReading(float(low), float(high), float(level))
+
+
+def paired_t_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: Student's t two-sided interval at ``level`` of the mean paired difference
+    over units (``n − 1`` degrees of freedom); a constant sample gives a zero-width interval."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray([float(d) for d in differences], dtype=float)
+    if len(x) < 2 or not np.all(np.isfinite(x)):
+        raise ValueError("paired_t_interval needs at least two finite differences")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    mean = float(x.mean())
+    half = float(student_t.ppf((1.0 + level) / 2.0, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
+def paired_tost_p_value(differences: Sequence[float], margin: float) -> float:
+    """TOST p-value of "the mean paired difference lies within ``(−margin, +margin)``": the larger of the
+    two one-sided t-test p-values (``H0: μ <= −margin`` and ``H0: μ >= +margin``). Equivalence at level
+    alpha is shown when it is below alpha, exactly when the ``1 − 2·alpha`` t interval lies inside."""
+    from scipy.stats import t as student_t
+
+    x = np.asarray([float(d) for d in differences], dtype=float)
+    if len(x) < 2 or not np.all(np.isfinite(x)):
+        raise ValueError("paired_tost_p_value needs at least two finite differences")
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be > 0, got {margin!r}")
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    if se == 0:
+        return 0.0 if abs(float(x.mean())) < margin else 1.0
+    lower = float(student_t.sf((x.mean() + margin) / se, len(x) - 1))
+    upper = float(student_t.cdf((x.mean() - margin) / se, len(x) - 1))
+    return max(lower, upper)

@@ -6,8 +6,9 @@ The replication unit is the **deal**. On a schedule it is the hand id: with seve
 deals recur in another order, so a deal's result is first averaged over runs and intervals are taken over
 deals. In RFT mode it is the rollout's row id, whose opponent and 16 hands every strategy meets alike
 (row-shared). Two strategies are compared **paired** — the difference on each deal — with a seeded
-bootstrap over deals (hand results are heavy-tailed: one stack-sized pot can be 100 BB) and the exact sign
-test beside it (``rftlab.analysis.paired``).
+bootstrap over deals (hand results are heavy-tailed: one stack-sized pot can be 100 BB), the exact sign
+test and Wilcoxon's signed-rank test beside it (``rftlab.analysis.paired``): the sign test ignores the size
+of a difference, the signed-rank test uses it only through its rank, the bootstrap uses it in full.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import product
 from typing import Any
 
+import numpy as np
+
 from rftlab.analysis.display import interval, number, one_row
 from rftlab.analysis.intervals import normal_mean_interval
-from rftlab.analysis.paired import DEFAULT_REPS, bootstrap_mean_interval, sign_test
+from rftlab.analysis.paired import DEFAULT_REPS, bootstrap_mean_interval, sign_test, wilcoxon_signed_rank
 
 REWARD_COLUMNS = {"reward_mean_instance": "mean-instance", "reward_gain": "gain"}
 
@@ -130,8 +133,10 @@ def deal_results(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
 def _paired_row(label: dict[str, Any], diffs: Sequence[float], reps: int, seed: int, strata=None):
     boot = bootstrap_mean_interval(diffs, reps=reps, seed=seed, strata=strata)
     sign = sign_test(diffs)
+    ranked = wilcoxon_signed_rank(diffs)
     return {**label, "deals": boot.n, "mean": boot.mean, "low": boot.low, "high": boot.high, "se": boot.se,
-            "better": sign.positive, "worse": sign.negative, "ties": sign.ties, "sign_p": sign.p_value}  # fmt: skip
+            "better": sign.positive, "worse": sign.negative, "ties": sign.ties, "sign_p": sign.p_value,
+            "wilcoxon_p": ranked.p_value, "wilcoxon_method": ranked.method}  # fmt: skip
 
 
 def paired_schedule_table(
@@ -143,8 +148,9 @@ def paired_schedule_table(
 ) -> list[dict[str, Any]]:
     """``a − b`` BB/hand over the same schedule deals, by stage and overall, for each ``(a, b)`` in
     ``pairs``. Per row: deals, mean difference, percentile bootstrap 95% interval and standard error
-    (overall: stratified by stage, so every resample keeps the schedule's stage sizes), and the sign test
-    (``better`` = deals where ``a`` won more, ``worse``, ``ties``, exact two-sided ``sign_p``).
+    (overall: stratified by stage, so every resample keeps the schedule's stage sizes), the sign test
+    (``better`` = deals where ``a`` won more, ``worse``, ``ties``, exact two-sided ``sign_p``) and Wilcoxon's
+    signed-rank test (``wilcoxon_p``, ``wilcoxon_method``: ``paired.wilcoxon_signed_rank``).
     ``ValueError`` when the two strategies did not play the same deals."""
     deals = {name: deal_results(rows) for name, rows in schedule_rows.items()}
     out = []
@@ -245,6 +251,56 @@ def pair_ordering(
     return {"row_shared": shares(shared), "per_rollout": shares(crossed)}
 
 
+def pair_ordering_interval(
+    rows_a: Iterable[Mapping[str, Any]],
+    rows_b: Iterable[Mapping[str, Any]],
+    value: str,
+    *,
+    reps: int = DEFAULT_REPS,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, dict[str, float]]:
+    """Percentile bootstrap over **rows** of ``pair_ordering``'s ``a_first`` shares and their difference.
+
+    The row is the unit: each replication draws the rows with replacement (``rng.integers`` with
+    ``rng = numpy.random.default_rng(seed)``), and recomputes, on the drawn rows, the row-shared share (a
+    drawn row's own ``a`` against its own ``b``) and the per-rollout share (every ordered pair of draws that
+    are different rows, ``a`` of one against ``b`` of the other — two draws of the same row are the same
+    deal, not a per-rollout pair). ``{"row_shared"|"per_rollout"|"difference": {"estimate", "low", "high"}}``
+    with ``difference`` = row-shared − per-rollout, the estimates those of ``pair_ordering``."""
+    a = {str(r["row_id"]): float(r[value]) for r in rows_a}
+    b = {str(r["row_id"]): float(r[value]) for r in rows_b}
+    if a.keys() != b.keys():
+        raise ValueError("pair_ordering_interval needs both strategies on the same rows")
+    if len(a) < 2:
+        raise ValueError("pair_ordering_interval needs at least two rows")
+    if reps < 2 or not 0.0 < level < 1.0:
+        raise ValueError(f"need reps >= 2 and level in (0, 1), got reps={reps}, level={level}")
+    ids = sorted(a)
+    x = np.array([a[i] for i in ids])
+    y = np.array([b[i] for i in ids])
+    n = len(ids)
+    wins = (x[:, None] > y[None, :]).astype(float)  # wins[i, j]: a on row i beats b on row j
+    own = np.diag(wins).copy()
+    np.fill_diagonal(wins, 0.0)
+    draws = np.random.default_rng(seed).integers(0, n, size=(reps, n))
+    weights = np.zeros((reps, n))
+    np.add.at(weights, (np.repeat(np.arange(reps), n), draws.ravel()), 1.0)
+    shared = weights @ own / n
+    pairs = n * n - (weights**2).sum(axis=1)  # ordered pairs of draws that are different rows
+    crossed = np.einsum("ri,ij,rj->r", weights, wins, weights) / pairs
+    point = pair_ordering(rows_a, rows_b, value)
+    estimates = {"row_shared": point["row_shared"]["a_first"], "per_rollout": point["per_rollout"]["a_first"]}
+    estimates["difference"] = estimates["row_shared"] - estimates["per_rollout"]
+    replicated = {"row_shared": shared, "per_rollout": crossed, "difference": shared - crossed}
+    tails = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    out = {}
+    for key, series in replicated.items():
+        low, high = np.quantile(series, tails)
+        out[key] = {"estimate": estimates[key], "low": float(low), "high": float(high)}
+    return out
+
+
 def luck_spread(rows: Iterable[Mapping[str, Any]], value: str) -> float:
     """Root-mean-square difference of ``value`` between two rollouts of **one** strategy dealt different
     rows: ``sqrt(mean over ordered pairs i ≠ j of (v_i − v_j)²)``, which equals ``√2 ×`` the sample
@@ -260,11 +316,14 @@ def luck_spread(rows: Iterable[Mapping[str, Any]], value: str) -> float:
 
 def paired_sentence(row: Mapping[str, Any], unit: str = "BB/hand", over: str = "deals") -> str:
     """A paired-difference row (``paired_schedule_table`` / ``paired_rft_table``) as report text: the mean,
-    its bootstrap interval, the number of units and the sign test."""
+    its bootstrap interval, the number of units, the sign test and (when the row has it) Wilcoxon's
+    signed-rank p-value."""
+    wilcoxon = f", Wilcoxon p = {row['wilcoxon_p']:.2g}" if "wilcoxon_p" in row else ""
     return (
         f"{number(row['mean'], 2, signed=True)} {unit}, 95% bootstrap "
         f"{interval(row['low'], row['high'], signed=True, digits=2)} over {row['deals']} {over}; "
-        f"{row['better']} won, {row['worse']} lost, {row['ties']} tied (sign test p = {row['sign_p']:.2g})"
+        f"{row['better']} won, {row['worse']} lost, {row['ties']} tied (sign test p = {row['sign_p']:.2g}"
+        f"{wilcoxon})"
     )
 
 

@@ -264,6 +264,16 @@ def exact_pass_rate(method: str, n: int, model: DiscordanceModel, margin: float,
     return float(np.sum(prob * count_noninferior(method, b, c, n, margin, alpha)))
 
 
+def exact_probability_text(p: float) -> str:
+    """An ``exact_pass_rate`` for a table: 5 decimals from 1e-5, ``1.2e-07`` style below, and ``< 1e-12``
+    below the mass the trinomial grid leaves out (``EXACT_TAIL``), where the sum cannot tell a value from 0."""
+    if not 0.0 <= p <= 1.0 + 1e-12:
+        raise ValueError(f"a probability must lie in [0, 1], got {p!r}")
+    if p < 4 * EXACT_TAIL:
+        return f"< {4 * EXACT_TAIL:.0e}"
+    return f"{p:.5f}" if p >= 1e-5 else f"{p:.1e}"
+
+
 def mc_reps_for(precision: float = 0.01, power: float = 0.8) -> int:
     """Replications so that two Monte Carlo standard errors of a rate near ``power`` are <= precision."""
     return int(math.ceil(power * (1.0 - power) / (precision / 2.0) ** 2))
@@ -299,7 +309,8 @@ def minimum_detectable_difference(
 ) -> PowerSearch:
     """Smallest true difference theta at which ``method`` claims noninferiority with probability >= power.
 
-    Bisection on theta in ``[-margin, discordance]``. Count-only methods (``COUNT_ONLY``) are exact by
+    Bisection on theta in ``[max(-margin, -discordance), discordance]`` (a discordance rate below the
+    margin allows no theta below ``-discordance``). Count-only methods (``COUNT_ONLY``) are exact by
     default (``exact_pass_rate``; ``tol`` then 1e-5 of theta). Order-dependent methods are simulated
     with common random numbers (one ``(reps, n)`` uniform draw reused for every theta); ``reps``
     defaults to ``mc_reps_for(0.01, power)`` = 6,400 so the power claim holds within ±0.01 (2 MC SE).
@@ -324,7 +335,7 @@ def minimum_detectable_difference(
             model = DiscordanceModel.from_difference(theta, discordance)
             return _pass_rate_from_uniforms(method, uniforms, model, margin, alpha)
 
-    lo, hi = -margin, discordance
+    lo, hi = max(-margin, -discordance), discordance  # |theta| <= r: below r < margin, theta >= -r
     hi_rate = rate(hi)
     if hi_rate < power:
         return PowerSearch(method, None, hi_rate, _se(hi_rate, reps_used), reps_used, exact)
@@ -438,6 +449,94 @@ def _first_passing_size(rate, power: float, n_min: int, n_max: int, n_hint: int 
         else:
             lo = mid
     return hi, hi_rate
+
+
+def hoeffding_power_by_size(
+    sizes: Sequence[int], model: DiscordanceModel, margin: float, alpha: float, tail: float = EXACT_TAIL
+) -> np.ndarray:
+    """Exact P(Hoeffding claims noninferiority) at each n of ``sizes``, one O(√n) sum per size.
+
+    Hoeffding passes iff ``#(+1) − #(−1) > n·c(n)`` with ``c(n) = hoeffding_clearing_difference(n, ...)``.
+    With ``B = #(+1) ~ Binomial(n, p_plus)`` and ``C | B = b ~ Binomial(n − b, p_minus/(1 − p_plus))`` the
+    probability is ``Σ_b P(B = b)·P(C ≤ ⌈b − n·c(n)⌉ − 1 | b)``, summed over the ``b`` between the ``tail``
+    quantiles (as ``trinomial_grid``). A second computation beside ``exact_pass_rate``'s grid sum, fast
+    enough to scan every size up to tens of thousands (``sizes_reaching_power``)."""
+    out = np.empty(len(sizes))
+    q = model.p_minus / (1.0 - model.p_plus) if model.p_plus < 1.0 else 0.0
+    for k, n in enumerate(sizes):
+        if n < 1:
+            raise ValueError(f"sizes must be >= 1, got {n}")
+        b_lo, b_hi = (int(v) for v in sps.binom.ppf([tail, 1.0 - tail], n, model.p_plus))
+        b = np.arange(max(b_lo - 1, 0), b_hi + 1)
+        need = b - n * hoeffding_clearing_difference(n, margin, alpha)  # C must be strictly below this
+        out[k] = float(
+            np.sum(sps.binom.pmf(b, n, model.p_plus) * sps.binom.cdf(np.ceil(need) - 1, n - b, min(q, 1.0)))
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class PowerThresholds:
+    """The two readings of "items needed for power ``target``" over a scan of every size ``n_min..n_max``.
+
+    ``first_n``: the smallest scanned n whose power reaches ``target``. ``from_then_on_n``: the smallest n
+    from which **every** scanned size up to ``n_max`` reaches it (a discrete test's power is a saw-tooth in
+    n, so a size just above ``first_n`` can fall back below). ``None`` when no size (or the last) fails.
+    ``power_first`` / ``power_from_then_on`` are the powers at those sizes; ``dips`` counts the scanned
+    sizes above ``first_n`` that fall below ``target``."""
+
+    target: float
+    n_min: int
+    n_max: int
+    first_n: int | None
+    from_then_on_n: int | None
+    power_first: float | None
+    power_from_then_on: float | None
+    dips: int
+
+
+def sizes_reaching_power(
+    sizes: Sequence[int], powers: Sequence[float], target: float = 0.8
+) -> PowerThresholds:
+    """``PowerThresholds`` of a scan: ``sizes`` must be every integer of one range, in order."""
+    n = np.asarray(sizes, dtype=int)
+    p = np.asarray(powers, dtype=float)
+    if len(n) == 0 or len(n) != len(p) or np.any(np.diff(n) != 1):
+        raise ValueError("sizes_reaching_power needs one power per size, over consecutive sizes")
+    reached = p >= target
+    hits = np.flatnonzero(reached)
+    if len(hits) == 0:
+        return PowerThresholds(target, int(n[0]), int(n[-1]), None, None, None, None, 0)
+    first = int(hits[0])
+    misses = np.flatnonzero(~reached)
+    tail_start = int(misses[-1]) + 1 if len(misses) else 0
+    stays = tail_start < len(n)
+    return PowerThresholds(
+        target=target,
+        n_min=int(n[0]),
+        n_max=int(n[-1]),
+        first_n=int(n[first]),
+        from_then_on_n=int(n[tail_start]) if stays else None,
+        power_first=float(p[first]),
+        power_from_then_on=float(p[tail_start]) if stays else None,
+        dips=int(np.count_nonzero(~reached[first:])),
+    )
+
+
+def hoeffding_required_n_readings(
+    difference: float,
+    margin: float,
+    alpha: float,
+    discordance: float,
+    power: float = 0.8,
+    n_max: int = 20_000,
+) -> PowerThresholds:
+    """Both readings of the items Hoeffding needs (``PowerThresholds``), from its exact power at every size
+    ``2..n_max`` (``hoeffding_power_by_size``)."""
+    model = DiscordanceModel.from_difference(difference, discordance)
+    sizes = list(range(2, n_max + 1))
+    powers = hoeffding_power_by_size(sizes, model, margin, alpha).tolist()
+    return sizes_reaching_power(sizes, powers, power)
 
 
 def hoeffding_clearing_difference(n: int, margin: float, alpha: float) -> float:

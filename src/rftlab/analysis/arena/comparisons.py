@@ -5,6 +5,8 @@
   cases each side wins or ties. A promotion gate asks whether the interval lies entirely below 0.
 - ``optimal_rate_table(outcomes, ...)``: per policy (and per slice of the cases), n, mean reward, mean
   regret, optimal count and rate with its Wilson interval (``analysis.intervals.wilson_interval``).
+- ``regret_share(policy, regrets, baseline, regrets)``: the share of a baseline's mean regret (all-WAIT's)
+  that a policy still leaves, with a percentile bootstrap interval over cases.
 
 Both take plain sequences / records, so they are usable on model-run outcomes as well as baselines.
 """
@@ -15,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
+
+import numpy as np
 
 from rftlab.analysis.display import interval
 from rftlab.analysis.intervals import normal_mean_interval, wilson_interval
@@ -150,3 +154,56 @@ def optimal_rate_table(
                 )
             )
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class RegretShare:
+    """``mean(policy regret) / mean(baseline regret)`` over the same cases, with a percentile bootstrap
+    interval over cases (both regrets of a case drawn together): the share of the baseline's regret the
+    policy still leaves (1 − share is the part of the gap to the optimum it closes)."""
+
+    policy: str
+    baseline: str
+    n: int
+    share: float
+    low: float
+    high: float
+    reps: int
+    seed: int
+    level: float
+
+
+def regret_share(
+    policy: str,
+    policy_regret: Sequence[float],
+    baseline: str,
+    baseline_regret: Sequence[float],
+    *,
+    reps: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> RegretShare:
+    """``RegretShare`` of ``policy`` against ``baseline`` (e.g. all-WAIT), one regret per case for each, in
+    the same case order. Each replication draws the cases with replacement (``rng.integers``, ``rng =
+    numpy.random.default_rng(seed)``) and takes the ratio of the two means over the drawn cases; ``low`` and
+    ``high`` are the ``(1 ∓ level)/2`` quantiles of the ratios. A ratio of regrets, unlike a ratio to the
+    oracle's reward, does not depend on where reward 0 sits. ``ValueError`` when the lists differ in
+    length, a regret is negative or not finite, or the baseline has no regret to share."""
+    left = np.asarray([float(v) for v in policy_regret])
+    right = np.asarray([float(v) for v in baseline_regret])
+    if len(left) != len(right) or len(left) < 2:
+        raise ValueError("regret_share needs one regret per case for both policies, on at least two cases")
+    if not (np.all(np.isfinite(left)) and np.all(np.isfinite(right))) or min(left.min(), right.min()) < -1e-9:
+        raise ValueError("regret_share needs finite, non-negative regrets (oracle reward minus reward)")
+    if right.mean() <= 0:
+        raise ValueError(f"{baseline} has no regret on these cases: there is no share to take")
+    if reps < 2 or not 0.0 < level < 1.0:
+        raise ValueError(f"need reps >= 2 and level in (0, 1), got reps={reps}, level={level}")
+    draws = np.random.default_rng(seed).integers(0, len(left), size=(reps, len(left)))
+    denominators = right[draws].sum(axis=1)
+    ratios = np.divide(
+        left[draws].sum(axis=1), denominators, out=np.full(reps, np.nan), where=denominators > 0
+    )
+    low, high = np.nanquantile(ratios, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return RegretShare(policy, baseline, len(left), float(left.mean() / right.mean()), float(low), float(high),
+                       reps, seed, level)  # fmt: skip
