@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rftlab.launch.firectl import FirectlError, job_progress, job_state, parse_json_output, redact
-from rftlab.launch.fireworks import _parse_rows, _rollout_record, epoch_metrics
+from rftlab.launch.fireworks import epoch_metrics
+from rftlab.launch.fireworks.poll import _parse_rows, _rollout_record
 
 KEY = st.text(min_size=8, max_size=40).filter(lambda k: "=" not in k and not k.startswith("-"))
 TOKENS = st.lists(st.text(alphabet="abcdefghij-_/.:0123456789", min_size=1, max_size=12), max_size=12)

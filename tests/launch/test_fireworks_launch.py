@@ -456,7 +456,7 @@ def test_local_only_spec_is_refused(tmp_path):
 
 
 def test_epoch_metrics_tolerates_bad_rows():
-    from rftlab.launch.fireworks import _parse_rows, _rollout_record
+    from rftlab.launch.fireworks.poll import _parse_rows, _rollout_record
 
     text = "\n".join(
         [
@@ -494,7 +494,7 @@ def test_upload_evaluator_stages_a_clean_folder(monkeypatch, tmp_path):
         seen.update(argv=argv, env=env, files={p.name for p in staged.iterdir()})
         seen["requirements"] = (staged / "requirements.txt").read_text()
         seen["has_env"] = (staged / ".env").exists()
-        seen["entry_exists"] = (staged / "rftlab" / "launch" / "fireworks.py").exists()
+        seen["entry_exists"] = (staged / "rftlab" / "launch" / "fireworks" / "__init__.py").exists()
         return Proc()
 
     record = upload_evaluator(spec("A"), "acct", runner=runner, lookup=lambda account, ev: None)

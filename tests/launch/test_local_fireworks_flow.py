@@ -31,14 +31,8 @@ from local_fireworks_helpers import (
 )
 
 from rftlab.launch.firectl import job_id_for, rollout_dataset_id
-from rftlab.launch.fireworks import (
-    _parse_rows,
-    _rollout_record,
-    dataset_text,
-    epoch_metrics,
-    evaluator_id,
-    upload_evaluator,
-)
+from rftlab.launch.fireworks import dataset_text, epoch_metrics, evaluator_id, upload_evaluator
+from rftlab.launch.fireworks.poll import _parse_rows, _rollout_record
 from rftlab.launch.fireworks_sdk import sdk_launcher
 from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import load_run

@@ -17,13 +17,8 @@ from hypothesis import strategies as st
 
 from rftlab.cli import main as cli_main
 from rftlab.launch.firectl import job_id_for, job_progress, rollout_dataset_id
-from rftlab.launch.fireworks import (
-    MIN_POLL_INTERVAL_S,
-    FireworksLauncher,
-    _finished_epochs,
-    _status_of,
-    evaluator_id,
-)
+from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S, FireworksLauncher, evaluator_id
+from rftlab.launch.fireworks.poll import _finished_epochs, _status_of
 from rftlab.launch.spectrum.spec import load_arm_spec
 from rftlab.runs import RunBusyError, load_run
 

@@ -26,7 +26,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("src/rftlab/runs/atomic.py", "_check_output_path"): "an empty probe file, removed at once",
     ("src/rftlab/runs/locks.py", "open_lock_file"): "a lock file: only the holder's pid, never read as data",
     ("src/rftlab/runs/locks.py", "_note_pid"): "a lock file: only the holder's pid, never read as data",
-    ("src/rftlab/launch/fireworks.py", "stage_evaluator"): (
+    ("src/rftlab/launch/fireworks/evaluator.py", "stage_evaluator"): (
         "the evaluator staging folder is a fresh private temporary folder that eval-protocol tars and that "
         "is deleted afterwards (issue 23 owns this code); a cut file there is never read again"
     ),

@@ -553,16 +553,20 @@ def contrast_table(result: RunComparison, digits: int = 4) -> list[dict[str, Any
         level = f"{round(100 * c.level)}%"
         row |= {
             "paired": f"{c.n_rows} rows × {c.n_epochs} epochs",
-            "mean difference": number(c.mean_difference, digits, signed=True),
+            "mean difference": _or_dash(c.mean_difference, lambda x: number(x, digits, signed=True)),
             f"{level} CI": interval(*c.mean_ci, signed=True, digits=digits) if c.mean_ci else "–",
-            "p": format_p(c.mean_p),
-            "slope / epoch": number(c.slope, digits, signed=True) if c.slope is not None else "–",
+            "p": _or_dash(c.mean_p, format_p),
+            "slope / epoch": _or_dash(c.slope, lambda x: number(x, digits, signed=True)),
             f"slope {level} CI": interval(*c.slope_ci, signed=True, digits=digits) if c.slope_ci else "–",
             "rows better / worse / tied": f"{c.sign_positive} / {c.sign_negative} / {c.sign_ties}",
-            "sign test p": format_p(c.sign_p),
+            "sign test p": _or_dash(c.sign_p, format_p),
         }
         rows.append(row)
     return rows
+
+
+def _or_dash(value: float | None, show: Any) -> str:
+    return "–" if value is None else show(value)
 
 
 # -- the figure --------------------------------------------------------------------------------------
