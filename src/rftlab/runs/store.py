@@ -31,7 +31,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -450,6 +450,27 @@ class Run:
         self._save_record(record)
         self.release()
 
+    @contextlib.contextmanager
+    def working(self, resumable: bool = False) -> Iterator[Run]:
+        """Do the run's work in the ``with`` block: the run is finished when the block ends (unless the
+        block finished it), and on an error or an interruption it is marked failed with the reason (at most
+        500 characters) and the exception goes on. ``resumable``: an error leaves the run unfinished and
+        released instead, for the next call to resume it from its last checkpoint.
+
+            with run.working():
+                run.write_eval(rows)
+        """
+        try:
+            yield self
+        except BaseException as exc:
+            if resumable:
+                self.release()
+            elif not self.finished:
+                self.finish("failed", error=f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        if not self.finished:
+            self.finish()
+
     # -- who works on it ---------------------------------------------------------------------------
     def claim(self, activity: str = "trained") -> None:
         """Claim the run for this process (``rftlab.runs.locks``): ``RunBusyError`` naming the run and the
@@ -759,12 +780,8 @@ class RunStore:
         run, origin = self.start_or_reuse(experiment, arm, spec, backend=backend)
         if origin == "reused":
             return run, origin
-        try:
+        with run.working():
             run.write_rollouts(0, list(records() if callable(records) else records))
-        except BaseException as exc:
-            run.finish("failed", error=f"{type(exc).__name__}: {exc}")
-            raise
-        run.finish()
         return run, origin
 
 

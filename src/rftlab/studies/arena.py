@@ -233,23 +233,15 @@ class _Lineage:
 
     def finish(self, run: Any, work: Callable[[], None]) -> None:
         """Run ``work`` on a new stage run and mark it finished, or failed (and re-raise) on an error."""
-        try:
+        with run.working():
             work()
-        except BaseException as exc:
-            run.finish("failed", error=f"{type(exc).__name__}: {exc}"[:500])
-            raise
-        run.finish()
 
     @staticmethod
     def finish_resumable(run: Any, work: Callable[[], None]) -> None:
         """Run ``work`` and mark the run finished; an error or an interruption leaves it unfinished (and
         released), so the next call of the lineage resumes it from its last checkpoint."""
-        try:
+        with run.working(resumable=True):
             work()
-        except BaseException:
-            run.release()
-            raise
-        run.finish()
 
 
 def _resume_point(run: Any) -> tuple[list[dict[str, Any]], Any, set[int]]:

@@ -121,9 +121,9 @@ def _record_run(store, arm: str, spec: dict[str, Any], backend: str, filename: s
     path = run.path / filename
     if origin == "reused" and path.exists():
         return json.loads(path.read_text(encoding="utf-8")), run, origin
-    payload = payload_fn()
-    write_json(path, payload)
-    run.finish()
+    with run.working():
+        payload = payload_fn()
+        write_json(path, payload)
     return payload, run, origin
 
 
@@ -371,21 +371,21 @@ def study_preflight(backend, spec: GS1StudySpec, store) -> tuple[dict[str, Any],
             )
     run = store.create_run(EXPERIMENT, "preflight", key, backend=backend.name)
     t0 = time.perf_counter()
-    report = run_preflight(
-        backend.arms,
-        backend.service_client,
-        backend.renderer,
-        backend.task,
-        backend.name,
-        spec,
-        spec.sha256,
-        send_seeds=backend.send_seeds,
-        reference_client=backend.reference_client,
-    )
-    out = report.to_dict()
-    out["wall_seconds"] = time.perf_counter() - t0
-    write_json(run.path / "preflight.json", out)
-    run.finish()
+    with run.working():
+        report = run_preflight(
+            backend.arms,
+            backend.service_client,
+            backend.renderer,
+            backend.task,
+            backend.name,
+            spec,
+            spec.sha256,
+            send_seeds=backend.send_seeds,
+            reference_client=backend.reference_client,
+        )
+        out = report.to_dict()
+        out["wall_seconds"] = time.perf_counter() - t0
+        write_json(run.path / "preflight.json", out)
     return out, run.path / "preflight.json"
 
 
