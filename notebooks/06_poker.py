@@ -520,6 +520,8 @@ if not tiny.stopped:
 # play alone. A deal here is one hand: against the calling station one hand can swing by a whole stack, so
 # the overall `exploit` rows rest on a few deals (read the sign test beside them). The per-opponent rows
 # hold 5 to 12 deals, where a percentile bootstrap is too narrow. Trained − warm start compares the same
-# model before and after a few GRPO updates on the same deals, sampled with the same seeds. None of this
+# model before and after a few GRPO updates on the same deals, sampled with the same seeds; a second seed,
+# run once for docs/poker.md ("A tiny language model"), moved the valid-call rate the other way, so one
+# run's difference says nothing about GRPO in general. None of this
 # says how a model of a real size would learn the task: the study shows that the Tinker-API path trains and
 # evaluates a language model on poker end to end, and what that model does at this size.

@@ -31,6 +31,7 @@ from rftlab.studies.poker import (
     same_deals,
     seed_contrasts,
     tiny_lm_contrasts,
+    warm_start_dir,
 )
 from rftlab.training.agent_warm_start import ReferenceReplyError, reference_turns, reply_tokens
 from rftlab.training.cookbook_envs import make_renderer, run_sync
@@ -174,6 +175,7 @@ def test_the_micro_study_runs_every_stage(micro):
     run = study.runs["tiny_lm_seed0"]
     assert run.finished and run.record.backend == "tinker" and run.record.experiment == TINY_LM_EXPERIMENT
     assert run.record.provider["trainer"]["task"]["base_model"] == study.warm_start.path
+    assert study.warm_start.path == str(warm_start_dir(MICRO, root).resolve())
     assert [r["epoch"] for r in study.epoch_rows()] == list(range(MICRO.epochs))
     assert set(study.evaluation) == {*REFERENCES, WARM_BASE, TRAINED}
     assert all(len(rows) == MICRO.eval_rows for rows in study.evaluation.values())
@@ -275,3 +277,13 @@ def test_with_two_seeds_the_seed_is_the_unit():
     assert exploit["per seed"] == pytest.approx([0.0, -1.0 / 3.0]) and exploit["seeds above 0"] == 0
     assert out[f"{TRAINED} − {WARM_BASE}"]["per seed"] == pytest.approx(per - 0.5)
     assert seed_contrasts(dataclasses.replace(study, design=TinyLMDesign())) == []
+
+
+def test_each_warm_start_setting_has_its_own_folder(tmp_path):
+    base = warm_start_dir(MICRO, tmp_path)
+    assert warm_start_dir(dataclasses.replace(MICRO, warm_steps=3), tmp_path) != base
+    assert warm_start_dir(dataclasses.replace(MICRO, warm_rows=3), tmp_path) != base
+    assert warm_start_dir(dataclasses.replace(MICRO, hands=2), tmp_path) != base
+    # settings of the GRPO runs and of the gate leave the warm start as it was
+    for change in ({"min_valid_rate": 0.9}, {"epochs": 3}, {"eval_rows": 5}, {"seeds": (4,)}, {"rows": 2}):
+        assert warm_start_dir(dataclasses.replace(MICRO, **change), tmp_path) == base

@@ -500,12 +500,11 @@ def same_deals(evaluation: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
             raise ValueError(f"{label} did not play the same deals as the other policies")
 
 
-def tiny_warm_start(design: TinyLMDesign, root: Path) -> Any:
-    """The warm-started base of the design (built once per design and transcripts, beside the run store)."""
-    from rftlab.launch.tinker import local_storage_dir
+def warm_start_settings(design: TinyLMDesign) -> tuple[Any, Any, Any]:
+    """The warm start's ``AgentWarmStartConfig``, ``WarmStartRows`` and env config for ``design``."""
     from rftlab.training.agent_warm_start import AgentWarmStartConfig
     from rftlab.training.local_tinker.model import AGENT_MODEL
-    from rftlab.training.poker.warm_start import WarmStartRows, prepare_poker_base
+    from rftlab.training.poker.warm_start import WarmStartRows
 
     config = AgentWarmStartConfig(
         base_model=AGENT_MODEL,
@@ -517,8 +516,33 @@ def tiny_warm_start(design: TinyLMDesign, root: Path) -> Any:
         max_tokens=design.max_tokens,
     )
     rows = WarmStartRows(design.warm_rows, design.warm_held_out, design.equity_samples)
-    out = local_storage_dir(root, "poker") / "warm_start_tiny_lm"
-    return prepare_poker_base(out, design.task(AGENT_MODEL), rows, config)
+    return config, rows, design.task(AGENT_MODEL)
+
+
+# the env settings the warm start's transcripts and checks depend on (its rows, groups and seeds are its own)
+WARM_ENV_FIELDS = ("hands", "reward", "illegal_retry_limit", "thinking", "renderer_name", "max_env_steps")
+
+
+def warm_start_dir(design: TinyLMDesign, root: Path) -> Path:
+    """The warm-started model's folder beside the run store, one per warm-start setting: a GRPO run names
+    its base by this path, so another design's warm start never replaces the weights a run was trained on."""
+    from dataclasses import asdict
+
+    from rftlab.launch.tinker import local_storage_dir
+    from rftlab.runs.hashing import spec_sha256
+
+    config, rows, task = warm_start_settings(design)
+    env = {k: v for k, v in task.to_dict().items() if k in WARM_ENV_FIELDS}
+    digest = spec_sha256({"config": asdict(config), "rows": asdict(rows), "env": env})[:12]
+    return local_storage_dir(root, "poker") / f"warm_start_tiny_lm-{digest}"
+
+
+def tiny_warm_start(design: TinyLMDesign, root: Path) -> Any:
+    """The warm-started base of the design (built once per setting and transcripts, then reused)."""
+    from rftlab.training.poker.warm_start import prepare_poker_base
+
+    config, rows, task = warm_start_settings(design)
+    return prepare_poker_base(warm_start_dir(design, root), task, rows, config)
 
 
 def run_tiny_lm_study(design: TinyLMDesign = TinyLMDesign(), root: str | Path | None = None) -> TinyLMStudy:
