@@ -59,7 +59,7 @@ EQUITY = (
 # A micro design: every stage runs, in seconds. Its warm start is far too short to learn the call, so the
 # threshold is 0 here to drive the GRPO run and the evaluation (a test of the mechanics, not a result).
 MICRO = TinyLMDesign(
-    rows=1, candidates=2, epochs=1, max_tokens=16, eval_rows=3, warm_rows=2, warm_held_out=1,
+    rows=1, candidates=2, epochs=1, max_tokens=8, eval_rows=2, warm_rows=2, warm_held_out=1,
     warm_steps=2, warm_batch=2, warm_checks=1, equity_samples=EQUITY, min_valid_rate=0.0,
 )  # fmt: skip
 
@@ -181,6 +181,7 @@ def test_the_micro_study_runs_every_stage(micro):
     assert all(len(rows) == MICRO.eval_rows for rows in study.evaluation.values())
     assert [r["policy"] for r in study.policy_rows()] == list(study.evaluation)
     assert study.cpu_seconds > 0 and study.warm_rows()[0]["step"] == MICRO.warm_steps
+    assert study.reused == {"warm start": False, "tiny_lm_seed0": False}
 
 
 def test_the_trained_policy_and_the_references_saw_the_same_cards(micro):
@@ -287,3 +288,15 @@ def test_each_warm_start_setting_has_its_own_folder(tmp_path):
     # settings of the GRPO runs and of the gate leave the warm start as it was
     for change in ({"min_valid_rate": 0.9}, {"epochs": 3}, {"eval_rows": 5}, {"seeds": (4,)}, {"rows": 2}):
         assert warm_start_dir(dataclasses.replace(MICRO, **change), tmp_path) == base
+
+
+@pytest.mark.slow
+def test_a_second_call_reuses_the_warm_start_and_the_run_and_gives_the_same_evaluation(micro):
+    study, root = micro
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("TINKER_API_KEY", "TINKER_BASE_URL"):
+            mp.delenv(key, raising=False)
+        again = run_tiny_lm_study(MICRO, root)
+    assert again.reused == {"warm start": True, "tiny_lm_seed0": True}
+    assert again.runs["tiny_lm_seed0"].path == study.runs["tiny_lm_seed0"].path
+    assert again.evaluation == study.evaluation  # seeded sampling: the same episodes

@@ -556,8 +556,9 @@ def run_tiny_lm_study(design: TinyLMDesign = TinyLMDesign(), root: str | Path | 
 
     t0 = time.process_time()
     root = Path(runs_root() if root is None else root)
+    built = (warm_start_dir(design, root) / "warm_start.json").is_file()
     warm = tiny_warm_start(design, root)
-    study = TinyLMStudy(design, warm)
+    study = TinyLMStudy(design, warm, reused={"warm start": built})
     if not warm.valid_rate >= design.min_valid_rate:  # also stops on a rate that was never measured
         study.cpu_seconds = time.process_time() - t0
         return study
