@@ -107,6 +107,28 @@ order_mi = ordering["reward_mean_instance"]
 # ## Summary
 
 # %%
+# §9's study of a tiny language model trained through the Tinker API (exploratory), run here so the summary
+# can quote it; its design is printed in §9. Quick mode's 4-step warm start is too short to learn the call,
+# so it shows the study's stop with a diagnosis. Run store: $RFTLAB_RUNS_ROOT, else a throwaway folder in
+# quick mode, else the project's runs/.
+from rftlab.runs.paths import notebook_runs_root
+from rftlab.studies.poker import TRAINED, TinyLMDesign, run_tiny_lm_study, tiny_lm_contrasts
+
+TINY_LM = dict(warm_rows=2, warm_held_out=1, warm_steps=4, warm_checks=1, equity_samples=40) if QUICK else {}
+tiny = run_tiny_lm_study(TinyLMDesign(**TINY_LM), notebook_runs_root(QUICK))
+tiny_paired = {value: tiny_lm_contrasts(tiny, value, **boot) for value in ("reward_mean_instance", "bb_per_hand")}
+tiny_vs = {} if tiny.stopped else {other: one_row(tiny_paired["reward_mean_instance"], comparison=f"{TRAINED} − {other}", opponent="all")
+                                    for other in ("exploit", "call")}  # fmt: skip
+if tiny.stopped:
+    tiny_row = (f"stopped after the warm start: held-out valid-call rate {tiny.warm_start.valid_rate:.2f}, below the "
+                f"design's {tiny.design.min_valid_rate:g}; no RL run (§9)")  # fmt: skip
+    tiny_unit = "none (no evaluation)"
+else:
+    tiny_row = (f"vs exploit {paired_sentence(tiny_vs['exploit'], 'BB/hand', 'deals')}; vs call "
+                f"{paired_sentence(tiny_vs['call'], 'BB/hand', 'deals')}")  # fmt: skip
+    tiny_unit = "evaluation deal (one training run: the run is not the unit)"
+
+# %%
 memoryless_gain = ", ".join(f"`{name}` {reward_mean_se(rewards, name, 'gain')}" for name in study.rft_rows)
 reads = [
     "The mean-instance reward ranks `exploit` above `call` on the same rows"
@@ -143,8 +165,8 @@ position-blind strategy earns 0 in expectation, and a strategy that reads the ha
 and well late, {"earns more than any of them" if sandbag_gain["low"] > 0 else "is measured against them"} —
 again without memory. rftlab deals all candidates of a GRPO group the same
 hands (row-shared); the upstream port dealt each rollout its own, which puts luck into every group
-comparison (§7). Scripted strategies on the real engine, no model; none of these comparisons was
-pre-registered.
+comparison (§7). §1–8: scripted strategies on the real engine, no model; §9: a tiny language model (0.1 M
+parameters) trained through the Tinker API, exploratory. None of these comparisons was pre-registered.
 
 | what | value (95% interval) | unit of analysis |
 |---|---|---|
@@ -153,11 +175,13 @@ pre-registered.
 | exploit − call, gain reward, RFT mode | {paired_sentence(gain_ec, "BB/hand", "rows")} | RFT row (row-shared) |
 | exploit − best blind counter (`{best_blind}`), mean-instance | {paired_sentence(blind[best_blind], "BB/hand", "rows")} | RFT row |
 | sandbag − exploit, gain reward | {paired_sentence(sandbag_gain, "BB/hand", "rows")} | RFT row |
+| tiny language model, exploratory: trained − reference, mean-instance reward, {tiny.design.hands}-hand deals (§9) | {tiny_row} | {tiny_unit} |
 
 {" ".join(reads)}
 
-**What this does not show.** Nothing about a trained model, Fireworks or eval-protocol: no run exists and
-the strategies are scripted. The blind counters are three hand-written counters, not the best memoryless
+**What this does not show.** Nothing about a trained model of a real size, Fireworks or eval-protocol: no
+RFT run exists, §1–8's strategies are scripted, and §9's tiny language model only exercises the training
+path (a model of 0.1 M parameters, one training run, a few updates). The blind counters are three hand-written counters, not the best memoryless
 strategy for hidden names. Percentile bootstrap intervals over a single stage's 10–35 deals are too
 narrow; read them beside the sign test and Wilcoxon's signed-rank test."""))
 
@@ -427,3 +451,109 @@ if poker_runs.empty:
                      "launched job has been polled."))  # fmt: skip
 else:
     display(fixed_digits_markdown(poker_runs.groupby(["arm", "epoch"], as_index=False)[["reward", "bb_per_hand"]].mean()))
+
+# %% [markdown]
+# ## 9. A tiny language model trained through the Tinker API
+#
+# Everything above is played by scripted strategies. This section trains a **language model** on the poker
+# arm through the Tinker-API path that a GPU server, hosted Tinker or another Tinker-API backend would
+# serve (GRPO over the tinker-cookbook env `rftlab.training.poker.cookbook_env`, launched as an arm spec on
+# backend `tinker`), here the in-process local service. The model is `rftlab/tiny-qwen3-agent`: a Qwen3
+# with 2 layers and hidden size 64 (about 0.1 M parameters), randomly initialised, with a BPE trained on the
+# agent tasks' chat. It reads the arm's own chat (system prompt, the `poker_act` tool block, the hand's
+# prompt and tool results), writes `poker_act` tool calls in Qwen3's format, and is scored by the env's
+# rules: an unreadable reply is refused and counts toward the retry limit (docs/poker.md §A.6), as for any
+# model.
+#
+# **The warm start.** A random model writes no tool calls, so it is first trained (all weights,
+# cross-entropy on the replies) on transcripts of `exploit` and `call` played in the same env, on rows of
+# their own (`warm_…`, held out `held_…`), each reply the strategy's action as one `poker_act` call. At a
+# few checkpoints one reply per held-out prompt is sampled at the RL temperature and read by the env; if the
+# last check's valid-call rate is below the design's threshold, the study stops there and shows what the
+# model wrote.
+#
+# **GRPO and the evaluation.** One GRPO run (seed 0, experiment `poker_tiny_lm` in the run store) on the
+# mean-instance reward, every candidate of a row on the row's deal. Then the trained policy (after its last
+# epoch), the warm-started base and the reference strategies `exploit` and `call` each play the same
+# evaluation deals (`eval_…` rows, seen by neither the warm start nor GRPO; the same opponent and cards for
+# every policy), and the trained policy is compared with each, **paired by deal** (percentile bootstrap
+# and sign test, as in §4–5). The deal is the unit; with one training run the interval covers the deals and
+# the model's sampling, not how another training run would come out. The design (sizes, temperature, warm
+# start) was chosen on 2026-12-02 to fit about two minutes of CPU; nothing here was pre-registered: it is
+# **exploratory**, and every number in this section is a tiny language model's.
+
+# %%
+import dataclasses
+
+design_rows = [{"setting": k, "value": str(v)} for k, v in dataclasses.asdict(tiny.design).items()]
+display(Markdown("**Design** (`TinyLMDesign`, a tiny language model):"))
+display(fixed_digits_markdown(pd.DataFrame(design_rows)))
+ws = tiny.warm_start
+display(Markdown(
+    f"**Warm start** (a tiny language model): {ws.train_turns} reference replies (model calls) from "
+    f"{tiny.design.warm_rows} rows, {ws.steps} steps of {tiny.design.warm_batch}; each check samples one reply "
+    "per held-out prompt and lets the env judge it:"))  # fmt: skip
+display(fixed_digits_markdown(pd.DataFrame(tiny.warm_rows()), digits=3))
+if tiny.stopped:
+    display(Markdown(
+        f"**Stopped**: the last held-out valid-call rate, {ws.valid_rate:.2f}, is below the design's "
+        f"{tiny.design.min_valid_rate:g}, so no RL run started. What the model wrote instead (the first refused "
+        "replies, as text):\n\n" + "\n".join(f"- `{e[:300].replace('`', chr(39))!r}`" for e in ws.refused_examples)))  # fmt: skip
+
+# %% [markdown]
+# Left: the warm start's held-out valid-call rate at each check. Right (once GRPO ran): per epoch of the GRPO
+# run, the mean reward over its rows × candidates episodes and the valid-call rate (valid `poker_act` calls
+# per model call).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+warm_df = pd.DataFrame(tiny.warm_rows())
+axes[0].plot(warm_df["step"], warm_df["held-out valid-call rate"], marker="o", color="tab:blue")
+axes[0].axhline(tiny.design.min_valid_rate, color="grey", ls="--", lw=0.8, label="threshold")
+axes[0].set(xlabel="warm-start step", ylabel="held-out valid-call rate", ylim=(-0.05, 1.05), title="warm start")
+axes[0].legend(fontsize=8)
+if not tiny.stopped:
+    epochs = pd.DataFrame(tiny.epoch_rows())
+    right = axes[1].twinx()
+    for run_name, grp in epochs.groupby("run", sort=False):
+        axes[1].plot(grp["epoch"], grp["reward"], marker="o", color="tab:orange", label=f"{run_name}: reward")
+        right.plot(grp["epoch"], grp["valid-call rate"], marker="s", ls="--", color="tab:green", label=f"{run_name}: valid-call rate")
+    axes[1].set(xlabel="GRPO epoch", ylabel="mean reward (mean-instance)", xticks=range(tiny.design.epochs), title="GRPO")
+    right.set(ylabel="valid-call rate", ylim=(-0.05, 1.05))
+    axes[1].legend(handles=axes[1].lines + right.lines, fontsize=7)
+else:
+    axes[1].text(0.5, 0.5, "no GRPO run: the study stopped after the warm start", ha="center", va="center", fontsize=9)
+    axes[1].set_axis_off()
+fig.suptitle("Tiny language model (0.1 M parameters) on poker through the Tinker API (exploratory)")
+fig.tight_layout()
+plt.show()  # fmt: skip
+
+# %%
+if not tiny.stopped:
+    display(Markdown("**Per GRPO epoch** (a tiny language model; each epoch's rows × candidates episodes):"))
+    display(fixed_digits_markdown(pd.DataFrame(tiny.epoch_rows()), digits=3))
+    display(Markdown(f"**On the {tiny.design.eval_rows} evaluation deals** (means over deals; the tiny language "
+                     "model's policies sampled at the design's temperature, the references scripted):"))  # fmt: skip
+    display(fixed_digits_markdown(pd.DataFrame(tiny.policy_rows()), digits=3))
+    tiny_table = [
+        {"comparison": r["comparison"], "measure": REWARD_COLUMNS.get(value, "BB/hand"), "opponent": r["opponent"],
+         "deals": r["deals"], "mean difference": number(r["mean"], 2, signed=True),
+         "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2),
+         "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
+        for value, table in tiny_paired.items() for r in table
+    ]  # fmt: skip
+    display(Markdown("**Paired by deal** (a tiny language model, exploratory; the deal is the unit, one training "
+                     f"run; {BOOTSTRAP_REPS:,} bootstrap replications, seed {BOOTSTRAP_SEED}):"))  # fmt: skip
+    display(fixed_digits_markdown(pd.DataFrame(tiny_table), digits=2))
+
+# %% [markdown]
+# **How to read it.** The mean-instance reward charges 1 per refused action (docs/poker.md §B.5), so the
+# tiny model's refused calls weigh on its reward far more than its play does; the BB/hand rows show the
+# play alone. A deal here is one hand: against the calling station one hand can swing by a whole stack, so
+# the overall `exploit` rows rest on a few deals (read the sign test beside them). The per-opponent rows
+# hold 5 to 12 deals, where a percentile bootstrap is too narrow. Trained − warm start compares the same
+# model before and after a few GRPO updates on the same deals, sampled with the same seeds; a second seed,
+# run once for docs/poker.md ("A tiny language model"), moved the valid-call rate the other way, so one
+# run's difference says nothing about GRPO in general. None of this
+# says how a model of a real size would learn the task: the study shows that the Tinker-API path trains and
+# evaluates a language model on poker end to end, and what that model does at this size.

@@ -48,7 +48,8 @@ class PokerArmSpec(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    experiment: Literal["poker"] = "poker"
+    # "poker_tiny_lm": the tiny-language-model study's arms (rftlab.studies.poker), kept apart in the run store
+    experiment: Literal["poker", "poker_tiny_lm"] = "poker"
     arm: str = Field(pattern=NAME)
     description: str = Field("", max_length=4000)
     rows: SpecInt = Field(64, ge=1, le=100_000)
