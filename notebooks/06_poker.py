@@ -21,8 +21,10 @@
 # **Question.** Before paying for a reinforcement fine-tuning run on CLBench `exploitable_poker`
 # (`docs/poker.md`), do its two rewards separate good play from bad, and does the play they reward need
 # **memory** — noticing an opponent's leak over earlier hands — which is what the task is meant to teach?
-# Everything below is played by scripted strategies on the real `texasholdem==0.11.0` engine: **no model
-# is trained or evaluated here**.
+# §1–8 are played by scripted strategies on the real `texasholdem==0.11.0` engine, with no model. §9 trains
+# a **tiny language model** (0.1 M parameters, randomly initialised, warm-started on the scripted
+# strategies' transcripts) through the Tinker API on this machine: a check of the training path, not a
+# result about a real model.
 
 # %% tags=["parameters"]
 import os

@@ -150,6 +150,14 @@ class Future(Protocol[ActT_co]):
     def result(self, timeout: float | None = None) -> ActT_co: ...
 
 
+def resolve(value: Any) -> Any:
+    """A client call's value: the tinker SDK and the local service answer a ``create_*`` or
+    ``save_weights_and_get_sampling_client`` call with a future of the client (``.result()``); a backend
+    may answer with the client itself. The one place that tells the two apart."""
+    result = getattr(value, "result", None)
+    return result() if callable(result) else value
+
+
 class SamplingClient(Protocol):
     """The sampling half of the tinker API the loops use (``tinker.SamplingClient`` satisfies it).
     Arguments and results are ``tinker.types`` objects (``ModelInput``, ``SamplingParams``,

@@ -39,6 +39,7 @@ from rftlab.envs.poker import SCHEDULES
 from rftlab.policies.poker.reference import POKER_POLICIES, Exploit, RandomLegal, Sandbag
 from rftlab.rollout.episode import transcript
 from rftlab.rollout.poker.play import hand_rows, play_rft, play_runs
+from rftlab.types import resolve
 
 MAX_RUNS = 5  # a CLBench schedule has five permuted runs
 STRATEGIES = ("random", "call", "exploit")
@@ -428,11 +429,6 @@ def evaluation_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _result(value: Any) -> Any:
-    """A client call's value: the local service and the SDK's ``create_*`` calls answer with a future."""
-    return value.result() if callable(getattr(value, "result", None)) else value
-
-
 def evaluation_task(design: TinyLMDesign, base_model: str) -> Any:
     """The evaluation's rows (``eval_s1000 …``, ``eval_samples`` candidates each) on ``base_model``."""
     import dataclasses
@@ -583,12 +579,12 @@ def evaluate_tiny_lm(study: TinyLMStudy, root: Path) -> None:
     for name in REFERENCES:
         study.records[name] = reference_records(task, name, design.equity_samples)
     service = make_service(root, None, "poker")
-    base = _result(service.create_sampling_client(base_model=warm.path))
+    base = resolve(service.create_sampling_client(base_model=warm.path))
     study.records[WARM_BASE] = model_records(base, task, design)
     for seed, run in zip(design.seeds, study.runs.values(), strict=True):
         state = saved_state(run, design.epochs - 1)
-        trained = _result(service.create_training_client_from_state(state))
-        sampler = _result(trained.save_weights_and_get_sampling_client())
+        trained = resolve(service.create_training_client_from_state(state))
+        sampler = resolve(trained.save_weights_and_get_sampling_client())
         study.records[trained_label(design, seed)] = model_records(sampler, task, design)
     study.evaluation = {label: evaluation_rows(recs) for label, recs in study.records.items()}
     same_deals(study.evaluation)

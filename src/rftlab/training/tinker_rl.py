@@ -62,6 +62,7 @@ import numpy as np
 
 from rftlab.runs.store import Run, atomic_write_text
 from rftlab.training.cookbook_envs import run_sync
+from rftlab.types import resolve
 
 DEFAULT_LORA_RANK = 32
 
@@ -310,8 +311,7 @@ def train_tinker(
         if dataset is None:
             return TinkerTrainResult(metrics, state_path, resumed_from, [])
         tc = service.create_training_client_from_state_with_optimizer(state_path)
-    if callable(getattr(tc, "result", None)):  # the SDK and the local service answer with a future
-        tc = tc.result()
+    tc = resolve(tc)  # the SDK and the local service answer with a future
     epochs_run: list[int] = []
     assert dataset is not None
     for epoch in dataset.epochs:

@@ -54,6 +54,7 @@ from rftlab.training.gs1.advantages import (
     kernel_baseline,
     prompt_features,
 )
+from rftlab.types import resolve
 
 EXPERIMENT = "gs1_vs_grpo"
 LOSS_FN = "importance_sampling"
@@ -258,13 +259,6 @@ def make_datum(prompt: Any, tokens: Sequence[int], logprobs: Sequence[float], ad
 
 
 # --------------------------------------------------------------------------------------- the step
-
-
-def resolve(value: Any) -> Any:
-    """A client-creation result: tinker returns futures of clients (``.result()``), a backend may
-    return the client itself."""
-    result = getattr(value, "result", None)
-    return result() if callable(result) else value
 
 
 def sampling_params(config: GS1ArmConfig, renderer: Any, seed: int | None, greedy: bool = False):
