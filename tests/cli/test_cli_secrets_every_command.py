@@ -163,6 +163,15 @@ def _setenv(env: Env, name: str, value: str) -> str:
     return name
 
 
+def _tracked_store(work: Path, env: Env) -> Path:
+    """A one-run store, MLflow's SQLite store and W&B's offline files under ``work/out`` (W&B offline even
+    though ``WANDB_API_KEY`` will be set: its cloud is not reachable from a test)."""
+    _setenv(env, "MLFLOW_TRACKING_URI", f"sqlite:///{work / 'out' / 'mlflow.db'}")
+    _setenv(env, "WANDB_DIR", str(work / "out"))
+    _setenv(env, "WANDB_MODE", "offline")
+    return _store(work)
+
+
 def _sft_data(work: Path) -> Path:
     """The smallest SFT data directory that passes the audit and has enough steps for the handoff."""
     out = work / "sft"
@@ -388,6 +397,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "clean"): lambda w, env: ["--root", str(_store(w))],
+    ("runs", "track"): lambda w, env: ["--root", str(_tracked_store(w, env)), "--to", "mlflow,wandb"],
     ("runs", "compare"): lambda w, env: [
         "A",
         "B",
