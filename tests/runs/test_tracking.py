@@ -78,6 +78,7 @@ def test_appended_rows_reach_mlflow_with_tags_and_params(tmp_path, mlflow_store)
     run, _ = RunStore(tmp_path / "runs").start_or_reuse("spectrum_memory", "A", SPEC)
     run.append_metrics(ROWS[:2])
     run.append_metrics(ROWS[2])
+    assert tr.flush()  # rows reach the trackers from a background thread
     # the independent reading: MLflow's own client against the rows as the run store wrote them
     written = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
     client = MlflowClient(tracking_uri=uri)
@@ -101,12 +102,14 @@ def test_appended_rows_reach_mlflow_with_tags_and_params(tmp_path, mlflow_store)
     }
     assert found.info.status == "RUNNING"
     run.finish()
+    assert tr.flush()
     assert client.get_run(found.info.run_id).info.status == "FINISHED"
 
 
 def test_tracking_changes_no_byte_of_the_run_store(tmp_path, mlflow_store, monkeypatch):
     tracked, _ = RunStore(tmp_path / "on").start_or_reuse("poker", "seed", SPEC)
     tracked.append_metrics(ROWS)
+    assert tr.flush()
     monkeypatch.setenv("RFTLAB_TRACKING", "off")
     plain, _ = RunStore(tmp_path / "off").start_or_reuse("poker", "seed", SPEC)
     plain.append_metrics(ROWS)
@@ -134,6 +137,7 @@ def test_a_resumed_run_goes_on_in_the_same_mlflow_run(tmp_path, mlflow_store):
     store = RunStore(root)
     run, _ = store.start_or_reuse("gs1_vs_grpo", "gs1", {"k": 1})
     run.append_metrics([{"step": s, "reward": s / 10} for s in range(3)])
+    assert tr.flush()
     run.release()  # the process "dies": another one resumes the run, with no memory of the MLflow run
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
     done = subprocess.run(
@@ -156,11 +160,30 @@ def test_a_failing_tracker_costs_one_warning_and_no_row(tmp_path, mlflow_store, 
     for row in ROWS:
         run.append_metrics(row)
     run.finish()
-    assert [r["step"] for r in run.metrics()] == [0, 1, 2]
+    assert [r["step"] for r in run.metrics()] == [0, 1, 2]  # on disk at once, whatever the tracker does
+    assert tr.flush()
     lines = [line for line in capsys.readouterr().err.splitlines() if line]
     assert len(lines) == 1, lines
     assert lines[0].startswith("rftlab: warning: tracking: mlflow failed (RuntimeError: the tracking server")
     assert "rftlab runs track" in lines[0]
+
+
+def test_an_append_never_waits_for_a_slow_tracker(tmp_path, mlflow_store, monkeypatch):
+    sent: list[int] = []
+
+    def slow(self, run, rows, skip=None):
+        time.sleep(0.5)
+        sent.extend(r["step"] for r in rows)
+
+    monkeypatch.setattr(tr.MlflowTracker, "log_rows", slow)
+    run, _ = RunStore(tmp_path / "runs").start_or_reuse("poker", "slow", SPEC)
+    run.append_metrics(ROWS[0])  # the first append opens the tracker (import, store): not timed
+    start = time.perf_counter()
+    run.append_metrics(ROWS[1])
+    run.append_metrics(ROWS[2])
+    assert time.perf_counter() - start < 0.5  # three slow sends (1.5 s) are behind, not in, the appends
+    assert tr.flush(timeout=30)
+    assert sent == [0, 1, 2]  # in order, none lost
 
 
 def _closed_port() -> int:
@@ -176,6 +199,7 @@ def test_an_unreachable_tracking_server_is_one_quick_warning(tmp_path, monkeypat
     start = time.perf_counter()
     run.append_metrics(ROWS[0])
     run.append_metrics(ROWS[1])
+    assert tr.flush()
     assert time.perf_counter() - start < 15  # never MLflow's minutes of retries
     assert [r["step"] for r in run.metrics()] == [0, 1]
     lines = capsys.readouterr().err.splitlines()
@@ -213,6 +237,7 @@ def test_no_credential_reaches_mlflow(tmp_path, mlflow_store, monkeypatch):
     run, _ = RunStore(tmp_path / "runs").start_or_reuse("spectrum_memory", "B", spec)
     monkeypatch.setenv("RFTLAB_FAKE_API_KEY", FAKE_KEY)
     run.append_metrics(ROWS)
+    assert tr.flush()
     found = _only_run(MlflowClient(tracking_uri=uri), "spectrum_memory")
     assert "endpoint_token" not in found.data.params and found.data.params["model"] == "tiny-lm"
     assert found.data.tags["rftlab.withheld"] == "1"
@@ -246,6 +271,7 @@ def test_backfill_sends_an_existing_store_once(tmp_path, monkeypatch, capsys, ml
     # live tracking from here on, then a second backfill: nothing is sent twice
     monkeypatch.setenv("RFTLAB_TRACKING", "mlflow")
     second.append_metrics(ROWS[1])
+    assert tr.flush()
     assert main(["runs", "track", "--root", str(tmp_path / "runs"), "--json"]) == 0
     assert [s["points"] for s in json.loads(capsys.readouterr().out)] == [0, 0]
     assert _history(client, runs["D"].info.run_id, "loss") == [(0, 1.5), (1, 1.25)]
@@ -277,6 +303,7 @@ def test_wandb_offline_run_holds_the_rows_and_tags(tmp_path, monkeypatch, capfd)
     run, _ = RunStore(tmp_path / "runs").start_or_reuse("gs1_vs_grpo", "grpo", SPEC)
     run.append_metrics(ROWS)
     run.finish()
+    assert tr.flush()
     files = sorted((tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(files) == 1, files
     # wandb-core writes the file in the background: it is complete once its history has every step
@@ -328,3 +355,23 @@ def test_the_wandb_reader_is_total(data):
         except ValueError:
             continue
         assert all(isinstance(r, bytes) for r in records)
+
+
+def test_a_report_build_does_not_track_unless_asked(tmp_path, monkeypatch):
+    """Notebook kernels of a report build (a batch job) get ``RFTLAB_TRACKING=off`` unless it is set."""
+    from rftlab.reports import execute_notebook
+
+    notebook = tmp_path / "01_probe.py"
+    notebook.write_text(
+        "# %%\nfrom rftlab.runs.paths import DEFAULT_RUNS_DIR\nfrom rftlab.runs.tracking import selected_trackers\n"
+        "print(repr(selected_trackers(DEFAULT_RUNS_DIR)))\n"
+    )
+
+    def printed() -> str:
+        nb = execute_notebook(notebook, quick=False, timeout=120)
+        return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+    monkeypatch.delenv("RFTLAB_TRACKING", raising=False)
+    assert printed().strip() == "()"
+    monkeypatch.setenv("RFTLAB_TRACKING", "wandb")
+    assert printed().strip() == "('wandb',)"

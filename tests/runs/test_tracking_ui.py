@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("mlflow")
 pytest.importorskip("selenium")
 
-from rftlab.runs import RunStore  # noqa: E402
+from rftlab.runs import RunStore, tracking  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 DRIVER = "/usr/bin/chromedriver"
@@ -69,7 +69,7 @@ def mlflow_server(tmp_path):
                 time.sleep(0.5)
         yield base, uri
     finally:
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
             try:
                 os.killpg(server.pid, sig)
             except ProcessLookupError:
@@ -140,6 +140,7 @@ def test_mlflow_ui_draws_the_curve_live(tmp_path, monkeypatch, mlflow_server, br
     thread.start()
     try:
         _wait(lambda: steps[0] >= 5, 60, "the first rows")
+        assert tracking.flush()
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name("gs1_vs_grpo")
         assert exp is not None

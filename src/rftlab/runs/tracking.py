@@ -1,7 +1,9 @@
 """Experiment tracking: the run store's metric rows, mirrored live to MLflow and/or Weights & Biases.
 
 :meth:`rftlab.runs.store.Run.append_metrics` calls :func:`after_append` once the rows are durably in
-``metrics.jsonl``; :meth:`~rftlab.runs.store.Run.finish` calls :func:`after_finish`. The run store stays
+``metrics.jsonl``; :meth:`~rftlab.runs.store.Run.finish` calls :func:`after_finish`. Both only queue the
+work: one background thread per process sends it in order, so an append never waits for a tracker, and
+the queue is flushed at exit (:func:`flush` waits for it at any time). The run store stays
 the record: a tracker is a mirror that never writes into a run folder, a report or a spec (so it never
 changes a hash), and a tracker that fails never loses or blocks a row. Its failure is printed once per
 process as one ``rftlab: warning: tracking: ...`` line on stderr and that tracker is off for the rest of the
@@ -29,6 +31,7 @@ tracker is on (``import mlflow`` takes about 2 s).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -38,6 +41,7 @@ import logging
 import math
 import numbers
 import os
+import queue
 import re
 import sys
 import threading
@@ -62,6 +66,7 @@ __all__ = [
     "after_append",
     "after_finish",
     "default_mlflow_uri",
+    "flush",
     "metric_points",
     "run_info",
     "selected_trackers",
@@ -233,34 +238,40 @@ def metric_points(row: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
     return step, values
 
 
-# -- the hub: one tracker object per backend and process ---------------------------------------------
+# -- the hub: one tracker object per backend and store, fed by one background sender per process --------
 _LOCK = threading.RLock()
 # (backend, its store) -> this process's tracker; None once it failed here (reported once)
 _TRACKERS: dict[tuple[str, str], Tracker | None] = {}
+FLUSH_AT_EXIT_SECONDS = 60.0
 
 
 def _store_of(name: str) -> str:
-    """Where backend ``name`` writes now (a changed ``$MLFLOW_TRACKING_URI`` or ``$WANDB_DIR`` gets a
-    tracker of its own)."""
+    """Where backend ``name`` writes, read from the environment when a row is appended (a later change
+    of ``$MLFLOW_TRACKING_URI``, ``$WANDB_DIR`` or ``$WANDB_MODE`` gets a tracker of its own)."""
     if name == "mlflow":
         return default_mlflow_uri()
-    return f"{os.environ.get('WANDB_DIR') or WANDB_DEFAULT_DIR}|{os.environ.get('WANDB_MODE', '')}"
+    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+    return f"{mode}|{os.environ.get('WANDB_DIR') or WANDB_DEFAULT_DIR}"
 
 
-def _make(name: str) -> Tracker:
+def _make(name: str, store: str) -> Tracker:
     if name == "mlflow":
-        return MlflowTracker()
-    return WandbTracker()
+        return MlflowTracker(store)
+    mode, _, folder = store.partition("|")
+    return WandbTracker(mode, Path(folder))
 
 
-def tracker(name: str) -> Tracker | None:
-    """This process's tracker for backend ``name`` and its current store (made on first use), or
-    ``None`` once it failed."""
-    key = (name, _store_of(name))
+def tracker(name: str, store: str | None = None) -> Tracker | None:
+    """This process's tracker for backend ``name`` and ``store`` (default: the environment's), made on
+    first use, or ``None`` once it failed."""
+    key = (name, store or _store_of(name))
+    if key in _TRACKERS:  # made already: no lock (the sender may hold it for a while)
+        return _TRACKERS[key]
     with _LOCK:
         if key not in _TRACKERS:
             try:
-                _TRACKERS[key] = _make(name)
+                with _quiet():
+                    _TRACKERS[key] = _make(*key)
             except Exception as exc:
                 _fail(key, exc)
         return _TRACKERS.get(key)
@@ -280,25 +291,89 @@ def _fail(key: tuple[str, str], exc: BaseException) -> None:
     )
 
 
-def _each(names: Sequence[str], call) -> None:
-    for name in names:
+def _each(stores: Mapping[str, str], call) -> None:
+    for name, store in stores.items():
         with _LOCK:
-            target = tracker(name)
+            target = tracker(name, store)
             if target is None:
                 continue
             try:
                 with _quiet():
                     call(target)
             except Exception as exc:  # a tracker never blocks the run (module docstring)
-                _fail((name, _store_of(name)), exc)
+                _fail((name, store), exc)
+
+
+class _Sender:
+    """One daemon thread per process sends the queued rows in order, so an append never waits for a
+    tracker (MLflow's SQLite commit takes tens of milliseconds). At exit the queue is flushed (at most
+    :data:`FLUSH_AT_EXIT_SECONDS`); a forked child starts its own thread and queue."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue = queue.Queue()
+        self.pid: int | None = None
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def put(self, job) -> None:
+        with self.lock:  # not _LOCK, which the sender holds while it sends
+            if self.pid != os.getpid() or self.thread is None or not self.thread.is_alive():
+                if self.pid != os.getpid():
+                    self.queue = queue.Queue()
+                    atexit.register(self.flush_at_exit)
+                self.pid = os.getpid()
+                self.thread = threading.Thread(target=self._work, name="rftlab-tracking", daemon=True)
+                self.thread.start()
+        self.queue.put(job)
+
+    def _work(self) -> None:
+        while True:
+            job = self.queue.get()
+            try:
+                job()
+            except Exception as exc:  # never lose the sender
+                print(
+                    f"rftlab: warning: tracking: {redact_text(f'{type(exc).__name__}: {exc}')}",
+                    file=sys.stderr,
+                )
+            finally:
+                self.queue.task_done()
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until every queued row was sent (or failed); ``False`` if ``timeout`` ran out first."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks:
+            if time.monotonic() > deadline or self.pid != os.getpid():
+                return False
+            time.sleep(0.005)
+        return True
+
+    def flush_at_exit(self) -> None:
+        if self.pid == os.getpid() and not self.flush(FLUSH_AT_EXIT_SECONDS):
+            print(
+                f"rftlab: warning: tracking: {self.queue.unfinished_tasks} batch(es) of rows not sent after "
+                f"{FLUSH_AT_EXIT_SECONDS:.0f} s at exit; send them with `rftlab runs track`",
+                file=sys.stderr,
+            )
+
+
+_SENDER = _Sender()
+
+
+def flush(timeout: float = 60.0) -> bool:
+    """Wait until every row appended so far in this process reached its trackers (or they failed)."""
+    return _SENDER.flush(timeout)
 
 
 def after_append(run_path: Path, record: Any, rows: Sequence[Mapping[str, Any]]) -> None:
-    """The run store's hook: ``rows`` were just appended to the run at ``run_path``."""
+    """The run store's hook: ``rows`` were just appended to the run at ``run_path``; they are queued for
+    the sender (the setting is checked here, so a bad one fails at once)."""
     names = selected_trackers(run_path.parent.parent.parent)
     if names and rows:
-        info = run_info(record)
-        _each(names, lambda t: t.log_rows(info, rows))
+        stores, batch = {name: _store_of(name) for name in names}, list(rows)
+        for name, store in stores.items():
+            tracker(name, store)  # imported and opened here, once: never by the sender at exit
+        _SENDER.put(lambda: _each(stores, lambda t: t.log_rows(run_info(record), batch)))
 
 
 def after_finish(run_path: Path, record: Any) -> None:
@@ -308,8 +383,8 @@ def after_finish(run_path: Path, record: Any) -> None:
     except TrackingSettingError:
         return  # reported by the appends; finishing a run never fails over a setting
     if names:
-        info = run_info(record)
-        _each(names, lambda t: t.finish(info, record.status))
+        stores = {name: _store_of(name) for name in names}
+        _SENDER.put(lambda: _each(stores, lambda t: t.finish(run_info(record), record.status)))
 
 
 @contextlib.contextmanager
@@ -318,8 +393,8 @@ def _quiet() -> Iterator[None]:
     works: a notebook or a report build prints only its results."""
     loggers = [logging.getLogger(name) for name in ("mlflow", "alembic", "wandb")]
     levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    for lg in loggers:  # a failure is reported once, by the hub, in one line
+        lg.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -464,7 +539,7 @@ class WandbTracker:
 
     name = "wandb"
 
-    def __init__(self):
+    def __init__(self, mode: str, folder: Path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -477,10 +552,7 @@ class WandbTracker:
         # wandb's Weave hint ("Use W&B Weave for improved LLM call tracing") ignores silent=True; it
         # would print once litellm or openai is imported (eval-protocol imports both)
         os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
-        self.mode = os.environ.get("WANDB_MODE") or (
-            "online" if os.environ.get("WANDB_API_KEY") else "offline"
-        )
-        self.dir = Path(os.environ.get("WANDB_DIR") or WANDB_DEFAULT_DIR)
+        self.mode, self.dir = mode, folder
         self._runs: dict[str, Any] = {}
 
     def _open(self, run: RunInfo) -> Any:
@@ -543,7 +615,7 @@ def backfill(runs: Sequence[Any], names: Sequence[str]) -> list[Sent]:
     for name in names:
         try:
             with _quiet():
-                target = _make(name)
+                target = _make(name, _store_of(name))
         except TrackerUnavailableError:
             raise
         except Exception as exc:
