@@ -375,3 +375,12 @@ def test_a_report_build_does_not_track_unless_asked(tmp_path, monkeypatch):
     assert printed().strip() == "()"
     monkeypatch.setenv("RFTLAB_TRACKING", "wandb")
     assert printed().strip() == "('wandb',)"
+
+
+def test_a_run_without_rows_starts_no_tracker(tmp_path, mlflow_store, monkeypatch):
+    """Finishing a run that logged nothing (a scripted strategy's rollouts) opens no tracker, so MLflow
+    is never imported for it."""
+    monkeypatch.setattr(tr, "_TRACKERS", {})
+    RunStore(tmp_path / "runs").record_rollouts("poker", "scripted", SPEC, [{"episode": 0, "reward": 1.0}])
+    assert tr.flush()
+    assert tr._TRACKERS == {}

@@ -382,8 +382,9 @@ def after_finish(run_path: Path, record: Any) -> None:
         names = selected_trackers(run_path.parent.parent.parent)
     except TrackingSettingError:
         return  # reported by the appends; finishing a run never fails over a setting
-    if names:
-        stores = {name: _store_of(name) for name in names}
+    # only trackers this process opened can hold the run (a run that logged no row starts none)
+    stores = {name: store for name in names if _TRACKERS.get((name, store := _store_of(name)))}
+    if stores:
         _SENDER.put(lambda: _each(stores, lambda t: t.finish(run_info(record), record.status)))
 
 
