@@ -29,6 +29,7 @@ from rftlab.runs.paths import DEFAULT_RUNS_DIR  # noqa: E402
 from rftlab.runs.secrets import assert_file_has_no_secrets  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+FAKE_KEY = "rk-live-7f3a9c2e41b8d05e6a17c9f4"  # made up: the value a credential variable gets in a test
 SPEC = {"arm": "A", "lr": 0.001, "train": {"epochs": 3, "group": 8}, "model": "tiny-lm"}
 ROWS = [
     {"step": 0, "reward": 0.25, "loss": 1.5, "note": "warm-up"},
@@ -194,7 +195,7 @@ def _closed_port() -> int:
 
 def test_an_unreachable_tracking_server_is_one_quick_warning(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RFTLAB_TRACKING", "mlflow")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://ops:pw-{FAKE_KEY}@127.0.0.1:{_closed_port()}")
     run, _ = RunStore(tmp_path / "runs").start_or_reuse("poker", "gain", SPEC)
     start = time.perf_counter()
     run.append_metrics(ROWS[0])
@@ -204,6 +205,7 @@ def test_an_unreachable_tracking_server_is_one_quick_warning(tmp_path, monkeypat
     assert [r["step"] for r in run.metrics()] == [0, 1]
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "cannot be reached" in lines[0], lines
+    assert FAKE_KEY not in lines[0] and "http://ops:***@127.0.0.1:" in lines[0]  # the URI's password
 
 
 def test_an_unknown_setting_is_one_line_before_anything_runs(tmp_path, monkeypatch):
@@ -220,9 +222,6 @@ def test_the_default_is_mlflow_only_for_the_project_store(tmp_path):
     assert tr.selected_trackers(tmp_path / "runs", {}) == ()  # the tests' and quick runs' stores
     assert tr.selected_trackers(tmp_path, {"RFTLAB_TRACKING": " MLflow , wandb "}) == ("mlflow", "wandb")
     assert tr.selected_trackers(DEFAULT_RUNS_DIR, {"RFTLAB_TRACKING": "off"}) == ()
-
-
-FAKE_KEY = "rk-live-7f3a9c2e41b8d05e6a17c9f4"
 
 
 def _all_files(folder: Path) -> list[Path]:
