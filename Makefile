@@ -7,9 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.rftlab-installed
-# Every extra: the tests drive real eval-protocol, the tinker SDK types, the local torch backend, the
-# texasholdem engine and the MLflow/W&B trackers offline (fakes stand in only for the hosted services).
-EXTRAS ?= dev,fireworks,tinker,poker,track
+# Every extra: the tests drive real eval-protocol, the tinker SDK types, the local torch backend and the
+# texasholdem engine offline (fakes stand in only for the hosted services).
+EXTRAS ?= dev,fireworks,tinker,poker
 
 .PHONY: setup test test-slow test-all reports sync lab lint typecheck typecheck-baseline format bench clean-venv
 

@@ -12,8 +12,9 @@ process; ``rftlab runs track`` sends what it missed later.
 Which trackers (``$RFTLAB_TRACKING``, read at every append): ``mlflow``, ``wandb``, ``mlflow,wandb`` or
 ``off``. Unset: ``mlflow`` for runs in the project's own run store (``<project>/runs``) when MLflow is
 installed (the ``track`` extra), off for every other store (the tests' and quick runs' temporary stores,
-a ``$RFTLAB_RUNS_ROOT`` elsewhere) and under ``RFTLAB_QUICK=1``. An unknown value raises
-:class:`TrackingSettingError` (one line).
+a ``$RFTLAB_RUNS_ROOT`` elsewhere), under ``RFTLAB_QUICK=1`` and in report builds (``rftlab.reports``
+gives its kernels ``off`` unless the variable is set). An unknown value raises
+:class:`TrackingSettingError` (one line) before a run starts.
 
 MLflow: ``$MLFLOW_TRACKING_URI`` when set, else the embedded SQLite store
 ``sqlite:///<project>/mlruns/mlflow.db`` (git-ignored; ``mlflow ui --backend-store-uri`` on it shows live
@@ -26,7 +27,7 @@ from the run key (a resumed run continues the same W&B run), offline mode unless
 Tags (both trackers): run id, run key, spec hash, backend, arm, family, git commit. Params: the spec's
 fields, flattened (``train.lr``); any tag or param holding a credential's value from the environment
 (:func:`rftlab.runs.secrets.assert_no_secrets`) is withheld. MLflow and wandb are imported only when a
-tracker is on (``import mlflow`` takes about 2 s).
+tracker is on, by the first append of a process (``import mlflow`` takes about 2 s).
 """
 
 from __future__ import annotations
