@@ -328,6 +328,37 @@ def test_wandb_offline_run_holds_the_rows_and_tags(tmp_path, monkeypatch, capfd)
     assert "wandb" not in out + err  # quiet: nothing of wandb's on the terminal (or in a notebook)
 
 
+WANDB_EXIT = """
+import sys
+from rftlab.runs import RunStore
+run, _ = RunStore(sys.argv[1]).start_or_reuse("poker", "seed", {"k": 2})
+run.append_metrics([{"step": 0, "reward": 0.5}, {"step": 1, "reward": 0.25}])
+"""  # and exits with the run still running: no finish() closes the W&B run
+
+
+def test_a_process_that_exits_mid_run_leaves_a_complete_wandb_file(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from wandb_records import read_run
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    env.update(RFTLAB_TRACKING="wandb", WANDB_DIR=str(tmp_path / "wb"))
+    done = subprocess.run(
+        [sys.executable, "-c", WANDB_EXIT, str(tmp_path / "runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+    (path,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
+    deadline, read = time.monotonic() + 30, read_run(path)
+    while len(read["history"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        read = read_run(path)
+    assert [(h["_step"], h["reward"]) for h in read["history"]] == [(0, 0.5), (1, 0.25)]
+    assert read["run"].project == "poker"
+
+
 # -- properties -------------------------------------------------------------------------------------
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 names = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True).filter(lambda n: n not in ("step", "epoch"))

@@ -20,6 +20,8 @@ integer ``step``, unique within the run (a duplicate is refused: a resumed run c
 step); values must be finite (a NaN is refused naming the row and field). Appending to a metrics file
 whose last line lacks its newline adds the newline first; appending to a damaged file is refused until
 :meth:`Run.repair_metrics` moves the damaged lines aside (into ``metrics.damaged``, losing nothing).
+Rows, once written, also go to the experiment trackers ``$RFTLAB_TRACKING`` selects
+(:mod:`rftlab.runs.tracking`, from a background thread; a tracker never writes into the store).
 """
 
 from __future__ import annotations

@@ -350,7 +350,14 @@ class _Sender:
         return True
 
     def flush_at_exit(self) -> None:
-        if self.pid == os.getpid() and not self.flush(FLUSH_AT_EXIT_SECONDS):
+        if self.pid != os.getpid():
+            return
+        flushed = self.flush(FLUSH_AT_EXIT_SECONDS)
+        for target in list(_TRACKERS.values()):
+            if isinstance(target, WandbTracker):  # W&B writes an open run's file only when it ends
+                with _quiet(), contextlib.suppress(Exception):
+                    target.close()
+        if not flushed:
             print(
                 f"rftlab: warning: tracking: {self.queue.unfinished_tasks} batch(es) of rows not sent after "
                 f"{FLUSH_AT_EXIT_SECONDS:.0f} s at exit; send them with `rftlab runs track`",
@@ -446,7 +453,7 @@ class MlflowTracker:
         with warnings.catch_warnings():  # mlflow sets up its loggers on import: quiet them after it
             warnings.simplefilter("ignore")
             try:
-                from mlflow.tracking import MlflowClient
+                from mlflow.tracking import MlflowClient  # pyright: ignore[reportMissingImports] (the track extra)
             except ImportError:
                 raise TrackerUnavailableError(
                     "mlflow is not installed; install the track extra (pip install -e '.[track]')"
@@ -486,7 +493,7 @@ class MlflowTracker:
 
     def open_run(self, run: RunInfo) -> str:
         """``run``'s MLflow run: the one tagged with its key, else a new one with its tags and params."""
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # pyright: ignore[reportMissingImports] (the track extra)
 
         found = self.find_run(run)
         if found is not None:
@@ -506,7 +513,7 @@ class MlflowTracker:
         self, run: RunInfo, rows: Sequence[Mapping[str, Any]], skip: set[tuple[str, int]] | None = None
     ) -> int:
         """Send ``rows`` (``skip``: ``(metric, step)`` pairs already there); returns the points sent."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # pyright: ignore[reportMissingImports] (the track extra)
 
         run_id = self.open_run(run)
         now = int(time.time() * 1000)
@@ -545,7 +552,7 @@ class WandbTracker:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                import wandb
+                import wandb  # pyright: ignore[reportMissingImports] (the track extra)
             except ImportError:
                 raise TrackerUnavailableError(
                     "wandb is not installed; install the track extra (pip install -e '.[track]')"
@@ -595,6 +602,11 @@ class WandbTracker:
         opened = self._runs.pop(run.key, None)
         if opened is not None:
             opened.finish(exit_code=0 if status == "finished" else 1)
+
+    def close(self) -> None:
+        """End every W&B run still open (the process exits; a resumed rftlab run reopens its W&B run)."""
+        while self._runs:
+            self._runs.popitem()[1].finish()
 
 
 # -- sending a store's runs afterwards ------------------------------------------------------------------
