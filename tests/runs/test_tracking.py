@@ -359,6 +359,26 @@ def test_a_process_that_exits_mid_run_leaves_a_complete_wandb_file(tmp_path, mon
     assert read["run"].project == "poker"
 
 
+def test_backfill_to_wandb_writes_complete_offline_runs(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("wandb")
+    from wandb_records import read_run
+
+    from rftlab.cli import main
+
+    monkeypatch.setenv("RFTLAB_TRACKING", "off")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    run, _ = RunStore(tmp_path / "runs").start_or_reuse("arena_sft", "lineage", SPEC)
+    run.append_metrics(ROWS)  # still running: the backfill must end the W&B run itself
+    assert main(["runs", "track", "--root", str(tmp_path / "runs"), "--to", "wandb"]) == 0
+    assert "wandb   arena_sft/lineage/" in capsys.readouterr().out
+    (path,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
+    deadline, read = time.monotonic() + 30, read_run(path)
+    while len(read["history"]) < len(ROWS) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        read = read_run(path)
+    assert [h["loss"] for h in read["history"]] == [1.5, 1.25, 1.0]
+
+
 # -- properties -------------------------------------------------------------------------------------
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 names = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True).filter(lambda n: n not in ("step", "epoch"))

@@ -640,6 +640,9 @@ def backfill(runs: Sequence[Any], names: Sequence[str]) -> list[Sent]:
                 sent.append(Sent(name, info.key, len(rows), _send_all(target, info, rows)))
                 if run.record.status != "running":
                     target.finish(info, run.record.status)
+        if isinstance(target, WandbTracker):
+            with _quiet():
+                target.close()  # W&B completes a run's offline file only when the run ends
     return sent
 
 
