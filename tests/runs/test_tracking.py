@@ -292,10 +292,20 @@ def test_backfill_errors_are_one_line(tmp_path, monkeypatch, capsys):
 
 
 # -- W&B, offline (real wandb code writing its run files; the cloud is never reached) ------------------
-def test_wandb_offline_run_holds_the_rows_and_tags(tmp_path, monkeypatch, capfd):
-    pytest.importorskip("wandb")
+def _wandb_file(path: Path, rows: int) -> dict:
+    """The records of a W&B run file once its history has ``rows`` steps (wandb-core writes the file in
+    the background, after ``finish`` returns), or as they are after 30 s."""
     from wandb_records import read_run
 
+    deadline, read = time.monotonic() + 30, read_run(path)
+    while len(read["history"]) < rows and time.monotonic() < deadline:
+        time.sleep(0.2)
+        read = read_run(path)
+    return read
+
+
+def test_wandb_offline_run_holds_the_rows_and_tags(tmp_path, monkeypatch, capfd):
+    pytest.importorskip("wandb")
     monkeypatch.setenv("RFTLAB_TRACKING", "wandb")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
     monkeypatch.setenv("RFTLAB_FAKE_API_KEY", FAKE_KEY)
@@ -305,13 +315,7 @@ def test_wandb_offline_run_holds_the_rows_and_tags(tmp_path, monkeypatch, capfd)
     assert tr.flush()
     files = sorted((tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(files) == 1, files
-    # wandb-core writes the file in the background: it is complete once its history has every step
-    deadline = time.monotonic() + 30
-    while True:
-        read = read_run(files[0])
-        if len(read["history"]) == len(ROWS) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    read = _wandb_file(files[0], len(ROWS))
     record = read["run"]
     assert (record.project, record.display_name) == ("gs1_vs_grpo", run.record.run_id)
     assert record.run_id == tr.wandb_run_id(tr.run_info(run.record))
@@ -338,8 +342,6 @@ run.append_metrics([{"step": 0, "reward": 0.5}, {"step": 1, "reward": 0.25}])
 
 def test_a_process_that_exits_mid_run_leaves_a_complete_wandb_file(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from wandb_records import read_run
-
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
     env.update(RFTLAB_TRACKING="wandb", WANDB_DIR=str(tmp_path / "wb"))
     done = subprocess.run(
@@ -351,18 +353,13 @@ def test_a_process_that_exits_mid_run_leaves_a_complete_wandb_file(tmp_path, mon
     )
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
     (path,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline, read = time.monotonic() + 30, read_run(path)
-    while len(read["history"]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        read = read_run(path)
+    read = _wandb_file(path, 2)
     assert [(h["_step"], h["reward"]) for h in read["history"]] == [(0, 0.5), (1, 0.25)]
     assert read["run"].project == "poker"
 
 
 def test_backfill_to_wandb_writes_complete_offline_runs(tmp_path, monkeypatch, capsys):
     pytest.importorskip("wandb")
-    from wandb_records import read_run
-
     from rftlab.cli import main
 
     monkeypatch.setenv("RFTLAB_TRACKING", "off")
@@ -372,10 +369,7 @@ def test_backfill_to_wandb_writes_complete_offline_runs(tmp_path, monkeypatch, c
     assert main(["runs", "track", "--root", str(tmp_path / "runs"), "--to", "wandb"]) == 0
     assert "wandb   arena_sft/lineage/" in capsys.readouterr().out
     (path,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline, read = time.monotonic() + 30, read_run(path)
-    while len(read["history"]) < len(ROWS) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        read = read_run(path)
+    read = _wandb_file(path, len(ROWS))
     assert [h["loss"] for h in read["history"]] == [1.5, 1.25, 1.0]
 
 
