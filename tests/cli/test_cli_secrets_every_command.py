@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -161,6 +162,15 @@ def _quiet(argv: list[str]) -> None:
 def _setenv(env: Env, name: str, value: str) -> str:
     env.setenv(name, value)
     return name
+
+
+def _tracked_store(work: Path, env: Env) -> Path:
+    """A one-run store, MLflow's SQLite store and W&B's offline files under ``work/out`` (W&B offline even
+    though ``WANDB_API_KEY`` will be set: its cloud is not reachable from a test)."""
+    _setenv(env, "MLFLOW_TRACKING_URI", f"sqlite:///{work / 'out' / 'mlflow.db'}")
+    _setenv(env, "WANDB_DIR", str(work / "out"))
+    _setenv(env, "WANDB_MODE", "offline")
+    return _store(work)
 
 
 def _sft_data(work: Path) -> Path:
@@ -388,6 +398,7 @@ INVOCATIONS: dict[tuple[str, ...], Callable[[Path, Env], list[str]]] = {
     ("runs", "list"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "metrics"): lambda w, env: ["--root", str(_store(w)), "--json"],
     ("runs", "clean"): lambda w, env: ["--root", str(_store(w))],
+    ("runs", "track"): lambda w, env: ["--root", str(_tracked_store(w, env)), "--to", "mlflow,wandb"],
     ("runs", "compare"): lambda w, env: [
         "A",
         "B",
@@ -638,6 +649,8 @@ EXPECTED_EXIT: dict[tuple[str, ...], int] = {
     ("arena", "sft-run"): 1,
     # The recorder refuses the evaluator (403): eval-protocol's failure is reported, exit 2.
     ("fireworks", "upload-evaluator"): 2,
+    # Without the track extra (mlflow, wandb) the command says so in one line, exit 2.
+    ("runs", "track"): 0 if importlib.util.find_spec("mlflow") and importlib.util.find_spec("wandb") else 2,
     ("view",): 2,
 }
 

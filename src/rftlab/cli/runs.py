@@ -33,8 +33,21 @@ COMPARE_DESCRIPTION = (
 )
 
 
+TRACK_DESCRIPTION = (
+    "Send every run's metric rows (of --root, or one experiment or arm) to the experiment trackers, with "
+    "the run's tags (run id, spec hash, backend, arm, family, git commit) and its spec's fields as params. "
+    "Live tracking (RFTLAB_TRACKING) sends rows as they are appended; this sends what it missed, or a "
+    "store made before. MLflow gets only the points its run lacks (safe to repeat); its store is "
+    "$MLFLOW_TRACKING_URI, else the project's mlruns/mlflow.db. See live curves with: mlflow ui "
+    "--backend-store-uri sqlite:///mlruns/mlflow.db (from the project folder)."
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    runs = subparsers.add_parser("runs", help="list and compare runs, export their metrics, clean stale temporaries")
+    runs = subparsers.add_parser(
+        "runs",
+        help="list and compare runs, export their metrics, send them to a tracker, clean stale temporaries",
+    )
     sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     sub.required = True
 
@@ -74,6 +87,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--figure", metavar="FILE", help="also draw the comparison to FILE (.png, .svg or .pdf)"
     )
     compare.set_defaults(func=_compare)
+
+    track = sub.add_parser(
+        "track",
+        help="send the store's metric rows to MLflow and/or W&B (what live tracking missed)",
+        description=TRACK_DESCRIPTION,
+    )
+    add_root_argument(track)
+    track.add_argument("--experiment", help="only this experiment")
+    track.add_argument("--arm", help="only this arm")
+    track.add_argument(
+        "--to",
+        metavar="TRACKERS",
+        help="mlflow, wandb or mlflow,wandb (default: $RFTLAB_TRACKING when it names trackers, else mlflow)",
+    )
+    track.add_argument("--json", action="store_true", help="print what was sent as JSON")
+    track.set_defaults(func=_track)
 
     clean = sub.add_parser(
         "clean",
@@ -296,6 +325,42 @@ def _contrast_line(c) -> str:
         f"; rows better / worse / tied {c.sign_positive} / {c.sign_negative} / {c.sign_ties}, "
         f"sign test p = {format_p(c.sign_p)}"
     )
+
+
+def _track(args: argparse.Namespace) -> int:
+    from rftlab.runs import RunStore
+    from rftlab.runs.tracking import (
+        TrackerUnavailableError,
+        TrackingSettingError,
+        backfill,
+        selected_trackers,
+    )
+
+    root = _root(args.root)
+    if args.to is not None:
+        try:
+            names = selected_trackers(root, {"RFTLAB_TRACKING": args.to}) if args.to.strip() else ()
+        except TrackingSettingError:
+            names = ()
+        if not names:
+            raise UsageError(f"--to {args.to!r}: give mlflow, wandb or mlflow,wandb")
+    else:
+        try:
+            names = selected_trackers(root) or ("mlflow",)
+        except TrackingSettingError as exc:
+            raise UsageError(str(exc)) from None
+    runs, problems = RunStore(root).scan(args.experiment, args.arm)
+    try:
+        sent = backfill(runs, names)
+    except TrackerUnavailableError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print_json([vars(s) for s in sent])
+    else:
+        for s in sent:
+            print(f"{s.tracker:<7} {s.key}: {s.rows} row(s), {s.points} new metric value(s)")
+    print(f"sent {len(runs)} run(s) to {', '.join(names)}", file=sys.stderr)
+    return _report(problems)
 
 
 def _clean(args: argparse.Namespace) -> int:

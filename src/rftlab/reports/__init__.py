@@ -222,6 +222,8 @@ def execute_notebook(
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": KERNEL_DISPLAY_NAME, "language": "python"}
     # The kernel inherits this process's environment: set the size and the inline figure backend for it.
     kernel_env = {**KERNEL_ENV, "RFTLAB_QUICK": "1" if quick else "0", **(env or {})}
+    # a build is a batch job: no experiment tracking unless RFTLAB_TRACKING asks (rftlab.runs.tracking)
+    kernel_env.setdefault("RFTLAB_TRACKING", os.environ.get("RFTLAB_TRACKING") or "off")
     workdir = Path(cwd) if cwd is not None else Path(notebook).resolve().parent
     previous = {key: os.environ.get(key) for key in kernel_env}
     os.environ.update(kernel_env)

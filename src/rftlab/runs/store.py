@@ -20,6 +20,8 @@ integer ``step``, unique within the run (a duplicate is refused: a resumed run c
 step); values must be finite (a NaN is refused naming the row and field). Appending to a metrics file
 whose last line lacks its newline adds the newline first; appending to a damaged file is refused until
 :meth:`Run.repair_metrics` moves the damaged lines aside (into ``metrics.damaged``, losing nothing).
+Rows, once written, also go to the experiment trackers ``$RFTLAB_TRACKING`` selects
+(:mod:`rftlab.runs.tracking`, from a background thread; a tracker never writes into the store).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rftlab.runs import locks
+from rftlab.runs import locks, tracking
 from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.errors import CorruptRunError, FinishedRunError, RunStoreError, SecretLeakError
 from rftlab.runs.gitinfo import git_state
@@ -316,10 +318,13 @@ class Run:
 
     def append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Append metric rows (each needs an integer ``step``, new to this run; ``epoch`` defaults to
-        ``step``). Values must be finite. All rows are checked before anything is written."""
+        ``step``). Values must be finite. All rows are checked before anything is written. Once they are
+        on disk they also go to the trackers ``$RFTLAB_TRACKING`` selects (:mod:`rftlab.runs.tracking`:
+        a tracker's failure is one warning, never a lost row)."""
         self._check_writable()
         with self._lock():
-            self._append_metrics(rows)
+            written = self._append_metrics(rows)
+        tracking.after_append(self.path, self.record, written)
 
     @contextlib.contextmanager
     def _lock(self):
@@ -335,7 +340,7 @@ class Run:
         finally:
             os.close(fd)  # releases the lock
 
-    def _append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+    def _append_metrics(self, rows: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         path = self.path / "metrics.jsonl"
         new = [rows] if isinstance(rows, Mapping) else list(rows)
         existing, steps = self._read_metrics_for_append()
@@ -362,6 +367,7 @@ class Run:
             _dumps(row, f"{path}: row {i} (step {row['step']})") + "\n" for i, row in enumerate(prepared)
         )
         self._write(path, existing + text.encode("utf-8"))
+        return prepared
 
     def repair_metrics(self) -> list[int]:
         """Move every unreadable line of ``metrics.jsonl`` (cut, not UTF-8, not JSON) to the end of
@@ -449,6 +455,7 @@ class Run:
         record.finished_at = _utc_now()
         self._save_record(record)
         self.release()
+        tracking.after_finish(self.path, self.record)
 
     @contextlib.contextmanager
     def working(self, resumable: bool = False) -> Iterator[Run]:
@@ -747,6 +754,7 @@ class RunStore:
         for label, value in (("experiment", experiment), ("arm", arm)):
             if not isinstance(value, str) or not _NAME_RE.match(value):
                 raise ValueError(f"{label} {value!r} must be letters, digits, '.', '_' or '-'")
+        tracking.selected_trackers(self.root)  # a bad $RFTLAB_TRACKING fails before anything runs
         # One process at a time decides (finds or creates) for an arm, and the run it returns to be
         # trained is claimed: a second launch of the same arm refuses with the run's path.
         with locks.arm_lock(self.root, experiment, arm):
