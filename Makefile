@@ -7,11 +7,14 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.rftlab-installed
-# Every extra: the tests drive real eval-protocol, the tinker SDK types, the local torch backend and the
-# texasholdem engine offline (fakes stand in only for the hosted services).
-EXTRAS ?= dev,fireworks,tinker,poker
+# Every extra: the tests drive real eval-protocol, the tinker SDK types, the local torch backend, the
+# texasholdem engine and the MLflow/W&B tracking clients offline (fakes stand in only for the hosted services).
+EXTRAS ?= dev,fireworks,tinker,poker,track
+# The `mlflow ui` server lives in its own venv (pyproject.toml, the track extra, says why).
+MLFLOW_VENV := .venv-mlflow
+MLFLOW_UI_PIN := mlflow==3.17.2
 
-.PHONY: setup test test-slow test-all reports sync lab lint typecheck typecheck-baseline format bench clean-venv
+.PHONY: setup test test-slow test-all reports sync lab lint typecheck typecheck-baseline format bench clean-venv mlflow-venv mlflow-ui
 
 setup: $(STAMP)
 
@@ -54,6 +57,20 @@ bench: setup
 
 sync: setup
 	$(VENV)/bin/jupytext --sync notebooks/*.py
+
+# The MLflow UI over the project's tracking store (rftlab.runs.tracking): live curves of running arms.
+mlflow-venv: $(MLFLOW_VENV)/.installed
+
+$(MLFLOW_VENV)/.installed: Makefile
+	@echo "mlflow-venv: the mlflow server ($(MLFLOW_UI_PIN)) in $(MLFLOW_VENV), apart from the project's venv"
+	test -x $(MLFLOW_VENV)/bin/python || $(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/python -m pip install --progress-bar on --no-input "$(MLFLOW_UI_PIN)" | sed '/^Requirement already satisfied/d'
+	touch $@
+
+MLFLOW_STORE ?= sqlite:///$(CURDIR)/mlruns/mlflow.db
+mlflow-ui: mlflow-venv
+	mkdir -p mlruns
+	$(MLFLOW_VENV)/bin/mlflow ui --backend-store-uri "$(MLFLOW_STORE)" --host 127.0.0.1 --port 5000
 
 # JupyterLab refuses to run as root without --allow-root (the usual container case): pass it only then.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
