@@ -86,6 +86,11 @@ def test_the_exact_sign_flip_test_equals_brute_force(d):
     assert sign_flip_exact_p(d) == pytest.approx(expected)
 
 
+def test_a_mean_of_zero_up_to_rounding_gives_one():
+    """Hypothesis found it: these differences sum to -2.2e-16 in Python's order; the mean is 0."""
+    assert sign_flip_exact_p([0.0, 1.8, -0.6, -1.2]) == 1.0 == _brute_force_sign_flip([0.0, 1.8, -0.6, -1.2])
+
+
 def test_five_seeds_cannot_reach_five_percent_and_six_can():
     five = paired_by_seed({s: 0.6 + 0.01 * s for s in range(5)}, {s: 0.5 for s in range(5)}, reps=2000)
     assert (five.better, five.worse, five.ties, five.n_pairs) == (5, 0, 0, 5)
