@@ -315,3 +315,10 @@ def test_the_schedule_starts_the_notebook_costliest_when_cold_even_after_a_cache
     order = [j.source.stem for j in schedule(jobs, costs)]
     assert order == ["02_memory", "03_gs1", "00_methods", "01_new", "04_new"]
     assert build_costs(tmp_path / "no such folder") == {}
+    # an old slow build ages out after five newer ones
+    later = [
+        {"notebook": "notebooks/06_poker.py", "seconds": x} for x in (411.8, 184.0, 90.0, 88.0, 85.0, 91.0)
+    ]
+    (tmp_path / BUILD_LOG).write_text("\n".join(json.dumps(e) for e in later) + "\n")
+    assert build_costs(tmp_path) == {"notebooks/06_poker.py": 184.0}
+    assert build_costs(tmp_path, window=6) == {"notebooks/06_poker.py": 411.8}

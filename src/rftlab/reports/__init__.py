@@ -436,28 +436,30 @@ def _restamp(report: Path, header: str) -> bool:
     return True
 
 
-def build_costs(out_dir: Path) -> dict[str, float]:
-    """Each notebook's longest duration over every build in ``build.log`` that ran it, for scheduling only.
+BUILD_COST_WINDOW = 5  # builds per notebook that build_costs reads, newest first
+
+
+def build_costs(out_dir: Path, window: int = BUILD_COST_WINDOW) -> dict[str, float]:
+    """Each notebook's longest duration over its last ``window`` builds in ``build.log``, for scheduling only.
 
     The longest, not the last: a rebuild that reused every cached run (the memory notebook in 22 s) says
     nothing of what the same notebook costs from an empty run store (534 s), and scheduling by the last
     one started the costliest notebook third, which stretched an empty-store build from 9.4 to 13.4 min.
-    Longest-first over upper bounds keeps the worst case short; a notebook never logged counts 0 and
-    keeps its notebook order (``sort`` is stable)."""
-    seconds: dict[str, float] = {}
+    Only the last few builds: a build on a loaded machine or of older code (poker once took 412 s, now 184)
+    ages out. A notebook never logged counts 0 and keeps its notebook order (``sort`` is stable)."""
+    history: dict[str, list[float]] = {}
     try:
         lines = (Path(out_dir) / BUILD_LOG).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return seconds
+        return {}
     for line in lines:
         try:
             entry = json.loads(line)
             if not entry.get("skipped"):
-                name, took = str(entry["notebook"]), float(entry["seconds"])
-                seconds[name] = max(seconds.get(name, 0.0), took)
+                history.setdefault(str(entry["notebook"]), []).append(float(entry["seconds"]))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
-    return seconds
+    return {name: max(took[-window:]) for name, took in history.items()}
 
 
 def schedule(todo: list[Any], costs: dict[str, float]) -> list[Any]:
