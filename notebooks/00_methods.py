@@ -63,7 +63,7 @@ import pandas as pd
 from IPython.display import Markdown, display, update_display
 
 from rftlab.analysis import multiplicity, power
-from rftlab.analysis.display import rate_with_error
+from rftlab.analysis.display import markdown_table, rate_with_error
 from rftlab.analysis.noninferiority import (
     BETTING_VALIDITY_CONDITIONS,
     COUNT_ONLY,
@@ -153,8 +153,7 @@ bound_table = pd.DataFrame(
 display(Markdown(bound_table.to_markdown(index=False)))
 display(Markdown(
     "**The betting bound's validity conditions** (`noninferiority.BETTING_VALIDITY_CONDITIONS`):\n\n"
-    + pd.DataFrame(BETTING_VALIDITY_CONDITIONS, columns=["condition for Ville's inequality", "how it is checked"])
-    .to_markdown(index=False)))  # fmt: skip
+    + markdown_table(pd.DataFrame(BETTING_VALIDITY_CONDITIONS, columns=["condition for Ville's inequality", "how it is checked"]))))  # fmt: skip
 display(
     Markdown(
         f"The asymptotic tests make no claim from fewer than **{MIN_DISCORDANT}** discordant pairs "
