@@ -255,7 +255,7 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
     manifest.add_argument("--json", action="store_true", help="print the cases and hash as JSON")
     manifest.set_defaults(func=_manifest)
 
-    ev = commands.add_parser("eval", help="frozen 60-case evaluation under the four message conditions")
+    ev = commands.add_parser("eval", help="frozen 60-case evaluation under the five message conditions")
     ev.add_argument(
         "--provider",
         required=True,
