@@ -23,13 +23,10 @@ import pytest
 
 pytest.importorskip("eval_protocol")
 
+from headless_chromium import chromium  # noqa: E402
+
 from rftlab.rollout.viewer import ViewerError, free_port, rows_from_path  # noqa: E402
 from rftlab.runs import RunStore  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1400,1000"]  # fmt: skip
 
 
 def make_store(root: Path) -> tuple[Path, Path]:
@@ -102,18 +99,7 @@ def test_nothing_to_show_is_a_clear_error(tmp_path):
 
 
 def _browser():
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip(
-            "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver; .ci/run installs them)"
-        )
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    return chromium()
 
 
 def _wait_for(driver, predicate, timeout=60.0):

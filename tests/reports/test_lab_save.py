@@ -22,20 +22,16 @@ import time
 from pathlib import Path
 
 import pytest
+from headless_chromium import chromium, require_chromium
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1400,1000"]  # fmt: skip
 NOTEBOOK = "02_memory"
 
 pytestmark = pytest.mark.slow
 
 
 def _require_tools() -> None:
-    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
-        pytest.skip("needs Debian's chromium and chromium-driver (.ci/run installs them)")
+    require_chromium()
     if not (REPO / ".git").exists() or shutil.which("git") is None:
         pytest.skip("needs the project as a git checkout (git status is the check)")
     pytest.importorskip("selenium")
@@ -86,17 +82,12 @@ def _wait_listening(proc: subprocess.Popen, port: int, timeout: float = 120.0) -
 def _save_in_browser(url: str, files: list[Path]) -> None:
     from selenium import webdriver
     from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver = chromium()
     try:
         driver.get(url)
         wait = WebDriverWait(driver, 120)

@@ -21,12 +21,10 @@ import pytest
 pytest.importorskip("mlflow")
 pytest.importorskip("selenium")
 
+from headless_chromium import chromium  # noqa: E402
+
 from rftlab.runs import RunStore, tracking  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1400,1000"]  # fmt: skip
 # the x values of the first trace plotly drew in the chart (plotly keeps them on the graph's element)
 DRAWN = (
     "const g = document.querySelector('.js-plotly-plot');"
@@ -99,16 +97,7 @@ def mlflow_server(tmp_path):
 
 @pytest.fixture
 def browser():
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip(f"needs Debian's chromium and chromedriver ({CHROMIUM}, {DRIVER})")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver = chromium()
     try:
         yield driver
     finally:
