@@ -541,7 +541,7 @@ def contrast_table(result: RunComparison, digits: int = 4) -> list[dict[str, Any
     """One table row per paired contrast of ``result`` (the notebooks' form of ``rftlab runs compare``'s
     contrast lines): the mean row-paired difference with its interval and p, the slope per epoch when
     there are several epochs, and the sign test over rows; an unpaired pair says why and nothing else."""
-    from rftlab.analysis.display import interval, number
+    from rftlab.analysis.display import MISSING, interval, number
     from rftlab.analysis.paired import format_p
 
     rows: list[dict[str, Any]] = []
@@ -553,20 +553,16 @@ def contrast_table(result: RunComparison, digits: int = 4) -> list[dict[str, Any
         level = f"{round(100 * c.level)}%"
         row |= {
             "paired": f"{c.n_rows} rows × {c.n_epochs} epochs",
-            "mean difference": _or_dash(c.mean_difference, lambda x: number(x, digits, signed=True)),
-            f"{level} CI": interval(*c.mean_ci, signed=True, digits=digits) if c.mean_ci else "–",
-            "p": _or_dash(c.mean_p, format_p),
-            "slope / epoch": _or_dash(c.slope, lambda x: number(x, digits, signed=True)),
-            f"slope {level} CI": interval(*c.slope_ci, signed=True, digits=digits) if c.slope_ci else "–",
+            "mean difference": number(c.mean_difference, digits, signed=True),
+            f"{level} CI": interval(*c.mean_ci, signed=True, digits=digits) if c.mean_ci else MISSING,
+            "p": format_p(c.mean_p),
+            "slope / epoch": number(c.slope, digits, signed=True),
+            f"slope {level} CI": interval(*c.slope_ci, signed=True, digits=digits) if c.slope_ci else MISSING,
             "rows better / worse / tied": f"{c.sign_positive} / {c.sign_negative} / {c.sign_ties}",
-            "sign test p": _or_dash(c.sign_p, format_p),
+            "sign test p": format_p(c.sign_p),
         }
         rows.append(row)
     return rows
-
-
-def _or_dash(value: float | None, show: Any) -> str:
-    return "–" if value is None else show(value)
 
 
 # -- the figure --------------------------------------------------------------------------------------

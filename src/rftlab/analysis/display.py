@@ -28,7 +28,7 @@ def pm(mean: float, se: float | None, signed: bool = True) -> str:
     return f"{r3(mean):+.3f} ± {se_text}" if signed else f"{r3(mean):.3f} ± {se_text}"
 
 
-def number(x: float, digits: int = 3, signed: bool = False) -> str:
+def number(x: float | None, digits: int = 3, signed: bool = False) -> str:
     """``x`` at ``digits`` decimals (a sign when ``signed``), never a negative zero: a value that rounds to
     zero prints as ``0.000`` / ``+0.000`` whatever its sign (``-1e-17`` from a Wilson bound of 0/60
     included); ``–`` for an undefined value."""

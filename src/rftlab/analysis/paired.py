@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rftlab.analysis.display import MISSING
+
 DEFAULT_REPS = 10_000
 
 SIGN_FLIP_TRIALS = 100_000
@@ -245,9 +247,11 @@ def _groups(strata: Sequence[Hashable]) -> list[np.ndarray]:
     return [np.asarray(members) for members in index.values()]
 
 
-def format_p(p: float, trials: int | None = None) -> str:
+def format_p(p: float | None, trials: int | None = None) -> str:
     """A p-value for a table: 4 decimals, or ``< 1e-4`` style when smaller (with ``trials``, the smallest
-    randomisation p-value ``1/(trials+1)`` is written as ``≤ 1/(trials+1)``)."""
+    randomisation p-value ``1/(trials+1)`` is written as ``≤ 1/(trials+1)``); ``–`` when there is none."""
+    if p is None:
+        return MISSING
     if trials is not None and p <= 1 / (trials + 1) + 1e-15:
         return f"≤ {1 / (trials + 1):.0e}"
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
@@ -380,8 +384,9 @@ def equivalence_reading(low: float, high: float, level: float = 0.95) -> Equival
 
 def paired_t_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """``(mean, low, high)``: Student's t two-sided interval at ``level`` of the mean paired difference
-    over units (``n − 1`` degrees of freedom); a constant sample gives a zero-width interval."""
-    from scipy.stats import t as student_t
+    over units (``n − 1`` degrees of freedom; statsmodels' ``DescrStatsW.tconfint_mean``); a constant
+    sample gives a zero-width interval."""
+    from statsmodels.stats.weightstats import DescrStatsW
 
     x = np.asarray([float(d) for d in differences], dtype=float)
     if len(x) < 2 or not np.all(np.isfinite(x)):
@@ -389,24 +394,7 @@ def paired_t_interval(differences: Sequence[float], level: float = 0.95) -> tupl
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     mean = float(x.mean())
-    half = float(student_t.ppf((1.0 + level) / 2.0, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
-
-
-def paired_tost_p_value(differences: Sequence[float], margin: float) -> float:
-    """TOST p-value of "the mean paired difference lies within ``(−margin, +margin)``": the larger of the
-    two one-sided t-test p-values (``H0: μ <= −margin`` and ``H0: μ >= +margin``). Equivalence at level
-    alpha is shown when it is below alpha, exactly when the ``1 − 2·alpha`` t interval lies inside."""
-    from scipy.stats import t as student_t
-
-    x = np.asarray([float(d) for d in differences], dtype=float)
-    if len(x) < 2 or not np.all(np.isfinite(x)):
-        raise ValueError("paired_tost_p_value needs at least two finite differences")
-    if not margin > 0:
-        raise ValueError(f"an equivalence margin must be > 0, got {margin!r}")
-    se = float(x.std(ddof=1)) / math.sqrt(len(x))
-    if se == 0:
-        return 0.0 if abs(float(x.mean())) < margin else 1.0
-    lower = float(student_t.sf((x.mean() + margin) / se, len(x) - 1))
-    upper = float(student_t.cdf((x.mean() - margin) / se, len(x) - 1))
-    return max(lower, upper)
+    if float(x.std()) == 0.0:
+        return mean, mean, mean
+    low, high = DescrStatsW(x).tconfint_mean(alpha=1.0 - level)
+    return mean, float(low), float(high)

@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from rftlab.analysis.intervals import wilson_interval
 from rftlab.analysis.runlevel import interquartile_mean, paired_by_seed
 
@@ -112,13 +110,12 @@ def method_level(
     missing = sorted(set(sft_regret) ^ set(truth_primary))
     if missing:
         raise ValueError(f"every lineage needs its truth and its scores; seeds without both: {missing}")
-    from scipy.stats import t as student_t
+    from rftlab.analysis.paired import paired_t_interval
 
     contrast = paired_by_seed(sft_regret, base_regret, reps=reps, seed=seed)
     truth = sum(truth_primary[s] for s in contrast.seeds) / contrast.n_pairs
-    d = np.asarray(contrast.differences)
-    half = float(student_t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size))
-    t_ci = (float(d.mean()) - half, float(d.mean()) + half)
+    _, t_low, t_high = paired_t_interval(contrast.differences)
+    t_ci = (t_low, t_high)
     return {
         "contrast": contrast,
         "lineages": contrast.n_pairs,
