@@ -32,15 +32,8 @@ from rftlab.analysis.noninferiority import (
 )
 from rftlab.analysis.power import DegenerateSampleAnatomy, PowerThresholds
 
-# the constants of ``rftlab.analysis.noninferiority`` notebook 00 reads from here
-__all__ = [
-    "BETTING_VALIDITY_CONDITIONS",
-    "COUNT_ONLY",
-    "METHODS",
-    "MIN_DISCORDANT",
-    "ORDER_DEPENDENT",
-    "VALIDITY",
-]
+# the constants of ``rftlab.analysis.noninferiority`` that notebook 00 reads from here
+__all__ = ["BETTING_VALIDITY_CONDITIONS", "METHODS", "MIN_DISCORDANT"]
 
 LABELS = {
     "hoeffding": "Hoeffding (pre-registered)",
