@@ -62,27 +62,28 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display, update_display
 
-from rftlab.analysis import multiplicity, power
-from rftlab.analysis.display import markdown_table, rate_with_error
-from rftlab.analysis.noninferiority import (
+from rftlab.analysis.display import markdown_table
+from rftlab.studies.methods import (
     BETTING_VALIDITY_CONDITIONS,
-    COUNT_ONLY,
+    LABELS,
     METHODS,
     MIN_DISCORDANT,
-    ORDER_DEPENDENT,
-    VALIDITY,
-    hoeffding_half_width,
+    bound_table,
+    coverage_by_discordance,
+    coverage_by_size,
+    detectable_differences,
+    hoeffding_consequence,
+    hoeffding_readings,
+    hoeffding_rule,
+    paired_t_guard,
+    planning,
+    power_curves,
+    recommendation,
+    repeated_looks,
+    seed_shopping,
 )
 
 rng = np.random.default_rng(SEED)
-LABELS = {
-    "hoeffding": "Hoeffding (pre-registered)",
-    "empirical_bernstein": "empirical Bernstein (Maurer–Pontil)",
-    "plugin_empirical_bernstein": "plug-in empirical Bernstein",
-    "betting": "betting confidence sequence",
-    "paired_t": "paired t (asymptotic)",
-    "tango": "Tango score test (asymptotic)",
-}
 
 
 # %% [markdown]
@@ -142,15 +143,7 @@ summary_handle = display(Markdown("(The summary is filled in by the last cell of
 #   "inconclusive" with the reason instead of a claim.
 
 # %%
-bound_table = pd.DataFrame(
-    {
-        "bound": [LABELS[m] for m in METHODS],
-        "method key": list(METHODS),
-        "validity": [VALIDITY[m] for m in METHODS],
-        "power computed": ["exact (counts only)" if m in COUNT_ONLY else "Monte Carlo (order-dependent)" for m in METHODS],
-    }
-)
-display(Markdown(bound_table.to_markdown(index=False)))
+display(Markdown(bound_table().to_markdown(index=False)))
 display(Markdown(
     "**The betting bound's validity conditions** (`noninferiority.BETTING_VALIDITY_CONDITIONS`):\n\n"
     + markdown_table(pd.DataFrame(BETTING_VALIDITY_CONDITIONS, columns=["condition for Ville's inequality", "how it is checked"]))))  # fmt: skip
@@ -162,8 +155,8 @@ display(
 )
 
 # %%
-half_width = hoeffding_half_width(N_ITEMS, ALPHA)
-clearing = power.hoeffding_clearing_difference(N_ITEMS, MARGIN, ALPHA)
+rule = hoeffding_rule(N_ITEMS, MARGIN, ALPHA)
+half_width, clearing = rule.half_width, rule.clearing
 display(
     Markdown(
         f"At n = {N_ITEMS} and one-sided alpha = {ALPHA}, the Hoeffding half-width for 0/1 items is "
@@ -184,19 +177,14 @@ display(
 
 # %%
 CONSEQUENCE_DIFFERENCES = [0.0, 0.01, 0.02, 0.03, round(clearing, 4), 0.045]
-consequence = power.exact_pass_rate_grid("hoeffding", N_ITEMS, MARGIN, ALPHA, CONSEQUENCE_DIFFERENCES, POWER_DISCORDANCE)
-consequence_wide = consequence.pivot(index="difference", columns="discordance", values="pass_rate")
-consequence_wide = consequence_wide.map(lambda v: "– (θ > r)" if pd.isna(v) else power.exact_probability_text(v))
-consequence_wide.columns = [f"P(pass), r = {r:g}" for r in consequence_wide.columns]
-consequence_wide = consequence_wide.reset_index()
-consequence_wide["true difference θ"] = [f"{100 * d:+.2f} points" for d in consequence_wide.pop("difference")]
-display(Markdown(consequence_wide[["true difference θ", *consequence_wide.columns[:-1]]].to_markdown(index=False, disable_numparse=True)))
-equal_arms = consequence[consequence["difference"] == 0.0].set_index("discordance")["pass_rate"]
-strict_clearing = power.hoeffding_clearing_difference(N_ITEMS, MARGIN, ALPHA / 2)
+consequence = hoeffding_consequence(N_ITEMS, MARGIN, ALPHA, CONSEQUENCE_DIFFERENCES, POWER_DISCORDANCE)
+display(Markdown(consequence.table.to_markdown(index=False, disable_numparse=True)))
+equal_arms = consequence.equal_arms
+strict_clearing = rule.strict_clearing
 display(
     Markdown(
         f"**Consequence.** If GS1 and GRPO are equally good, the pre-registered rule says \"noninferior\" with "
-        f"probability {equal_arms.min():.5f} to {equal_arms.max():.4f} (r = {min(POWER_DISCORDANCE):g} to "
+        f"probability {min(equal_arms):.5f} to {max(equal_arms):.4f} (r = {min(POWER_DISCORDANCE):g} to "
         f"{max(POWER_DISCORDANCE):g}): at n = {N_ITEMS} it cannot pass at equality, and an inconclusive result "
         "is the expected outcome for two equal arms, not evidence against GS1. For 80% power GS1 must be truly "
         "better by Hoeffding's minimum detectable difference (its row in the table below), or the eval would "
@@ -223,27 +211,15 @@ display(
 # r = 0.06 here and r = 0.04 for small n; the power grids below go down to r = 0.02.
 
 # %%
-coverage = pd.concat(
-    [
-        power.coverage_table(N_ITEMS, MARGIN, ALPHA, r, rng, reps=COVERAGE_REPS, exact=True).assign(discordance=r)
-        for r in COVERAGE_DISCORDANCE
-    ],
-    ignore_index=True,
-)
-coverage["cell"] = [rate_with_error(row.error_rate, row.mc_se, row.exact) for row in coverage.itertuples()]
-coverage_wide = coverage.pivot(index="method", columns="discordance", values="cell").loc[list(METHODS)]
-coverage_wide.columns = [f"error rate, r = {r:g}" for r in coverage_wide.columns]
-coverage_wide.insert(0, "bound", [LABELS[m] for m in coverage_wide.index])
-display(Markdown(coverage_wide.to_markdown(index=False)))
-simulated = coverage[~coverage["exact"]]
-worst_valid = coverage[coverage["method"].isin(["hoeffding", "empirical_bernstein", *ORDER_DEPENDENT])]
-worst_valid = worst_valid.loc[worst_valid["error_rate"].idxmax()]
+coverage = coverage_by_discordance(N_ITEMS, MARGIN, ALPHA, COVERAGE_DISCORDANCE, rng, COVERAGE_REPS)
+display(Markdown(coverage.table("error rate, r = ").to_markdown(index=False)))
+worst_valid = coverage.worst()
 display(
     Markdown(
         f"Simulated cells: {COVERAGE_REPS:,} replications each at n = {N_ITEMS}, θ = −{MARGIN}; largest "
-        f"Monte Carlo standard error {simulated['mc_se'].max():.4f}. Largest error of a finite-sample "
-        f"bound: **{worst_valid['error_rate']:.4f}** ({LABELS[worst_valid['method']]}, "
-        f"r = {worst_valid['discordance']:g}), against alpha = {ALPHA}."
+        f"Monte Carlo standard error {coverage.largest_mc_se:.4f}. Largest error of a finite-sample "
+        f"bound: **{worst_valid.error_rate:.4f}** ({LABELS[worst_valid.method]}, "
+        f"r = {worst_valid.at:g}), against alpha = {ALPHA}."
     )
 )
 
@@ -254,23 +230,11 @@ display(
 # count-only bounds.
 
 # %%
-small = pd.concat(
-    [
-        power.coverage_table(n, MARGIN, ALPHA, SMALL_N_DISCORDANCE, rng, reps=COVERAGE_REPS, exact=True).assign(n=n)
-        for n in SMALL_N
-    ],
-    ignore_index=True,
-)
-small["cell"] = [rate_with_error(row.error_rate, row.mc_se, row.exact) for row in small.itertuples()]
-small_wide = small.pivot(index="method", columns="n", values="cell").loc[list(METHODS)]
-small_wide.columns = [f"error rate, n = {n}" for n in small_wide.columns]
-small_wide.insert(0, "bound", [LABELS[m] for m in small_wide.index])
-display(Markdown(small_wide.to_markdown(index=False)))
+small = coverage_by_size(SMALL_N, MARGIN, ALPHA, SMALL_N_DISCORDANCE, rng, COVERAGE_REPS)
+display(Markdown(small.table("error rate, n = ").to_markdown(index=False)))
 
-anatomy = power.degenerate_sample_anatomy(SMALL_N[0], MARGIN, ALPHA, SMALL_N_DISCORDANCE)
-big = power.exact_pass_rate(
-    "paired_t", N_ITEMS, power.DiscordanceModel.from_difference(-MARGIN, SMALL_N_DISCORDANCE), MARGIN, ALPHA
-)
+guard = paired_t_guard(SMALL_N[0], N_ITEMS, MARGIN, ALPHA, SMALL_N_DISCORDANCE)
+anatomy, big = guard.anatomy, guard.large_n_error
 display(
     Markdown(
         f"**Where the old paired t error at n = {anatomy.n} came from.** Without a guard for degenerate "
@@ -301,9 +265,8 @@ display(
 # drawn on top; at r = 0.02 (θ can only lie in [−r, r]) few pairs are discordant and the two part.
 
 # %%
-curves = power.power_curve(
-    N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, POWER_DIFFERENCES, rng, reps=POWER_REPS, methods=METHODS
-)
+curve_set = power_curves(N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, POWER_DIFFERENCES, rng, POWER_REPS)
+curves = curve_set.curves
 STYLE = {
     "hoeffding": {"linestyle": "-", "marker": "o", "markersize": 3},
     "empirical_bernstein": {"linestyle": "-", "marker": "o", "markersize": 3},
@@ -331,11 +294,10 @@ np.atleast_1d(axes)[-1].legend(fontsize=7, loc="lower right")
 fig.tight_layout()
 display(fig)
 plt.close(fig)
-t_vs_tango = curves.pivot_table(index=["discordance", "difference"], columns="method", values="pass_rate")
-t_gap = (t_vs_tango["paired_t"] - t_vs_tango["tango"]).abs().groupby(level="discordance").max()
+t_gap = curve_set.t_tango_gap
 display(
     Markdown(
-        f"Largest Monte Carlo standard error on the simulated curves: {curves['mc_se'].max():.4f} "
+        f"Largest Monte Carlo standard error on the simulated curves: {curve_set.largest_mc_se:.4f} "
         f"({POWER_REPS:,} replications per point; bands ±1.96 standard errors). Largest difference in pass rate "
         "between paired t and Tango: " + ", ".join(f"{gap:.4f} at r = {r:g}" for r, gap in t_gap.items()) + "."
     )
@@ -353,28 +315,15 @@ display(
 # r = 2 points; "none ≤ r" means no possible θ reaches 0.8.
 
 # %%
-mdd = power.minimum_detectable_difference_table(
-    N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, rng, power=POWER, reps=MDD_REPS, methods=METHODS
+mdd = detectable_differences(
+    N_ITEMS, MARGIN, ALPHA, POWER_DISCORDANCE, rng, POWER, MDD_REPS, PREVIOUS_PAIRED_T_MDD, 0.4
 )
-mdd["cell"] = [
-    f"none ≤ r (power {row.achieved_power:.3f} at θ = r)" if pd.isna(row.mdd)
-    else f"{row.mdd:+.4f} (exact)" if row.exact
-    else f"{row.mdd:+.4f} (power {row.achieved_power:.3f} ± {row.mc_se:.3f})"
-    for row in mdd.itertuples()
-]  # fmt: skip
-mdd_wide = mdd.pivot(index="method", columns="discordance", values="cell").loc[list(METHODS)]
-mdd_wide.columns = [f"r = {r:g}" for r in mdd_wide.columns]
-mdd_wide.insert(0, "bound", [LABELS[m] for m in mdd_wide.index])
-display(Markdown(mdd_wide.to_markdown(index=False)))
-mc_reps = int(mdd.loc[~mdd["exact"], "reps"].max())
-old_model = power.DiscordanceModel.from_difference(PREVIOUS_PAIRED_T_MDD, 0.4)
-old_power = power.exact_pass_rate("paired_t", N_ITEMS, old_model, MARGIN, ALPHA)
-new_t = mdd[(mdd["method"] == "paired_t") & (mdd["discordance"] == 0.4)].iloc[0]
+display(Markdown(mdd.table.to_markdown(index=False)))
 display(
     Markdown(
-        f"Simulated cells use {mc_reps:,} replications. The previous version of this report estimated "
+        f"Simulated cells use {mdd.mc_reps:,} replications. The previous version of this report estimated "
         f"the paired t MDD at r = 0.4 as {PREVIOUS_PAIRED_T_MDD:+.4f} from 1,000 replications. Its exact "
-        f"power there is **{old_power:.3f}**, not 0.8. The exact MDD is **{new_t['mdd']:+.4f}**."
+        f"power there is **{mdd.previous_power:.3f}**, not 0.8. The exact MDD is **{mdd.exact_paired_t_mdd:+.4f}**."
     )
 )
 
@@ -393,43 +342,15 @@ display(
 # at every size from 2 to 20,000.
 
 # %%
-planning_rows = []
-exact_n = {}
-for method in METHODS:
-    row = {"bound": LABELS[method]}
-    for theta in PLANNING_DIFFERENCES:
-        hint = None
-        if method in ORDER_DEPENDENT:  # start near the exact paired t answer to save simulation time
-            hint = exact_n.get(("paired_t", theta))
-        found = power.required_n(
-            method, theta, MARGIN, ALPHA, PLANNING_DISCORDANCE, rng, power=POWER, reps=MDD_REPS, n_hint=hint
-        )
-        exact_n[(method, theta)] = found.value
-        if found.value is None:
-            row[f"n for θ = {theta:+g}"] = "> 200000"
-        elif found.exact:
-            row[f"n for θ = {theta:+g}"] = f"{found.value} (exact)"
-        else:
-            row[f"n for θ = {theta:+g}"] = f"{found.value} (power {found.achieved_power:.3f} ± {found.mc_se:.3f})"
-    planning_rows.append(row)
-display(Markdown(pd.DataFrame(planning_rows).to_markdown(index=False)))
+plan = planning(PLANNING_DIFFERENCES, MARGIN, ALPHA, PLANNING_DISCORDANCE, rng, POWER, MDD_REPS)
+display(Markdown(plan.table.to_markdown(index=False)))
 
 # %%
-readings = {
-    (theta, r): power.hoeffding_required_n_readings(theta, MARGIN, ALPHA, r, power=POWER, n_max=READINGS_N_MAX)
-    for r in READINGS_DISCORDANCE for theta in PLANNING_DIFFERENCES
-}  # fmt: skip
-readings_table = pd.DataFrame(
-    [{"discordance r": f"{r:g}", "true difference θ": f"{theta:+g}",
-      "search path (table above)": f"{exact_n[('hoeffding', theta)]:,}" if r == PLANNING_DISCORDANCE else "–",
-      "first n with power ≥ 0.8": f"{v.first_n:,}" if v.first_n else f"> {v.n_max:,}",
-      "n from which power stays ≥ 0.8": f"{v.from_then_on_n:,}" if v.from_then_on_n else f"> {v.n_max:,}",
-      "sizes above the first n that fall below 0.8": v.dips}
-     for (theta, r), v in readings.items()]
-)  # fmt: skip
-display(Markdown(readings_table.to_markdown(index=False)))
-readings_agree = all(v.first_n == v.from_then_on_n for v in readings.values())
-path_agrees = all(exact_n[("hoeffding", t)] == readings[t, PLANNING_DISCORDANCE].first_n for t in PLANNING_DIFFERENCES)
+readings = hoeffding_readings(
+    PLANNING_DIFFERENCES, READINGS_DISCORDANCE, MARGIN, ALPHA, POWER, READINGS_N_MAX, plan
+)
+display(Markdown(readings.table.to_markdown(index=False)))
+readings_agree, path_agrees = readings.agree, readings.path_agrees
 display(Markdown(
     f"Hoeffding, exact power at every n = 2–{READINGS_N_MAX:,} (`power.hoeffding_required_n_readings`). "
     + ("The two readings coincide here: once Hoeffding's power reaches 0.8 it does not fall back below it "
@@ -452,31 +373,19 @@ display(Markdown(
 # epoch.
 
 # %%
-look_rows = []
-look_sims = {}
-for fraction in REDRAW_FRACTIONS:
-    sim = multiplicity.simulate_repeated_looks(
-        "betting", N_ITEMS, MARGIN, ALPHA, LOOK_DISCORDANCE, N_LOOKS, LOOK_REPS, rng, redraw_fraction=fraction
-    )
-    look_sims[fraction] = sim
-    look_rows.append(
-        {
-            "checkpoints": "independent" if fraction == 1.0 else f"{fraction:.0%} of items redrawn per epoch",
-            "one look at alpha": rate_with_error(sim.single_rate, sim.se(sim.single_rate), False),
-            f"naive: {N_LOOKS} looks at alpha": rate_with_error(sim.naive_rate, sim.se(sim.naive_rate), False),
-            f"valid: {N_LOOKS} looks at alpha/{N_LOOKS}": rate_with_error(sim.split_rate, sim.se(sim.split_rate), False),
-        }
-    )
-display(Markdown(pd.DataFrame(look_rows).to_markdown(index=False)))
-indep = look_sims[REDRAW_FRACTIONS[0]]
+looks = repeated_looks(
+    "betting", N_ITEMS, MARGIN, ALPHA, LOOK_DISCORDANCE, N_LOOKS, LOOK_REPS, rng, REDRAW_FRACTIONS
+)
+display(Markdown(looks.table.to_markdown(index=False)))
+indep = looks.independent
 display(
     Markdown(
         f"{LOOK_REPS:,} replications per row, n = {N_ITEMS}, r = {LOOK_DISCORDANCE:g}, alpha = {ALPHA}. "
         f"Re-checking the betting gate at {N_LOOKS} independent epochs passed a null checkpoint "
         f"**{indep.naive_rate:.1%}** of the time, {indep.naive_rate / ALPHA:.1f} times alpha. With "
-        f"correlated checkpoints it was **{look_sims[REDRAW_FRACTIONS[-1]].naive_rate:.1%}**. Splitting "
+        f"correlated checkpoints it was **{looks.correlated.naive_rate:.1%}**. Splitting "
         f"alpha over the {N_LOOKS} pre-declared looks kept it at "
-        f"**{max(s.split_rate for s in look_sims.values()):.1%}** or less."
+        f"**{looks.largest_split_rate:.1%}** or less."
     )
 )
 
@@ -492,14 +401,13 @@ display(
 # --seed` other than the default is allowed, but it is labelled exploratory.
 
 # %%
-n_plus, n_minus = EXAMPLE_COUNTS
-example = np.array([1.0] * n_plus + [-1.0] * n_minus + [0.0] * (N_ITEMS - n_plus - n_minus))
-decisions = multiplicity.seeds_passing(example, "betting", MARGIN, ALPHA, range(N_SEEDS))
-passing = [seed for seed, decision in decisions.items() if decision == "noninferior"]
-shop = multiplicity.seed_shopping_error_rate("betting", N_ITEMS, MARGIN, ALPHA, LOOK_DISCORDANCE, N_SEEDS, SEED_REPS, rng)
+shopping = seed_shopping(
+    "betting", N_ITEMS, EXAMPLE_COUNTS, MARGIN, ALPHA, LOOK_DISCORDANCE, N_SEEDS, SEED_REPS, rng
+)
+passing, shop = shopping.passing, shopping.shop
 display(
     Markdown(
-        f"On the fixed data set (mean difference {example.mean():+.4f}), betting said **noninferior** for "
+        f"On the fixed data set (mean difference {shopping.example_mean:+.4f}), betting said **noninferior** for "
         f"{len(passing)} of seeds 0–{N_SEEDS - 1} ({', '.join(map(str, passing)) or 'none'}) and "
         f"inconclusive for the rest.\n\n"
         f"At the null boundary ({SEED_REPS:,} data sets, r = {LOOK_DISCORDANCE:g}), the pre-registered "
@@ -513,19 +421,9 @@ display(
 # ## Which bound to pre-register
 
 # %%
-valid_methods = ["hoeffding", "empirical_bernstein", *sorted(ORDER_DEPENDENT)]
-all_cells = pd.concat([coverage, small], ignore_index=True)
-betting_cells = all_cells[all_cells["method"] == "betting"]
-betting_worst = betting_cells["error_rate"].max()
-betting_worst_se = betting_cells.loc[betting_cells["error_rate"].idxmax(), "mc_se"]
-valid_mdd = mdd[mdd["method"].isin(valid_methods)]
-smallest_valid = valid_mdd.loc[valid_mdd.groupby("discordance")["mdd"].idxmin(), "method"]
-betting_smallest = bool((smallest_valid == "betting").all())
-mdd_unreached_last = mdd.assign(mdd=mdd["mdd"].astype(float).fillna(np.inf))  # "none ≤ r" is the largest
-hoeffding_largest = bool(
-    (mdd_unreached_last.loc[mdd_unreached_last.groupby("discordance")["mdd"].idxmax(), "method"] == "hoeffding").all()
-)
-asymptotic_over = all_cells[all_cells["method"].isin(["paired_t", "tango"]) & (all_cells["error_rate"] > ALPHA)]
+advice = recommendation([coverage, small], mdd, ALPHA)
+betting_worst, betting_worst_se = advice.betting_worst.error_rate, advice.betting_worst.mc_se
+betting_smallest, hoeffding_largest = advice.betting_smallest, advice.hoeffding_largest
 display(
     Markdown(
         f"""- **Keep Hoeffding as the pre-registered rule where a spec already names it** (GS1:
@@ -546,29 +444,29 @@ display(
 - **Plug-in empirical Bernstein and Maurer–Pontil** are valid middle grounds: Maurer–Pontil pays a
   large constant at this n, and the plug-in bound is a fixed-n bound.
 - **Paired t and Tango are context, never the gate.** They carry no finite-sample guarantee:
-  {len(asymptotic_over)} of their {2 * (len(COVERAGE_DISCORDANCE) + len(SMALL_N))} cells above exceed alpha
-  (largest {all_cells.loc[all_cells["method"].isin(["paired_t", "tango"]), "error_rate"].max():.4f}), and on a
+  {advice.asymptotic_over} of their {advice.asymptotic_cells} cells above exceed alpha
+  (largest {advice.asymptotic_worst:.4f}), and on a
   degenerate sample both say "inconclusive" rather than claim anything."""
     )
 )
 
 # %%
-hoeffding_mdd = mdd[mdd["method"] == "hoeffding"].set_index("discordance")["mdd"].astype(float)
-reached = hoeffding_mdd.dropna()
-unreached = [f"{r:g}" for r in hoeffding_mdd.index if pd.isna(hoeffding_mdd[r])]
-mdd_range = f"{100 * reached.min():+.1f} to {100 * reached.max():+.1f} points" if len(reached) else "none"
-mdd_basis = f"exact, r = {reached.index.min():g} to {reached.index.max():g}" + (
+hoeffding_reach = mdd.reach("hoeffding")
+reached, (r_low, r_high) = hoeffding_reach.reached, hoeffding_reach.rates
+unreached = [f"{r:g}" for r in hoeffding_reach.unreached]
+mdd_range = f"{100 * hoeffding_reach.low:+.1f} to {100 * hoeffding_reach.high:+.1f} points" if reached else "none"
+mdd_basis = f"exact, r = {r_low:g} to {r_high:g}" + (
     f"; at r = {', '.join(unreached)} no possible θ (θ ≤ r) reaches 80%" if unreached else "")
-betting_mdd = mdd[mdd["method"] == "betting"].set_index("discordance")
-n_equal = exact_n[("hoeffding", PLANNING_DIFFERENCES[0])]
-betting_n_equal = exact_n[("betting", PLANNING_DIFFERENCES[0])]
+n_equal = plan.items("hoeffding", PLANNING_DIFFERENCES[0])
+betting_n_equal = plan.items("betting", PLANNING_DIFFERENCES[0])
 r_mid = PLANNING_DISCORDANCE
-equal_reading = readings[PLANNING_DIFFERENCES[0], r_mid]
+betting_mdd_mid = mdd.reach("betting").reached.get(r_mid, float("nan"))
+equal_reading = readings.at(PLANNING_DIFFERENCES[0], r_mid)
 low_r = min(READINGS_DISCORDANCE)
-low_reading = readings[PLANNING_DIFFERENCES[0], low_r]
+low_reading = readings.at(PLANNING_DIFFERENCES[0], low_r)
 
 
-equal_range = f"{power.exact_probability_text(equal_arms.min())} to {equal_arms.max():.4f}"
+equal_range = consequence.equal_range_text
 n_text = f"{n_equal:,}" if n_equal else "> 200,000"
 stays = equal_reading.first_n == equal_reading.from_then_on_n
 summary_rows = pd.DataFrame(
@@ -585,7 +483,7 @@ summary_rows = pd.DataFrame(
          "value": f"{n_text} (r = {r_mid:g}); {low_reading.first_n:,} (r = {low_r:g})" if low_reading.first_n else n_text,
          "basis": f"exact scan of every n to {READINGS_N_MAX:,} (GSM8K test has {N_ITEMS})"},
         {"what": "betting bound: largest simulated error at the null boundary; minimum detectable difference",
-         "value": f"{betting_worst:.4f} ± {betting_worst_se:.4f}; {100 * betting_mdd.loc[r_mid, 'mdd']:+.1f} points",
+         "value": f"{betting_worst:.4f} ± {betting_worst_se:.4f}; {100 * betting_mdd_mid:+.1f} points",
          "basis": f"simulated (± 1 Monte Carlo s.e.), a consistency check of Ville's bound; MDD at r = {r_mid:g}"},
     ]
 )  # fmt: skip
@@ -596,8 +494,8 @@ simulation model), with the item as the unit. Nothing here is a GS1 result.
 **Verdict.** Keep Hoeffding for GS1, where the spec pre-registers it: it is valid (its error at the
 null boundary is about 0), but at n = {N_ITEMS} it essentially **cannot pass two equally good arms** — an
 inconclusive GS1 result is the expected outcome of equal arms, not evidence against GS1. GS1 has to be
-truly better by about {100 * reached.min():.1f}–{100 * reached.max():.1f} points to pass with
-80% power (r = {reached.index.min():g}–{reached.index.max():g}{"; at r = " + ", ".join(unreached) + ", arms that disagree on few items, no possible advantage suffices" if unreached else ""}),
+truly better by about {100 * hoeffding_reach.low:.1f}–{100 * hoeffding_reach.high:.1f} points to pass with
+80% power (r = {r_low:g}–{r_high:g}{"; at r = " + ", ".join(unreached) + ", arms that disagree on few items, no possible advantage suffices" if unreached else ""}),
 or the eval would need {n_text} items at equality (r = {r_mid:g}).
 For a new spec, pre-register the betting bound (valid by Ville's inequality under the conditions stated below;
 its largest simulated error, a consistency check, is {betting_worst:.4f} against

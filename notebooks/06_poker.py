@@ -29,8 +29,6 @@
 # %% tags=["parameters"]
 import os
 
-from rftlab.runs.paths import SPECS_DIR, runs_root
-
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # model-free here; arms launch through the Fireworks launcher
 RUNS = 1 if QUICK else 5  # permuted runs of the default schedule (run 0 = canonical order)
@@ -49,61 +47,31 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.display import fixed_digits_markdown, interval, number, one_row
-from rftlab.analysis.paired import equivalence_reading
-from rftlab.analysis.poker import (
-    REWARD_COLUMNS,
-    bb_summary,
-    excludes_zero,
-    luck_spread,
-    pair_ordering,
-    pair_ordering_interval,
-    paired_rft_table,
-    paired_schedule_table,
-    paired_sentence,
-    reward_mean_se,
-    reward_table,
-)
-from rftlab.envs.poker import R_MAX, SCHEDULES, PokerTask
-from rftlab.launch.poker.spec import load_poker_arm_spec, prime_mapping
-from rftlab.runs import load_metrics
+from rftlab.analysis.display import fixed_digits_markdown, interval, number
 from rftlab.studies.poker import (
     BLIND_COUNTERS,
+    R_MAX,
+    REWARD_COLUMNS,
     SANDBAG,
-    fireworks_launcher,
+    analyse_reference,
+    arm_metrics,
+    arm_plans,
+    first_decision,
     reference_study,
     save_reference_rollouts,
+    schedule_opponents,
 )
 
 study = reference_study(schedule=SCHEDULE, runs=RUNS, rows=RFT_ROWS, hands=RFT_HANDS, seed=SEED,
                         equity_samples=EQUITY_SAMPLES)  # fmt: skip
 # every episode played here, kept for `rftlab view runs/poker_reference` (one run per block and strategy)
 kept_runs = save_reference_rollouts(study)
-boot = {"reps": BOOTSTRAP_REPS, "seed": BOOTSTRAP_SEED}
-summaries = {name: bb_summary(rows) for name, rows in study.schedule_rows.items()}
-schedule_pairs = paired_schedule_table(
-    study.schedule_rows, [("exploit", "call"), ("random", "call"), ("exploit", "random")], **boot
-)
-rft_all = {**study.rft_rows, **study.shortcut_rows}
-rft_pairs = [("exploit", "call"), ("random", "call"), *[("exploit", b) for b in BLIND_COUNTERS.values()],
-             (SANDBAG, "exploit")]  # fmt: skip
-rft_paired = {value: paired_rft_table(rft_all, rft_pairs, value, **boot) for value in REWARD_COLUMNS}
-rewards = reward_table(rft_all)
-ordering = {value: pair_ordering(study.rft_rows["exploit"], study.rft_rows["call"], value) for value in REWARD_COLUMNS}
-spread = {name: luck_spread(rows, "reward_mean_instance") for name, rows in study.rft_rows.items()}
-ordering_ci = {value: pair_ordering_interval(study.rft_rows["exploit"], study.rft_rows["call"], value, **boot)
-               for value in REWARD_COLUMNS}  # fmt: skip
-
-
-sched_ec = one_row(schedule_pairs, comparison="exploit − call", stage="all")
-mi_ec = one_row(rft_paired["reward_mean_instance"], comparison="exploit − call", opponent="all")
-gain_ec = one_row(rft_paired["reward_gain"], comparison="exploit − call", opponent="all")
-blind = {label: one_row(rft_paired["reward_mean_instance"], comparison=f"exploit − {label}", opponent="all")
-         for label in BLIND_COUNTERS.values()}  # fmt: skip
-best_blind = min(blind, key=lambda label: blind[label]["mean"])  # the blind counter closest to exploit
-blind_resolved = equivalence_reading(blind[best_blind]["low"], blind[best_blind]["high"])  # 95% bootstrap
-sandbag_gain = one_row(rft_paired["reward_gain"], comparison=f"{SANDBAG} − exploit", opponent="all")
-order_mi = ordering["reward_mean_instance"]
+ref = analyse_reference(study, reps=BOOTSTRAP_REPS, seed=BOOTSTRAP_SEED)
+sched_ec = ref.schedule_pair("exploit − call")
+mi_ec = ref.rft_pair("exploit − call", "reward_mean_instance")
+gain_ec = ref.rft_pair("exploit − call", "reward_gain")
+blind, best_blind, blind_resolved = ref.blind, ref.best_blind, ref.blind_resolved  # 95% bootstrap
+sandbag_gain = ref.rft_pair(f"{SANDBAG} − exploit", "reward_gain")
 
 # %% [markdown]
 # ## Summary
@@ -113,45 +81,42 @@ order_mi = ordering["reward_mean_instance"]
 # can quote it; its design is printed in §9. Quick mode's 4-step warm start is too short to learn the call,
 # so it shows the study's stop with a diagnosis. Run store: $RFTLAB_RUNS_ROOT, else a throwaway folder in
 # quick mode, else the project's runs/.
-from rftlab.runs.paths import notebook_runs_root
-from rftlab.studies.poker import TRAINED, TinyLMDesign, run_tiny_lm_study, tiny_lm_contrasts
+from rftlab.studies.poker import TinyLMDesign, notebook_runs_root, run_tiny_lm_study, tiny_lm_readout
 
 TINY_LM = dict(warm_rows=2, warm_held_out=1, warm_steps=4, warm_checks=1, equity_samples=40) if QUICK else {}
 tiny = run_tiny_lm_study(TinyLMDesign(**TINY_LM), notebook_runs_root(QUICK))
-tiny_paired = {value: tiny_lm_contrasts(tiny, value, **boot) for value in ("reward_mean_instance", "bb_per_hand")}
-tiny_vs = {} if tiny.stopped else {other: one_row(tiny_paired["reward_mean_instance"], comparison=f"{TRAINED} − {other}", opponent="all")
-                                    for other in ("exploit", "call")}  # fmt: skip
+tiny_out = tiny_lm_readout(tiny, reps=BOOTSTRAP_REPS, seed=BOOTSTRAP_SEED)
 if tiny.stopped:
     tiny_row = (f"stopped after the warm start: held-out valid-call rate {tiny.warm_start.valid_rate:.2f}, below the "
                 f"design's {tiny.design.min_valid_rate:g}; no RL run (§9)")  # fmt: skip
     tiny_unit = "none (no evaluation)"
 else:
-    tiny_row = (f"vs exploit {paired_sentence(tiny_vs['exploit'], 'BB/hand', 'deals')}; vs call "
-                f"{paired_sentence(tiny_vs['call'], 'BB/hand', 'deals')}")  # fmt: skip
+    tiny_row = (f"vs exploit {tiny_out.versus['exploit'].sentence('BB/hand', 'deals')}; vs call "
+                f"{tiny_out.versus['call'].sentence('BB/hand', 'deals')}")  # fmt: skip
     tiny_unit = "evaluation deal (one training run: the run is not the unit)"
 
 # %%
-memoryless_gain = ", ".join(f"`{name}` {reward_mean_se(rewards, name, 'gain')}" for name in study.rft_rows)
+memoryless_gain = ", ".join(f"`{name}` {ref.reward(name, 'gain').mean_se()}" for name in study.rft_rows)
 reads = [
     "The mean-instance reward ranks `exploit` above `call` on the same rows"
-    + (" (interval above 0)." if excludes_zero(mi_ec) else ", but the interval includes 0 at this size."),
+    + (" (interval above 0)." if mi_ec.excludes_zero else ", but the interval includes 0 at this size."),
     "The gain reward " + ("does not separate them (interval includes 0), as designed: every memoryless "
-                          "strategy's expected gain is 0" if not excludes_zero(gain_ec) else "separates them"),
+                          "strategy's expected gain is 0" if not gain_ec.excludes_zero else "separates them"),
     f"(observed, mean ± s.e. over {RFT_ROWS} rollouts: {memoryless_gain}).",
     f"`exploit` minus the best blind counter (`{best_blind}`, one counter played against whoever is dealt) is "
-    f"{number(blind[best_blind]['mean'], 2, signed=True)} (95% {interval(blind[best_blind]['low'], blind[best_blind]['high'], signed=True, digits=2)}) "
-    f"against {reward_mean_se(rewards, 'exploit', 'mean-instance')} for `exploit` itself"
+    f"{number(blind[best_blind].mean, 2, signed=True)} (95% {interval(blind[best_blind].low, blind[best_blind].high, signed=True, digits=2)}) "
+    f"against {ref.reward('exploit', 'mean-instance').mean_se()} for `exploit` itself"
     + (f": not distinguishable from 0, but at {RFT_ROWS} rows this comparison cannot resolve differences smaller "
        f"than ±{blind_resolved.resolved:.1f} BB/hand (the farther end of its 95% interval; no margin was "
        "declared), so it does not show that hiding the names would cost a memoryless player little."
-       if not excludes_zero(blind[best_blind]) else "."),
-    f"The position-aware `sandbag` beats `exploit` on the gain reward by {number(sandbag_gain['mean'], 2, signed=True)}"
-    + (" (interval above 0)." if sandbag_gain["low"] > 0 else " (interval includes 0 at this size)."),
+       if not blind[best_blind].excludes_zero else "."),
+    f"The position-aware `sandbag` beats `exploit` on the gain reward by {number(sandbag_gain.mean, 2, signed=True)}"
+    + (" (interval above 0)." if sandbag_gain.low > 0 else " (interval includes 0 at this size)."),
 ]
-if sched_ec["low"] <= 0 < sched_ec["mean"] and sched_ec["sign_p"] < 0.05:
+if sched_ec.low <= 0 < sched_ec.mean and sched_ec.sign_p < 0.05:
     reads.append(
-        f"On the schedule, the bootstrap interval of exploit − call reaches {number(sched_ec['low'], 2, signed=True)} "
-        f"while the sign test gives p = {sched_ec['sign_p']:.2g} (Wilcoxon p = {sched_ec['wilcoxon_p']:.2g}): the mean "
+        f"On the schedule, the bootstrap interval of exploit − call reaches {number(sched_ec.low, 2, signed=True)} "
+        f"while the sign test gives p = {sched_ec.sign_p:.2g} (Wilcoxon p = {sched_ec.wilcoxon_p:.2g}): the mean "
         "rests on a few stack-sized pots against the calling station, the count and the ranks of deals won do "
         "not (§3)."
     )
@@ -164,7 +129,7 @@ RFT row (one rollout's 16 hands) as the unit.
 and plays a fixed counter: it needs no memory, and three name → counter rules could be learned into the
 weights (the shortcut the spectrum seed was built to block). Under the **gain** reward every memoryless,
 position-blind strategy earns 0 in expectation, and a strategy that reads the hand number, plays badly early
-and well late, {"earns more than any of them" if sandbag_gain["low"] > 0 else "is measured against them"} —
+and well late, {"earns more than any of them" if sandbag_gain.low > 0 else "is measured against them"} —
 again without memory. rftlab deals all candidates of a GRPO group the same
 hands (row-shared); the upstream port dealt each rollout its own, which puts luck into every group
 comparison (§7). §1–8: scripted strategies on the real engine, no model; §9: a tiny language model (0.1 M
@@ -172,11 +137,11 @@ parameters) trained through the Tinker API, exploratory. None of these compariso
 
 | what | value (95% interval) | unit of analysis |
 |---|---|---|
-| exploit − call, `{SCHEDULE}` schedule | {paired_sentence(sched_ec)} | deal ({RUNS} run(s) averaged) |
-| exploit − call, mean-instance reward, RFT mode | {paired_sentence(mi_ec, "BB/hand", "rows")} | RFT row (row-shared) |
-| exploit − call, gain reward, RFT mode | {paired_sentence(gain_ec, "BB/hand", "rows")} | RFT row (row-shared) |
-| exploit − best blind counter (`{best_blind}`), mean-instance | {paired_sentence(blind[best_blind], "BB/hand", "rows")} | RFT row |
-| sandbag − exploit, gain reward | {paired_sentence(sandbag_gain, "BB/hand", "rows")} | RFT row |
+| exploit − call, `{SCHEDULE}` schedule | {sched_ec.sentence()} | deal ({RUNS} run(s) averaged) |
+| exploit − call, mean-instance reward, RFT mode | {mi_ec.sentence("BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − call, gain reward, RFT mode | {gain_ec.sentence("BB/hand", "rows")} | RFT row (row-shared) |
+| exploit − best blind counter (`{best_blind}`), mean-instance | {blind[best_blind].sentence("BB/hand", "rows")} | RFT row |
+| sandbag − exploit, gain reward | {sandbag_gain.sentence("BB/hand", "rows")} | RFT row |
 | tiny language model, exploratory: trained − reference, mean-instance reward, {tiny.design.hands}-hand deals (§9) | {tiny_row} | {tiny_unit} |
 
 {" ".join(reads)}
@@ -219,7 +184,7 @@ narrow; read them beside the sign test and Wilcoxon's signed-rank test."""))
 # reproduces CLBench's prose for exact replays).
 
 # %%
-first = PokerTask(SCHEDULE).reset()
+first = first_decision(SCHEDULE)
 display(Markdown("```text\n" + first.prompt + "\n```"))
 display(Markdown(f"Legal actions: `{first.legal_actions}`; instance `{first.instance_id}`."))
 
@@ -232,10 +197,10 @@ display(Markdown(f"Legal actions: `{first.legal_actions}`; instance `{first.inst
 
 # %%
 stage_table = []
-for name, s in summaries.items():
-    for st in [*s["stages"], {**s["overall"], "stage": "all", "opponent": "all"}]:
-        stage_table.append({"strategy": name, "stage": st["stage"], "opponent": st["opponent"], "deals": st["hands"],
-                            "BB/hand": number(st["bb_per_hand"], 2, signed=True), "95% interval": interval(*st["ci95"], signed=True, digits=2)})  # fmt: skip
+for name, s in ref.schedule_bb.items():
+    for st in (*s.stages, s.overall):
+        stage_table.append({"strategy": name, "stage": st.stage, "opponent": st.opponent, "deals": st.hands,
+                            "BB/hand": number(st.bb_per_hand, 2, signed=True), "95% interval": interval(st.low, st.high, signed=True, digits=2)})  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(stage_table), digits=2))
 display(Markdown(f"Schedule `{SCHEDULE}`, {RUNS} permuted run(s); r_max = {R_MAX} BB/hand."))
 
@@ -251,11 +216,11 @@ display(Markdown(f"Schedule `{SCHEDULE}`, {RUNS} permuted run(s); r_max = {R_MAX
 
 # %%
 paired_rows = [
-    {"comparison": r["comparison"], "stage": r["stage"], "opponent": r["opponent"], "deals": r["deals"],
-     "mean difference (BB/hand)": number(r["mean"], 2, signed=True), "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "s.e.": r["se"],
-     "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}",
-     "Wilcoxon p": f"{r['wilcoxon_p']:.2g}"}
-    for r in schedule_pairs
+    {"comparison": r.comparison, "stage": r.stage, "opponent": r.opponent, "deals": r.deals,
+     "mean difference (BB/hand)": number(r.mean, 2, signed=True), "95% bootstrap": interval(r.low, r.high, signed=True, digits=2), "s.e.": r.se,
+     "won / lost / tied": f"{r.better} / {r.worse} / {r.ties}", "sign test p": f"{r.sign_p:.2g}",
+     "Wilcoxon p": f"{r.wilcoxon_p:.2g}"}
+    for r in ref.schedule_pairs
 ]  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(paired_rows), digits=2))
 display(Markdown(f"{BOOTSTRAP_REPS:,} bootstrap replications per row, seed {BOOTSTRAP_SEED}."))
@@ -266,31 +231,30 @@ display(Markdown(f"{BOOTSTRAP_REPS:,} bootstrap replications per row, seed {BOOT
 # against always-call on the same deals. Error bars are 95% intervals (top: over deals; bottom: bootstrap).
 
 # %%
-opponents = list(dict.fromkeys(st.variant for st in SCHEDULES[SCHEDULE]))
-names = {st.variant: st.opponent_name for st in SCHEDULES[SCHEDULE]}
+opponents = schedule_opponents(SCHEDULE)
 fig, axes = plt.subplots(2, len(opponents), figsize=(4.2 * len(opponents), 6.4), squeeze=False)
 colours = {"random": "tab:orange", "call": "tab:grey", "exploit": "tab:blue"}
 for col, opponent in enumerate(opponents):
     top, bottom = axes[0, col], axes[1, col]
-    stages = [k + 1 for k, st in enumerate(SCHEDULES[SCHEDULE]) if st.variant == opponent]
-    for i, name in enumerate(summaries):
-        rows = [st for st in summaries[name]["stages"] if st["stage"] in stages]
+    stages = opponent.stages
+    for i, (name, summary) in enumerate(ref.schedule_bb.items()):
+        rows = [st for st in summary.stages if st.stage in stages]
         x = np.arange(len(rows)) + (i - 1) * 0.27
-        y = np.array([st["bb_per_hand"] for st in rows])
-        err = np.array([[v - st["ci95"][0] for v, st in zip(y, rows, strict=True)],
-                        [st["ci95"][1] - v for v, st in zip(y, rows, strict=True)]])  # fmt: skip
+        y = np.array([st.bb_per_hand for st in rows])
+        err = np.array([[v - st.low for v, st in zip(y, rows, strict=True)],
+                        [st.high - v for v, st in zip(y, rows, strict=True)]])  # fmt: skip
         top.bar(x, y, width=0.27, yerr=err, capsize=3, color=colours[name], label=name)
     for i, comparison in enumerate(["exploit − call", "random − call"]):
-        rows = [r for r in schedule_pairs if r["comparison"] == comparison and r["stage"] in stages]
+        rows = [r for r in ref.schedule_pairs if r.comparison == comparison and r.stage in stages]
         x = np.arange(len(rows)) + (i - 0.5) * 0.3
-        y = np.array([r["mean"] for r in rows])
-        err = np.array([y - [r["low"] for r in rows], [r["high"] for r in rows] - y])
+        y = np.array([r.mean for r in rows])
+        err = np.array([y - [r.low for r in rows], [r.high for r in rows] - y])
         bottom.errorbar(x, y, yerr=err, fmt="o", capsize=4, color=colours[comparison.split(" ")[0]], label=comparison)
     for ax in (top, bottom):
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(stages)), [f"stage {k}" for k in stages])
         ax.set_xlim(-0.6, len(stages) - 0.4)
-    top.set_title(f"{names[opponent]} ({opponent})")
+    top.set_title(f"{opponent.name} ({opponent.variant})")
     top.set_ylabel("BB per hand (95% CI over deals)")
     bottom.set_ylabel("paired difference, BB/hand (95% bootstrap)")
 axes[0, 0].legend(fontsize=8)
@@ -307,10 +271,9 @@ plt.show()
 # on a row. One rollout is one row, an independent deal set, so intervals are over rollouts.
 
 # %%
-bb = reward_table(rft_all, ["bb_per_hand"], by_opponent=True)
 display(fixed_digits_markdown(pd.DataFrame(
-    [{"strategy": r["strategy"], "opponent": r["opponent"], "rollouts": r["rollouts"], "BB/hand": number(r["mean"], 2, signed=True),
-      "s.e.": r["se"], "95% interval": interval(r["low"], r["high"], signed=True, digits=2)} for r in bb]), digits=2))  # fmt: skip
+    [{"strategy": r.strategy, "opponent": r.opponent, "rollouts": r.rollouts, "BB/hand": number(r.mean, 2, signed=True),
+      "s.e.": r.se, "95% interval": interval(r.low, r.high, signed=True, digits=2)} for r in ref.bb_by_opponent]), digits=2))  # fmt: skip
 
 # %% [markdown]
 # ## 5. What the two RFT rewards pay for
@@ -340,18 +303,18 @@ display(fixed_digits_markdown(pd.DataFrame(
 
 # %%
 wide = []
-for name in rft_all:
-    cells = {REWARD_COLUMNS[c]: one_row(rewards, strategy=name, reward=REWARD_COLUMNS[c]) for c in REWARD_COLUMNS}
-    wide.append({"strategy": name, "rollouts": cells["mean-instance"]["rollouts"],
-                 **{f"{k} (mean ± s.e.)": reward_mean_se(rewards, name, k) for k in cells},
-                 **{f"{k} 95% interval": interval(v["low"], v["high"], signed=True, digits=2) for k, v in cells.items()}})  # fmt: skip
+for name in ref.rft_strategies:
+    cells = {k: ref.reward(name, k) for k in REWARD_COLUMNS.values()}
+    wide.append({"strategy": name, "rollouts": cells["mean-instance"].rollouts,
+                 **{f"{k} (mean ± s.e.)": v.mean_se() for k, v in cells.items()},
+                 **{f"{k} 95% interval": interval(v.low, v.high, signed=True, digits=2) for k, v in cells.items()}})  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(wide), digits=2))
 rft_rows_table = [
-    {"comparison": r["comparison"], "reward": REWARD_COLUMNS[value], "opponent": r["opponent"], "rows": r["deals"],
-     "mean difference": number(r["mean"], 2, signed=True), "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "won / lost / tied":
-     f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}",
-     "Wilcoxon p": f"{r['wilcoxon_p']:.2g}"}
-    for value, table in rft_paired.items() for r in table if r["opponent"] == "all"
+    {"comparison": r.comparison, "reward": REWARD_COLUMNS[value], "opponent": r.opponent, "rows": r.deals,
+     "mean difference": number(r.mean, 2, signed=True), "95% bootstrap": interval(r.low, r.high, signed=True, digits=2), "won / lost / tied":
+     f"{r.better} / {r.worse} / {r.ties}", "sign test p": f"{r.sign_p:.2g}",
+     "Wilcoxon p": f"{r.wilcoxon_p:.2g}"}
+    for value, table in ref.rft_pairs.items() for r in table if r.opponent == "all"
 ]  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(rft_rows_table), digits=2))
 
@@ -363,14 +326,14 @@ display(fixed_digits_markdown(pd.DataFrame(rft_rows_table), digits=2))
 
 # %%
 blind_rows = [
-    {"comparison": r["comparison"], "opponent": r["opponent"], "rows": r["deals"],
-     "mean difference": number(r["mean"], 2, signed=True),
-     "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2), "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}"}
-    for r in rft_paired["reward_mean_instance"] if r["comparison"].removeprefix("exploit − ") in BLIND_COUNTERS.values()
+    {"comparison": r.comparison, "opponent": r.opponent, "rows": r.deals,
+     "mean difference": number(r.mean, 2, signed=True),
+     "95% bootstrap": interval(r.low, r.high, signed=True, digits=2), "won / lost / tied": f"{r.better} / {r.worse} / {r.ties}"}
+    for r in ref.rft_pairs["reward_mean_instance"] if r.comparison.removeprefix("exploit − ") in BLIND_COUNTERS.values()
 ]  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(blind_rows), digits=2))
 display(Markdown(
-    f"`exploit` minus the best blind counter, `{best_blind}`: {paired_sentence(blind[best_blind], 'BB/hand', 'rows')}. "
+    f"`exploit` minus the best blind counter, `{best_blind}`: {blind[best_blind].sentence('BB/hand', 'rows')}. "
     f"This is what reading the name is worth over committing to one counter; its 95% interval leaves "
     f"differences up to ±{blind_resolved.resolved:.2f} BB/hand unresolved at {RFT_ROWS} rows."))  # fmt: skip
 
@@ -380,9 +343,9 @@ display(Markdown(
 
 # %%
 display(Markdown(
-    f"`sandbag`: gain reward {reward_mean_se(rewards, SANDBAG, 'gain')}, mean-instance {reward_mean_se(rewards, SANDBAG, 'mean-instance')} "
+    f"`sandbag`: gain reward {ref.reward(SANDBAG, 'gain').mean_se()}, mean-instance {ref.reward(SANDBAG, 'mean-instance').mean_se()} "
     f"(mean ± s.e. over {RFT_ROWS} rollouts). Paired against `exploit` on the gain reward: "
-    f"{paired_sentence(sandbag_gain, 'BB/hand', 'rows')}."
+    f"{sandbag_gain.sentence('BB/hand', 'rows')}."
 ))  # fmt: skip
 
 # %% [markdown]
@@ -406,25 +369,25 @@ display(Markdown(
 
 # %%
 order_rows = [
-    {"reward": REWARD_COLUMNS[value], "dealing": mode, "exploit ranked first": v["a_first"],
-     "call ranked first": v["b_first"], "tied": v["tied"], "pairs": v["pairs"]}
-    for value, modes in ordering.items() for mode, v in modes.items()
+    {"reward": REWARD_COLUMNS[value], "dealing": v.dealing, "exploit ranked first": v.a_first,
+     "call ranked first": v.b_first, "tied": v.tied, "pairs": v.pairs}
+    for value, modes in ref.ordering.items() for v in modes
 ]  # fmt: skip
 display(fixed_digits_markdown(pd.DataFrame(order_rows), digits=3))
 display(Markdown(
     f"Two candidates of one strategy dealt different rows differ by a root-mean-square "
-    f"{number(spread['call'], 2)} (call), {number(spread['exploit'], 2)} (exploit) and "
-    f"{number(spread['random'], 2)} (random) in mean-instance reward from the deal alone; dealt the same row, "
+    f"{number(ref.spread['call'], 2)} (call), {number(ref.spread['exploit'], 2)} (exploit) and "
+    f"{number(ref.spread['random'], 2)} (random) in mean-instance reward from the deal alone; dealt the same row, "
     f"two `call` candidates score exactly alike."))  # fmt: skip
-ci_mi = ordering_ci["reward_mean_instance"]
+ci_mi = ref.ordering_interval["reward_mean_instance"]
 display(Markdown(
     f"Under the mean-instance reward, per-rollout dealing ranks `exploit` first in "
-    f"{ci_mi['per_rollout']['estimate']:.1%} of exploit/call pairs (95% bootstrap over rows "
-    f"{interval(100 * ci_mi['per_rollout']['low'], 100 * ci_mi['per_rollout']['high'], digits=1)}%) against "
-    f"{ci_mi['row_shared']['estimate']:.1%} ({interval(100 * ci_mi['row_shared']['low'], 100 * ci_mi['row_shared']['high'], digits=1)}%) "
-    f"row-shared: a difference of {100 * ci_mi['difference']['estimate']:+.1f} points, 95% "
-    f"{interval(100 * ci_mi['difference']['low'], 100 * ci_mi['difference']['high'], signed=True, digits=1)}"
-    + (" (interval above 0)." if ci_mi["difference"]["low"] > 0 else
+    f"{ci_mi.per_rollout.estimate:.1%} of exploit/call pairs (95% bootstrap over rows "
+    f"{interval(100 * ci_mi.per_rollout.low, 100 * ci_mi.per_rollout.high, digits=1)}%) against "
+    f"{ci_mi.row_shared.estimate:.1%} ({interval(100 * ci_mi.row_shared.low, 100 * ci_mi.row_shared.high, digits=1)}%) "
+    f"row-shared: a difference of {100 * ci_mi.difference.estimate:+.1f} points, 95% "
+    f"{interval(100 * ci_mi.difference.low, 100 * ci_mi.difference.high, signed=True, digits=1)}"
+    + (" (interval above 0)." if ci_mi.difference.low > 0 else
        f": at {RFT_ROWS} rows the interval includes 0, so the loss of ranking from per-rollout dealing is not "
        "resolved here; what is shown is the spread each candidate draws from the deal alone (above).")
     + f" {BOOTSTRAP_REPS:,} replications, seed {BOOTSTRAP_SEED}; not pre-registered."))  # fmt: skip
@@ -441,13 +404,12 @@ display(Markdown(
 # section reads them back. The exact commands of both arms (nothing is run here):
 
 # %%
-for spec_file in ("poker_seed.json", "poker_gain.json"):
-    arm_spec = load_poker_arm_spec(SPECS_DIR / spec_file)
-    plan = fireworks_launcher(account_id="<account-id>").plan(arm_spec)
-    display(Markdown(f"**Arm `{arm_spec.arm}`** (reward `{arm_spec.reward}`, job `{plan.job_id}`):"))
-    display(Markdown("```bash\n" + "\n".join(" ".join(argv) for argv in plan.commands) + "\n```"))
-display(fixed_digits_markdown(pd.DataFrame(prime_mapping(arm_spec))))
-poker_runs = load_metrics(runs_root(), experiment=arm_spec.experiment)
+plans = arm_plans(account_id="<account-id>")
+for plan in plans:
+    display(Markdown(f"**Arm `{plan.spec.arm}`** (reward `{plan.spec.reward}`, job `{plan.job_id}`):"))
+    display(Markdown("```bash\n" + "\n".join(plan.commands) + "\n```"))
+display(fixed_digits_markdown(pd.DataFrame(list(plans[-1].prime_mapping))))
+poker_runs = arm_metrics(plans[-1].spec.experiment)
 if poker_runs.empty:
     display(Markdown("No poker RFT run in the local run store yet: the per-epoch curves appear here once a "
                      "launched job has been polled."))  # fmt: skip
@@ -538,11 +500,11 @@ if not tiny.stopped:
                      "model's policies sampled at the design's temperature, the references scripted):"))  # fmt: skip
     display(fixed_digits_markdown(pd.DataFrame(tiny.policy_rows()), digits=3))
     tiny_table = [
-        {"comparison": r["comparison"], "measure": REWARD_COLUMNS.get(value, "BB/hand"), "opponent": r["opponent"],
-         "deals": r["deals"], "mean difference": number(r["mean"], 2, signed=True),
-         "95% bootstrap": interval(r["low"], r["high"], signed=True, digits=2),
-         "won / lost / tied": f"{r['better']} / {r['worse']} / {r['ties']}", "sign test p": f"{r['sign_p']:.2g}"}
-        for value, table in tiny_paired.items() for r in table
+        {"comparison": r.comparison, "measure": REWARD_COLUMNS.get(value, "BB/hand"), "opponent": r.opponent,
+         "deals": r.deals, "mean difference": number(r.mean, 2, signed=True),
+         "95% bootstrap": interval(r.low, r.high, signed=True, digits=2),
+         "won / lost / tied": f"{r.better} / {r.worse} / {r.ties}", "sign test p": f"{r.sign_p:.2g}"}
+        for value, table in tiny_out.paired.items() for r in table
     ]  # fmt: skip
     display(Markdown("**Paired by deal** (a tiny language model, exploratory; the deal is the unit, one training "
                      f"run; {BOOTSTRAP_REPS:,} bootstrap replications, seed {BOOTSTRAP_SEED}):"))  # fmt: skip
