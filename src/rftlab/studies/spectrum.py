@@ -26,7 +26,8 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
   episode summaries)
 - studies: ``rftlab.studies.spectrum``, ``rftlab.studies.spectrum_env`` (the environment study of
-  notebook 01, bench90 rollouts)
+  notebook 01, bench90 rollouts), ``rftlab.studies.spectrum_memory`` (what notebook 02 reads of the memory
+  study)
 - cli: ``rftlab.cli.spectrum``
 """
 
