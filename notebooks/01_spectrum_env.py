@@ -20,7 +20,6 @@
 
 # %% tags=["parameters"]
 import os
-from dataclasses import astuple
 
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 SEED = 0  # band row ids are f"bl{SEED}_{i}", the same bands as `rftlab spectrum baselines --seed 0`
@@ -51,16 +50,15 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from rftlab.analysis.display import interval, markdown_table, pm, r3, relation
-from rftlab.analysis.paired import equivalence_reading, paired_t_interval
-from rftlab.analysis.spectrum.summaries import bench90_row, policy_table_rows, rft_reference_runs
-from rftlab.analysis.summaries import mean_se
-from rftlab.envs.spectrum.rft import NUM_SCANS
-from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES, RFTPolicyOnBench
-from rftlab.rewards.spectrum import early_late
-from rftlab.rollout.spectrum.evaluation import evaluate_bench90
-from rftlab.studies.spectrum import save_bench90_rollouts
+from rftlab.studies.spectrum_env import (
+    HALF,
+    NUM_SCANS,
+    bench_shaped_eval,
+    keep_bench90,
+    run_bench_study,
+    run_reward_study,
+)
 
-HALF = max(1, NUM_SCANS // 2)  # early = scans 1..HALF, late = the rest (docs/spectrum.md §B.8)
 RFT_DESCRIPTIONS = {
     "empty": "submits an empty report every scan",
     "memoryless": "the current scan's peak centres only",
@@ -77,25 +75,16 @@ ARM_STYLE = {"echo": "-", "scrambled": "--"}
 
 
 # %%
-runs = rft_reference_runs(ARMS, RFT_POLICIES, N_BANDS, SEED)
-summaries = runs.summaries
-episodes = pd.DataFrame(runs.episodes)
-scans = pd.DataFrame(runs.scans)
+study = run_reward_study(ARMS, N_BANDS, SEED, CURVE_POLICIES)
 ech, scr = "echo", "scrambled"
-per_band = episodes[episodes["arm"] == ech].pivot_table(index="band", columns="policy", values=["mean_occ", "mean_avail"])
-carpet_share = summaries[ech, "carpet"]["reward"] / summaries[ech, "accumulate"]["reward"]
-carpet_vs_acc = mean_se(per_band["mean_occ", "carpet"] - per_band["mean_occ", "accumulate"])
-acc_vs_memless = mean_se(per_band["mean_occ", "accumulate"] - per_band["mean_occ", "memoryless"])
-avail_acc_vs_memless = mean_se(per_band["mean_avail", "accumulate"] - per_band["mean_avail", "memoryless"])
+carpet_share, carpet_vs_acc, acc_vs_memless = study.carpet_share, study.carpet_vs_acc, study.acc_vs_memless
 # the equivalence-type claim "available-IoU barely sees memory": a paired 95% t interval over bands, and the
 # smallest difference it resolves (no margin was declared before these bands were played)
-_, avail_low, avail_high = paired_t_interval(per_band["mean_avail", "accumulate"] - per_band["mean_avail", "memoryless"])
-avail_equiv = equivalence_reading(avail_low, avail_high)
-_, occ_low, occ_high = paired_t_interval(per_band["mean_occ", "accumulate"] - per_band["mean_occ", "memoryless"])
+av = study.available
 avail_claim = (
-    f"{r3(avail_acc_vs_memless.mean):+.3f}, 95% paired t interval {interval(avail_low, avail_high, signed=True)} over "
-    f"{N_BANDS} bands: differences beyond ±{avail_equiv.resolved:.3f} are ruled out (no margin was declared), against "
-    f"{r3(acc_vs_memless.mean):+.3f} {interval(occ_low, occ_high, signed=True)} in occupied-IoU"
+    f"{r3(av.avail.mean):+.3f}, 95% paired t interval {interval(av.avail_low, av.avail_high, signed=True)} over "
+    f"{N_BANDS} bands: differences beyond ±{av.resolved:.3f} are ruled out (no margin was declared), against "
+    f"{r3(av.occ.mean):+.3f} {interval(av.occ_low, av.occ_high, signed=True)} in occupied-IoU"
 )
 
 
@@ -103,8 +92,8 @@ avail_claim = (
 # ## Summary
 
 # %%
-acc, mem, carpet = (summaries[ech, n] for n in ("accumulate", "memoryless", "carpet"))
-follow_scr = summaries[scr, "echo_follower"]
+acc, mem, carpet = (study.summary(ech, n) for n in ("accumulate", "memoryless", "carpet"))
+follow_scr = study.summary(scr, "echo_follower")
 display(
     Markdown(
         "\n".join(
@@ -116,8 +105,8 @@ display(
                 "played by scripted stand-in policies on simulated bands, with the band as the unit.",
                 "",
                 f"**Verdict.** It pays for recall, but not only for recall. Remembering every peak (`accumulate`) "
-                f"earns {acc['reward']:.3f} against {mem['reward']:.3f} without memory; yet `carpet`, 16 fixed "
-                f"tiles that remember nothing, earns {carpet['reward']:.3f}, **{carpet_share:.0%} of accumulate's "
+                f"earns {acc.reward:.3f} against {mem.reward:.3f} without memory; yet `carpet`, 16 fixed "
+                f"tiles that remember nothing, earns {carpet.reward:.3f}, **{carpet_share:.0%} of accumulate's "
                 "reward**. A rise in occupied-IoU can therefore come from bigger reports as well as from recall; "
                 "`memory_gain` (late − early occupied-IoU) separates them (carpet has none).",
                 "",
@@ -125,12 +114,12 @@ display(
                 "standard error over bands):",
                 "",
                 f"- accumulate − memoryless, mean occupied-IoU: {pm(acc_vs_memless.mean, acc_vs_memless.se)} "
-                f"(paired over bands; {mem['mean_occ']:.3f} → {acc['mean_occ']:.3f}).",
+                f"(paired over bands; {mem.mean_occ:.3f} → {acc.mean_occ:.3f}).",
                 f"- carpet − accumulate, mean occupied-IoU: {pm(carpet_vs_acc.mean, carpet_vs_acc.se)} (carpet "
-                f"{carpet['mean_occ']:.3f}, memory_gain {r3(carpet['memory_gain']):+.3f}; accumulate memory_gain "
-                f"{pm(acc['memory_gain'], acc['memory_gain_se'])}).",
+                f"{carpet.mean_occ:.3f}, memory_gain {r3(carpet.memory_gain):+.3f}; accumulate memory_gain "
+                f"{pm(acc.memory_gain, acc.memory_gain_se)}).",
                 f"- Following a scrambled list (`echo_follower`, the control arm) still earns occupied-IoU "
-                f"{follow_scr['mean_occ']:.3f} and memory_gain {pm(follow_scr['memory_gain'], follow_scr['memory_gain_se'])}: "
+                f"{follow_scr.mean_occ:.3f} and memory_gain {pm(follow_scr.memory_gain, follow_scr.memory_gain_se)}: "
                 "a control arm is read against this reference, not against zero.",
                 f"- Available-IoU (the bench's score) barely sees memory: accumulate − memoryless {avail_claim}.",
                 "",
@@ -171,12 +160,11 @@ display(
 # scores.
 
 # %%
+fewest, most, oracle_mean = study.channels_placed()
 display(
     Markdown(
-        f"{N_BANDS} bands × {len(RFT_POLICIES)} policies × {len(ARMS)} arms = {len(episodes):,} episodes "
-        f"of {NUM_SCANS} scans; channels placed per band: "
-        f"{episodes['channels_placed'].min()}–{episodes['channels_placed'].max()} "
-        f"(mean {episodes.loc[episodes['policy'] == 'oracle', 'channels_placed'].mean():.1f})."
+        f"{N_BANDS} bands × {len(study.policies)} policies × {len(ARMS)} arms = {len(study.episodes):,} episodes "
+        f"of {NUM_SCANS} scans; channels placed per band: {fewest}–{most} (mean {oracle_mean:.1f})."
     )
 )
 
@@ -194,8 +182,7 @@ display(
 for arm in ARMS:
     label = "real running list" if arm == "echo" else "scrambled running list (the control)"
     display(Markdown(f"**Memory arm `{arm}`: {label}, {N_BANDS} bands.**"))
-    arm_rows = policy_table_rows({name: summaries[arm, name] for name in RFT_POLICIES}, RFT_DESCRIPTIONS)
-    display(Markdown(markdown_table(pd.DataFrame(arm_rows))))
+    display(Markdown(markdown_table(pd.DataFrame(study.policy_rows(arm, RFT_DESCRIPTIONS)))))
 
 # %% [markdown]
 # ### What scrambling changes
@@ -205,20 +192,7 @@ for arm in ARMS:
 # policy that follows the list can move. Paired differences over bands, scrambled minus echo:
 
 # %%
-wide = episodes.pivot_table(index=["policy", "band"], columns="arm", values=["mean_occ", "memory_gain"])
-diff_rows = []
-for name in RFT_POLICIES:
-    per_band = wide.loc[name]
-    d_occ = mean_se(per_band["mean_occ", "scrambled"] - per_band["mean_occ", "echo"])
-    d_gain = mean_se(per_band["memory_gain", "scrambled"] - per_band["memory_gain", "echo"])
-    diff_rows.append(
-        {
-            "policy": name,
-            "Δ mean_occ (scrambled − echo) ± 1 s.e.": pm(d_occ.mean, d_occ.se),
-            "Δ memory_gain (scrambled − echo) ± 1 s.e.": pm(d_gain.mean, d_gain.se),
-        }
-    )
-display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
+display(Markdown(markdown_table(pd.DataFrame(study.scramble_rows))))
 
 # %% [markdown]
 # ## 2. Scan by scan: the late-versus-early rise is `memory_gain`
@@ -229,19 +203,14 @@ display(Markdown(markdown_table(pd.DataFrame(diff_rows))))
 # list, `echo_follower` (dashed) lies exactly on `accumulate`.
 
 # %%
-curves = (
-    scans[scans["policy"].isin(CURVE_POLICIES)]
-    .groupby(["arm", "policy", "scan"])["occ"]
-    .agg(["mean", "sem"])
-    .reset_index()
-)
+curves = study.curves
 colors = dict(zip(CURVE_POLICIES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
 line_style = {name: ("--", "s") if name == "echo_follower" else ("-", "o") for name in CURVE_POLICIES}
 fig, axes = plt.subplots(1, len(ARMS), figsize=(6.2 * len(ARMS), 4.6), sharey=True)
 for ax, arm in zip(np.atleast_1d(axes), ARMS, strict=True):
     for name in CURVE_POLICIES:
         line = curves[(curves["arm"] == arm) & (curves["policy"] == name)].sort_values("scan")
-        gain = summaries[arm, name]["memory_gain"]
+        gain = study.summary(arm, name).memory_gain
         ax.errorbar(
             line["scan"],
             line["mean"],
@@ -273,12 +242,7 @@ plt.show()
 # report size per scan for `echo_follower` in both arms, against `accumulate` (which ignores the list).
 
 # %%
-sizes = (
-    scans[scans["policy"].isin(["accumulate", "echo_follower"])]
-    .groupby(["arm", "policy", "scan"])["report_size"]
-    .agg(["mean", "sem"])
-    .reset_index()
-)
+sizes = study.sizes
 fig, ax = plt.subplots(figsize=(6.2, 3.6))
 for name in ["accumulate", "echo_follower"]:
     for arm in ARMS:
@@ -309,7 +273,7 @@ plt.show()
 # panel: available-IoU per scan, same policies and bands (echo arm).
 
 # %%
-echo_scans = scans[(scans["arm"] == "echo") & scans["policy"].isin(AVAIL_CURVE_POLICIES)]
+echo_scans = study.scans[(study.scans["arm"] == "echo") & study.scans["policy"].isin(AVAIL_CURVE_POLICIES)]
 metric_curves = echo_scans.groupby(["policy", "scan"])[["occ", "avail"]].agg(["mean", "sem"])
 fig, axes = plt.subplots(1, 2, figsize=(12.4, 4.6), sharey=True)
 avail_colors = dict(
@@ -352,39 +316,23 @@ plt.show()
 # `memory_gain`.
 
 # %%
-avail_rows = []
-for name in AVAIL_POLICIES:
-    sub = episodes[(episodes["arm"] == "echo") & (episodes["policy"] == name)]
-    occ_m, occ_se, _ = astuple(mean_se(sub["mean_occ"]))
-    av_m, av_se, _ = astuple(mean_se(sub["mean_avail"]))
-    g_m, g_se, _ = astuple(mean_se(sub["memory_gain"]))
-    ag_m, ag_se, _ = astuple(mean_se(sub["avail_gain"]))
-    avail_rows.append(
-        {
-            "policy": name,
-            "mean_occ ± 1 s.e.": pm(occ_m, occ_se, signed=False),
-            "memory_gain (occ) ± 1 s.e.": pm(g_m, g_se),
-            "mean_avail ± 1 s.e.": pm(av_m, av_se, signed=False),
-            "avail_gain ± 1 s.e.": pm(ag_m, ag_se),
-        }
-    )
-display(Markdown(markdown_table(pd.DataFrame(avail_rows))))
+display(Markdown(markdown_table(pd.DataFrame(study.available_rows(AVAIL_POLICIES)))))
 
 
 # %%
-occ_ratio = summaries["echo", "accumulate"]["mean_occ"] / summaries["echo", "memoryless"]["mean_occ"]
-avail_diff = summaries["echo", "accumulate"]["mean_avail"] - summaries["echo", "memoryless"]["mean_avail"]
+occ_ratio = study.summary("echo", "accumulate").mean_occ / study.summary("echo", "memoryless").mean_occ
+avail_diff = study.summary("echo", "accumulate").mean_avail - study.summary("echo", "memoryless").mean_avail
 display(
     Markdown(
-        f"An empty report already scores **{summaries['echo', 'empty']['mean_avail']:.3f}** available-IoU (the free "
+        f"An empty report already scores **{study.summary('echo', 'empty').mean_avail:.3f}** available-IoU (the free "
         f"share of the band) and **0** occupied-IoU. Going from `memoryless` to `accumulate` multiplies "
-        f"occupied-IoU by **{occ_ratio:.2f}** ({summaries['echo', 'memoryless']['mean_occ']:.3f} → "
-        f"{summaries['echo', 'accumulate']['mean_occ']:.3f}) but changes available-IoU by only "
-        f"**{r3(avail_diff):+.3f}** ({summaries['echo', 'memoryless']['mean_avail']:.3f} → "
-        f"{summaries['echo', 'accumulate']['mean_avail']:.3f}; paired 95% t interval over bands "
-        f"{interval(avail_low, avail_high, signed=True)}, so no difference beyond ±{avail_equiv.resolved:.3f}). Available-IoU moves only when the centres are right: "
-        f"`accumulate_denoised` reaches {summaries['echo', 'accumulate_denoised']['mean_avail']:.3f}, while dropping "
-        f"false alarms alone (`accumulate_filtered`) gives {summaries['echo', 'accumulate_filtered']['mean_avail']:.3f}."
+        f"occupied-IoU by **{occ_ratio:.2f}** ({study.summary('echo', 'memoryless').mean_occ:.3f} → "
+        f"{study.summary('echo', 'accumulate').mean_occ:.3f}) but changes available-IoU by only "
+        f"**{r3(avail_diff):+.3f}** ({study.summary('echo', 'memoryless').mean_avail:.3f} → "
+        f"{study.summary('echo', 'accumulate').mean_avail:.3f}; paired 95% t interval over bands "
+        f"{interval(av.avail_low, av.avail_high, signed=True)}, so no difference beyond ±{av.resolved:.3f}). Available-IoU moves only when the centres are right: "
+        f"`accumulate_denoised` reaches {study.summary('echo', 'accumulate_denoised').mean_avail:.3f}, while dropping "
+        f"false alarms alone (`accumulate_filtered`) gives {study.summary('echo', 'accumulate_filtered').mean_avail:.3f}."
     )
 )
 
@@ -399,14 +347,9 @@ display(
 # averaged over runs. The range column shows how much the permuted runs differ.
 
 # %%
-bench = {
-    name: evaluate_bench90(factory, runs=range(BENCH_RUNS), baseline=True, transcripts=True)
-    for name, factory in BENCH_POLICIES.items()
-}
-
-
+bench = run_bench_study(BENCH_RUNS, BRIDGE_POLICIES)
 display(Markdown(f"**Bench reference policies, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(Markdown(markdown_table(pd.DataFrame([bench90_row(n, r) for n, r in bench.items()]))))
+display(Markdown(markdown_table(pd.DataFrame(bench.bench_rows()))))
 
 # %% [markdown]
 # The same bench, answered by the RFT policies through the training-to-bench bridge (`RFTPolicyOnBench`,
@@ -416,15 +359,8 @@ display(Markdown(markdown_table(pd.DataFrame([bench90_row(n, r) for n, r in benc
 # report.
 
 # %%
-bridge = {
-    name: evaluate_bench90(
-        lambda name=name: RFTPolicyOnBench(RFT_POLICIES[name]()), runs=range(BENCH_RUNS), baseline=True,
-        transcripts=True,
-    )
-    for name in BRIDGE_POLICIES
-}
 display(Markdown(f"**RFT policies through the bridge, mean over permuted runs 0–{BENCH_RUNS - 1}.**"))
-display(Markdown(markdown_table(pd.DataFrame([bench90_row(f"rft:{n}", r) for n, r in bridge.items()]))))
+display(Markdown(markdown_table(pd.DataFrame(bench.bridge_rows()))))
 
 # %% [markdown]
 # Every bench episode above is kept in the run store (experiment `spectrum_bench90`, one run per policy):
@@ -432,8 +368,8 @@ display(Markdown(markdown_table(pd.DataFrame([bench90_row(f"rft:{n}", r) for n, 
 # its available-IoU as the reward.
 
 # %%
-kept = save_bench90_rollouts({**bench, **{f"rft:{n}": r for n, r in bridge.items()}})
-display(Markdown(f"Kept {sum(len(r.rollouts(0)) for r in kept)} bench episodes in {len(kept)} runs of `spectrum_bench90`."))
+kept = keep_bench90(bench)
+display(Markdown(f"Kept {kept.episodes} bench episodes in {kept.runs} runs of `spectrum_bench90`."))
 
 # %% [markdown]
 # ## 5. The env through eval-protocol (the bench-shaped Fireworks path, offline)
@@ -445,12 +381,8 @@ display(Markdown(f"Kept {sum(len(r.rollouts(0)) for r in kept)} bench episodes i
 # row, the env's own scoring of the same policy on the same band.
 
 # %%
-from rftlab.rollout.spectrum.eval_runner import run_bench_shaped_eval
-
 EP_ROWS = 2 if QUICK else 6
-ep_table = pd.concat(
-    [run_bench_shaped_eval(EP_ROWS, name) for name in ("memoryless", "accumulate")], ignore_index=True
-)
+ep_table = bench_shaped_eval(EP_ROWS, ("memoryless", "accumulate"))
 ep_columns = ["policy", "row_id", "ep_reward", "env_reward", "ep_memory_gain", "env_memory_gain", "match"]
 display(Markdown(markdown_table(ep_table[ep_columns])))
 display(
@@ -467,21 +399,17 @@ display(
 # (± 1 s.e.), never a 95% interval; the one 95% interval (available-IoU) is named as one.
 
 # %%
-follow_echo, follow_scr = summaries[ech, "echo_follower"], summaries[scr, "echo_follower"]
-gain_by_policy = {n: summaries[ech, n]["memory_gain"] for n in RFT_POLICIES}
+follow_echo, follow_scr = study.summary(ech, "echo_follower"), study.summary(scr, "echo_follower")
+gain_by_policy = {n: study.summary(ech, n).memory_gain for n in study.policies}
 top_gain = max(gain_by_policy, key=gain_by_policy.get)
-acc_curve = curves[(curves["arm"] == ech) & (curves["policy"] == "accumulate")].sort_values("scan")
-early_m, late_m = early_late(acc_curve["mean"].tolist())
+early_m, late_m = study.acc_early_late
 scr_sizes = sizes[(sizes["arm"] == scr) & (sizes["policy"] == "echo_follower")].sort_values("scan")["mean"]
-occupied_share = 1 - summaries["echo", "empty"]["mean_avail"]  # an empty report's available-IoU = free share
-acc_avail_gain = mean_se(episodes.query("arm == @ech and policy == 'accumulate'")["avail_gain"])
-b_av = {n: r["mean_available_iou"] for n, r in bench.items()}
-b_occ = {n: r["mean_occupied_iou"] for n, r in bench.items()}
-b_gain = {n: bench90_row(n, r)["normalized_gain"] for n, r in bench.items()}
-best_bench = max((n for n in b_av if n != "oracle"), key=b_av.get)
-best_bridge = max(bridge, key=lambda n: bridge[n]["mean_available_iou"])
-bridge90_gain = bench90_row(best_bridge, bridge[best_bridge])["normalized_gain"]
-bridge_oracle = bridge["oracle"]["mean_available_iou"]
+occupied_share = 1 - study.summary("echo", "empty").mean_avail  # an empty report's available-IoU = free share
+acc_avail_gain = study.acc_avail_gain
+b_acc, b_mem, b_empty = (bench.bench_score(n) for n in ("accumulate", "memoryless", "empty"))
+best_bench, best_bridge = bench.best_bench(), bench.best_bridge()
+best_bench_score, best_bridge_score = bench.bench_score(best_bench), bench.bridge_score(best_bridge)
+bridge_oracle = bench.bridge_score("oracle").available
 runs_text = f"{BENCH_RUNS} permuted run{'s' if BENCH_RUNS > 1 else ''}"
 
 
@@ -491,58 +419,58 @@ display(
             [
                 f"- **The RFT reward pays for memory, but also for report size.** `carpet`, which remembers "
                 f"nothing, earns {carpet_share:.0%} of `accumulate`'s occupied-IoU reward "
-                f"({summaries[ech, 'carpet']['reward']:.3f} against {summaries[ech, 'accumulate']['reward']:.3f}; "
+                f"({study.summary(ech, 'carpet').reward:.3f} against {study.summary(ech, 'accumulate').reward:.3f}; "
                 f"paired difference in mean occupied-IoU {pm(carpet_vs_acc.mean, carpet_vs_acc.se)}, ± 1 s.e. over "
                 "bands), so a rise in occupied-IoU can come from bigger reports rather than recall. Over "
                 f"{N_BANDS} bands, `memoryless` earns reward "
-                f"{summaries[ech, 'memoryless']['reward']:.3f} (mean occupied-IoU "
-                f"{summaries[ech, 'memoryless']['mean_occ']:.3f}, memory_gain "
-                f"{r3(summaries[ech, 'memoryless']['memory_gain']):+.3f}); `accumulate` earns "
-                f"{summaries[ech, 'accumulate']['reward']:.3f} (mean occupied-IoU "
-                f"{summaries[ech, 'accumulate']['mean_occ']:.3f}, memory_gain "
-                f"{pm(summaries[ech, 'accumulate']['memory_gain'], summaries[ech, 'accumulate']['memory_gain_se'])}); "
-                f"the oracle earns {summaries[ech, 'oracle']['reward']:.3f}. Following the real running list "
-                f"(`echo_follower`) earns {follow_echo['reward']:.3f}, the same as `accumulate`.",
+                f"{study.summary(ech, 'memoryless').reward:.3f} (mean occupied-IoU "
+                f"{study.summary(ech, 'memoryless').mean_occ:.3f}, memory_gain "
+                f"{r3(study.summary(ech, 'memoryless').memory_gain):+.3f}); `accumulate` earns "
+                f"{study.summary(ech, 'accumulate').reward:.3f} (mean occupied-IoU "
+                f"{study.summary(ech, 'accumulate').mean_occ:.3f}, memory_gain "
+                f"{pm(study.summary(ech, 'accumulate').memory_gain, study.summary(ech, 'accumulate').memory_gain_se)}); "
+                f"the oracle earns {study.summary(ech, 'oracle').reward:.3f}. Following the real running list "
+                f"(`echo_follower`) earns {follow_echo.reward:.3f}, the same as `accumulate`.",
                 f"- **The scan curve is the gain.** `accumulate` rises from {early_m:.3f} (mean of scans "
                 f"1–{HALF}) to {late_m:.3f} (scans {HALF + 1}–{NUM_SCANS}); `memoryless` and the oracle are flat.",
                 f"- **Scrambling removes part, not all, of the value of following the list.** With the scrambled "
-                f"list, `echo_follower` falls to reward {follow_scr['reward']:.3f} (mean occupied-IoU "
-                f"{follow_scr['mean_occ']:.3f}, from {follow_echo['mean_occ']:.3f}) and memory_gain "
-                f"{pm(follow_scr['memory_gain'], follow_scr['memory_gain_se'])} (from "
-                f"{r3(follow_echo['memory_gain']):+.3f}); policies that ignore the list do not move. It stays "
-                f"{relation(follow_scr['mean_occ'], summaries[ech, 'memoryless']['mean_occ'])} `memoryless` and keeps "
+                f"list, `echo_follower` falls to reward {follow_scr.reward:.3f} (mean occupied-IoU "
+                f"{follow_scr.mean_occ:.3f}, from {follow_echo.mean_occ:.3f}) and memory_gain "
+                f"{pm(follow_scr.memory_gain, follow_scr.memory_gain_se)} (from "
+                f"{r3(follow_echo.memory_gain):+.3f}); policies that ignore the list do not move. It stays "
+                f"{relation(follow_scr.mean_occ, study.summary(ech, 'memoryless').mean_occ)} `memoryless` and keeps "
                 f"a positive gain because the scrambled list has as many entries as the last report: obeying it "
                 f"grows the report from {scr_sizes.iloc[0]:.1f} centres at scan 1 to {scr_sizes.iloc[-1]:.1f} at "
                 f"scan {NUM_SCANS}, mostly at random positions, and with about {occupied_share:.0%} of each band "
                 f"occupied, random regions still cover transmitters (`carpet`, blind fixed tiles, reaches mean "
-                f"occupied-IoU {summaries[ech, 'carpet']['mean_occ']:.3f}). A model that learns to copy the list "
+                f"occupied-IoU {study.summary(ech, 'carpet').mean_occ:.3f}). A model that learns to copy the list "
                 f"in the control arm would show a positive memory_gain there too: read the control against "
                 f"this reference, not against zero.",
                 f"- **memory_gain is not value.** The largest gain belongs to `{top_gain}` "
                 f"({r3(gain_by_policy[top_gain]):+.3f}), whose mean occupied-IoU is only "
-                f"{summaries[ech, top_gain]['mean_occ']:.3f}; the oracle's gain is "
+                f"{study.summary(ech, top_gain).mean_occ:.3f}; the oracle's gain is "
                 f"{r3(gain_by_policy['oracle']):+.3f}. Read it next to mean_occ.",
                 f"- **carry_rate measures agreement with the list, not reading it.** `accumulate` never reads the "
-                f"list yet has carry_rate {summaries[ech, 'accumulate']['carry_rate']:.3f} with the real list "
-                f"(its own previous report) and {summaries[scr, 'accumulate']['carry_rate']:.3f} with the "
+                f"list yet has carry_rate {study.summary(ech, 'accumulate').carry_rate:.3f} with the real list "
+                f"(its own previous report) and {study.summary(scr, 'accumulate').carry_rate:.3f} with the "
                 f"scrambled one.",
                 f"- **Available-IoU is nearly blind to memory.** Empty, memoryless and accumulate score "
-                f"{summaries['echo', 'empty']['mean_avail']:.3f}, {summaries['echo', 'memoryless']['mean_avail']:.3f} and "
-                f"{summaries['echo', 'accumulate']['mean_avail']:.3f} available-IoU, against 0, "
-                f"{summaries['echo', 'memoryless']['mean_occ']:.3f} and {summaries['echo', 'accumulate']['mean_occ']:.3f} "
+                f"{study.summary('echo', 'empty').mean_avail:.3f}, {study.summary('echo', 'memoryless').mean_avail:.3f} and "
+                f"{study.summary('echo', 'accumulate').mean_avail:.3f} available-IoU, against 0, "
+                f"{study.summary('echo', 'memoryless').mean_occ:.3f} and {study.summary('echo', 'accumulate').mean_occ:.3f} "
                 f"occupied-IoU; accumulate − memoryless in available-IoU is {avail_claim}; "
                 f"the late − early change of `accumulate`'s available-IoU is "
                 f"{pm(acc_avail_gain.mean, acc_avail_gain.se)}. Only precise centres move it (`accumulate_denoised`: "
-                f"{summaries['echo', 'accumulate_denoised']['mean_avail']:.3f}).",
+                f"{study.summary('echo', 'accumulate_denoised').mean_avail:.3f}).",
                 f"- **The official bench says the same.** Over {runs_text}, `accumulate` scores available-IoU "
-                f"{b_av['accumulate']:.3f}, {relation(b_av['accumulate'], b_av['memoryless'])} `memoryless` "
-                f"({b_av['memoryless']:.3f}; normalized gain {r3(b_gain['accumulate']):+.3f}), while its "
-                f"occupied-IoU is {b_occ['accumulate']:.3f} against {b_occ['memoryless']:.3f}; the empty report "
-                f"scores {b_av['empty']:.3f} and the best non-oracle bench policy is `{best_bench}` "
-                f"({b_av[best_bench]:.3f}). Through the bridge the best RFT policy is `rft:{best_bridge}` "
-                f"({bridge[best_bridge]['mean_available_iou']:.3f}, normalized gain "
-                f"{r3(bridge90_gain):+.3f}), and the true centres at the fixed 8 MHz width "
-                f"(`rft:oracle`) score {bridge_oracle:.3f}, {relation(bridge_oracle, b_av['empty'])} the empty "
+                f"{b_acc.available:.3f}, {relation(b_acc.available, b_mem.available)} `memoryless` "
+                f"({b_mem.available:.3f}; normalized gain {r3(b_acc.normalized_gain):+.3f}), while its "
+                f"occupied-IoU is {b_acc.occupied:.3f} against {b_mem.occupied:.3f}; the empty report "
+                f"scores {b_empty.available:.3f} and the best non-oracle bench policy is `{best_bench}` "
+                f"({best_bench_score.available:.3f}). Through the bridge the best RFT policy is `rft:{best_bridge}` "
+                f"({best_bridge_score.available:.3f}, normalized gain "
+                f"{r3(best_bridge_score.normalized_gain):+.3f}), and the true centres at the fixed 8 MHz width "
+                f"(`rft:oracle`) score {bridge_oracle:.3f}, {relation(bridge_oracle, b_empty.available)} the empty "
                 f"report. A memory gain trained on the RFT variant should not be expected to show up as a large "
                 f"available-IoU gain on the bench.",
             ]

@@ -21,7 +21,7 @@
 # %% tags=["parameters"]
 import os
 
-from rftlab.runs.paths import SPECS_DIR, notebook_runs_root
+from rftlab.studies.spectrum_memory import SPECS_DIR, notebook_runs_root
 
 BACKEND = os.environ.get("RFTLAB_BACKEND", "local")  # "local" (simulated policy) or "fireworks"
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
@@ -51,86 +51,53 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from rftlab.analysis.compare import compare_runs, contrast_table
 from rftlab.analysis.display import fixed_digits_markdown, interval, number
-from rftlab.analysis.spectrum.plan import METRIC_LABELS
-from rftlab.analysis.spectrum.power import (
-    SEED_SIZES,
-    inflate,
-    inflation_to_floor,
-    power_slope,
-    seed_floor_scenarios,
-    seed_slopes,
-    size_for_power,
-    slope_power_by_size,
-    variance_components,
-)
-from rftlab.analysis.spectrum.study import (
-    arm_trend_rows,
-    compare_epochs,
-    epoch_series,
-    margin_against_arms,
-    replicate_pool,
-    residual_sd,
-    seed_comparison,
-    small_k_sensitivity,
-)
-from rftlab.launch.spectrum.preflight import spectrum_preflight
-from rftlab.policies.spectrum.simulated import PARAM_NAMES
-from rftlab.rollout.spectrum.ceilings import (
+from rftlab.studies.spectrum_memory import (
+    METRIC_LABELS,
+    METRICS,
+    POWER_GRIDS,
     SEED_CEILING_SOURCE,
     SEED_CEILINGS,
-    ceiling_table,
-    naive_ceiling_search,
+    SEED_SIZES,
+    calibration_rows,
+    ceilings,
+    design_power,
+    first_last_rows,
+    group_rows,
+    parameter_rows,
+    preflight_rows,
+    primary_epochs,
+    replicate_rows,
+    run_memory_report,
+    tiny_side_by_side,
 )
-from rftlab.studies.spectrum import (
-    TinyLMDesign,
-    audit_statement,
-    more_pairs,
-    run_memory_study,
-    run_tiny_lm_study,
-    simulation_truth,
-)
-from rftlab.training.spectrum.calibration import calibration_check
-from rftlab.training.spectrum.grpo import final_theta
-
-METRICS = ("memory_gain", "mean_occ", "carry")
-
 
 # %%
-study = run_memory_study(PLAN, SPEC_DIR, BACKEND, ROOT, SIZE_OVERRIDES)
+report = run_memory_report(PLAN, SPEC_DIR, BACKEND, ROOT, SIZE_OVERRIDES, TRUTH_PAIRS, MORE_PAIRS, TINY_LM)
+study = report.study
 plan = study.plan.plan
-runs, rollouts, specs = study.runs, study.rollouts, study.specs
-contrasts = {c.id: c for c in study.contrasts}
+runs, specs = study.runs, study.specs
 primary = study.primary
 confirmatory = [c for c in study.contrasts if c.planned.family == "confirmatory"]
 # The pre-registration audit (docs/statistics.md §8): a registered confirmatory contrast stays confirmatory
 # only when the plan's registration precedes every run it uses and the plan does not list it as seen before.
-statement = audit_statement(study)
+statement = report.statement
 audited = study.audit.contrasts
 audit_family = study.audited_family
 n_audited = sum(v.confirmatory for v in audited.values())
-ARM_ORDER = list(specs)
 BASE_ARMS = list(plan.arms)
 n_pairs = len(primary.fits)
 eps_mg = plan.epsilon("memory_gain")
 sim = "simulated policy" if BACKEND == "local" else f"backend {BACKEND}"
 
 
-seed_rows = seed_comparison(plan, rollouts)
-disagree = [r for r in seed_rows if not r["agree"]]
-sensitivity = small_k_sensitivity(plan, rollouts, study.contrasts)
-truth = simulation_truth(study, TRUTH_PAIRS, BACKEND, ROOT) if BACKEND == "local" else []
-more = (
-    more_pairs(study, MORE_PAIRS or n_pairs + 1, truth, BACKEND, ROOT) if BACKEND == "local" else None
-)
-more_primary = {r["id"]: r for r in more.rows}[primary.id] if more is not None else None
-tiny = run_tiny_lm_study(PLAN, SPEC_DIR, TinyLMDesign(**TINY_LM), ROOT) if BACKEND == "local" else None
-primary_sens = next(r for r in sensitivity if r["id"] == primary.id)
-trend_rows = arm_trend_rows(plan, rollouts, ARM_ORDER, METRICS)
-slope_of = {(r["arm"], r["metric"]): r["fit"] for r in trend_rows}
+seed_rows, sensitivity, truth, more, tiny = report.seed_rows, report.sensitivity, report.truth, report.more, report.tiny
+disagree = report.disagreements
+more_primary = report.more_pairs_of(primary.id)
+primary_sens = report.sensitivity_of(primary.id)
+trend_rows, slope_of = report.trend_rows, report.slope_of
 c_carry, bp_carry = slope_of["C", "carry"], slope_of["B_prime", "carry"]
-if contrasts["C-B_prime.carry"].claim:
+if study.contrast("C-B_prime.carry").claim:
     carry_reading = (
         f"C's carry-rate ({c_carry.slope:+.4f}/epoch) rises faster than B′'s ({bp_carry.slope:+.4f}/epoch)."
     )
@@ -170,8 +137,8 @@ else:
 # ## Summary
 
 # %%
-mg, occ_c, carry_c = primary, contrasts["C-B_prime.mean_occ"], contrasts["C-B_prime.carry"]
-b_probe, a_b = contrasts["B-probe.mean_occ"], contrasts["A-B.carry"]
+mg, occ_c, carry_c = primary, study.contrast("C-B_prime.mean_occ"), study.contrast("C-B_prime.carry")
+b_probe, a_b = study.contrast("B-probe.mean_occ"), study.contrast("A-B.carry")
 display(
     Markdown(
         "\n".join(
@@ -197,9 +164,9 @@ display(
                 f"{carry_reading}",
                 f"- **C − B′ mean occupied-IoU** [{audit_family(occ_c.id)}]: {occ_c.sentence(sim)}: {occ_c.verdict()}.",
                 f"- **B − probe occ** [{audit_family(b_probe.id)}] (the scrambled control against the untrained "
-                f"probe, same bands): {b_probe.sentence(sim)}: {b_probe.verdict()}. {margin_against_arms(b_probe, slope_of)}",
+                f"probe, same bands): {b_probe.sentence(sim)}: {b_probe.verdict()}. {report.margin_reading(b_probe)}",
                 f"- **A − B carry** [{audit_family(a_b.id)}] (explicit prompt, real vs scrambled list): "
-                f"{a_b.sentence(sim)}: {a_b.verdict()}. {margin_against_arms(a_b, slope_of)}",
+                f"{a_b.sentence(sim)}: {a_b.verdict()}. {report.margin_reading(a_b)}",
                 "",
                 "**Pre-registration, audited** (docs/statistics.md §8). The plan is "
                 + (
@@ -406,7 +373,7 @@ display(Markdown("**What the audit cannot show.** " + " ".join(statement.limits)
 # example that A starts above C) is an input of the simulation, not a finding.
 
 # %%
-calib = pd.DataFrame(calibration_check(rows=CALIBRATION_ROWS))
+calib = pd.DataFrame(calibration_rows(CALIBRATION_ROWS))
 display(fixed_digits_markdown(calib, digits=4))
 held = calib[calib["sample"].str.startswith("held-out")]
 calib_text = "; ".join(
@@ -424,14 +391,7 @@ display(Markdown(f"Held-out rows, other RNG seed (measured carry ± s.e. over ro
 # play; the stochastic policy's groups have reward variance; the epoch salt gives fresh bands.
 
 # %%
-preflight_rows = []
-for arm in BASE_ARMS:
-    rep = spectrum_preflight(specs[arm], rows=2, bands=8 if QUICK else 24)
-    preflight_rows.append(
-        {"arm": arm, "passed": "yes" if rep.passed else "NO"}
-        | {c["name"]: "ok" if c["passed"] else "FAIL" for c in rep.checks}
-    )
-display(fixed_digits_markdown(pd.DataFrame(preflight_rows)))
+display(fixed_digits_markdown(pd.DataFrame(preflight_rows(report, bands=8 if QUICK else 24))))
 
 # %% [markdown]
 # ## 4. The runs, and how many replicates
@@ -594,20 +554,15 @@ plt.show()
 # the fitted slope.
 
 # %%
-from rftlab.analysis.contrasts import paired_differences  # noqa: E402
-from rftlab.analysis.spectrum.study import metric_value  # noqa: E402
-
 fig, axes = plt.subplots(1, n_pairs, figsize=(4.6 * n_pairs, 3.8), sharey=True, squeeze=False)
-for ax, (seed, t_arm, c_arm, fit) in zip(axes[0], primary.fits, strict=True):
-    d = paired_differences(rollouts[t_arm], rollouts[c_arm], metric_value("memory_gain"))
-    epochs = np.arange(len(d.n_pairs_per_epoch))
-    means, half = d.epoch_means(), d.epoch_half_widths(plan.interval_level)
-    ax.errorbar(epochs, means, yerr=half, fmt="o", ms=4, capsize=3, color="C3", label="epoch mean ± 95% CI")
+for ax, pair in zip(axes[0], primary_epochs(report), strict=True):
+    epochs, fit = np.arange(len(pair.means)), pair.fit
+    ax.errorbar(epochs, pair.means, yerr=pair.half_widths, fmt="o", ms=4, capsize=3, color="C3", label="epoch mean ± 95% CI")
     ax.plot(epochs, fit.intercept + fit.slope * epochs, color="k", lw=1, label=f"slope {fit.slope:+.4f}/epoch")
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xticks(epochs)
     ax.set_xlabel("epoch")
-    ax.set_title(f"{t_arm} − {c_arm} (seed {seed})", fontsize=10)
+    ax.set_title(f"{pair.treatment} − {pair.control} (seed {pair.seed})", fontsize=10)
     ax.legend(fontsize=8)
 axes[0][0].set_ylabel("memory_gain difference (row-paired)")
 fig.suptitle(f"Primary contrast per epoch ({sim})")
@@ -623,31 +578,7 @@ plt.show()
 # (The fixed-effect pool that ignores τ² is shown for comparison only.)
 
 # %%
-rep_rows = []
-for metric in METRICS:
-    fits, pool = replicate_pool(plan, rollouts, "C", metric)
-    items = [("C alone", fits, pool)]
-    cc = contrasts[f"C-B_prime.{metric}"]
-    items.append(("C − B′", [(f"{t}−{c}", f) for _, t, c, f in cc.fits], cc.pooled))
-    for label, fs, p in items:
-        rep_rows.append(
-            {
-                "what": label,
-                "metric": METRIC_LABELS[metric],
-                "per-run slopes": ", ".join(f"{f.slope:+.4f}" for _, f in fs),
-                "k of n": p.agreement() if p else "1 run",
-                "pooled slope": p.estimate if p else fs[0][1].slope,
-                "95% CI (HK)": interval(*p.ci, signed=True, digits=4) if p else interval(*fs[0][1].slope_ci, signed=True, digits=4),
-                "τ²": p.tau2 if p else None,
-                "I²": p.i2 if p else None,
-                "Q": p.q if p else None,
-                "fixed-effect slope": p.fixed_estimate if p else None,
-                "fixed-effect 95% CI": interval(*(p.fixed_estimate - 1.96 * p.fixed_se, p.fixed_estimate + 1.96 * p.fixed_se), signed=True, digits=4)
-                if p
-                else None,
-            }
-        )
-display(fixed_digits_markdown(pd.DataFrame(rep_rows), digits=4))
+display(fixed_digits_markdown(pd.DataFrame(replicate_rows(report)), digits=4))
 
 # %% [markdown]
 # ## 7. Per-arm trends
@@ -666,7 +597,7 @@ trend_table = trend_table.rename(columns={"ci": f"{plan.interval_level:.0%} CI",
 display(fixed_digits_markdown(trend_table, digits=4))
 
 # %%
-series = {arm: epoch_series(rolls, ["mean_occ", "carry", "memory_gain"]) for arm, rolls in rollouts.items()}
+series = report.series
 echo_arms = [a for a in BASE_ARMS if specs[a].memory in ("echo", "scrambled")]
 notepad_arms = [a for a in BASE_ARMS if specs[a].memory == "notepad"]
 panels = [
@@ -704,15 +635,7 @@ plt.show()
 # `report.*` adding current peaks, `read`/`write` the notepad (arms D, D_cost only).
 
 # %%
-param_rows = []
-for arm in ARM_ORDER:
-    first = runs[arm].metrics()[0]
-    last_theta = final_theta(runs[arm])
-    row = {"arm": arm}
-    for i, name in enumerate(PARAM_NAMES):
-        row[name] = f"{first[f'theta.{name}']:+.2f} → {last_theta[i]:+.2f}"
-    param_rows.append(row)
-display(fixed_digits_markdown(pd.DataFrame(param_rows)))
+display(fixed_digits_markdown(pd.DataFrame(parameter_rows(report))))
 
 # %% [markdown]
 # ## 8. Beside the seed: its own reading (first → last epoch) and ours
@@ -751,20 +674,7 @@ display(
 # and the share of zero-variance groups (which give no gradient). Descriptive.
 
 # %%
-group_rows = []
-for arm in ARM_ORDER:
-    mets = runs[arm].metrics()
-    corr = [m["within_group_corr_carry_reward"] for m in mets if m["within_group_corr_carry_reward"] is not None]
-    group_rows.append(
-        {
-            "arm": arm,
-            "corr(carry, reward), epoch 0": mets[0]["within_group_corr_carry_reward"],
-            "corr, mean over epochs": float(np.mean(corr)) if corr else None,
-            "within-group reward sd": float(np.mean([m["within_group_reward_sd"] for m in mets])),
-            "zero-variance groups": float(np.mean([m["frac_zero_variance_groups"] for m in mets])),
-        }
-    )
-display(fixed_digits_markdown(pd.DataFrame(group_rows)))
+display(fixed_digits_markdown(pd.DataFrame(group_rows(report))))
 
 # %% [markdown]
 # ## 10. Epoch 0 against the final epoch, per arm
@@ -777,28 +687,7 @@ display(fixed_digits_markdown(pd.DataFrame(group_rows)))
 # left unadjusted: read them as descriptions.
 
 # %%
-cmp_rows = []
-for arm in ARM_ORDER:
-    first, last = rollouts[arm][0], rollouts[arm][-1]
-    for metric in ("memory_gain", "carry"):
-        u = compare_epochs(first, last, metric)
-        if u is None:
-            continue
-        test_id = f"first-vs-last.{arm}.{metric}"
-        cmp_rows.append(
-            {
-                "arm": arm,
-                "metric": METRIC_LABELS[metric],
-                "test": f"{plan.family_of(test_id)} (rows {u['n_first']}/{u['n_last']})",
-                "epoch 0": u["mean_first"],
-                "final": u["mean_last"],
-                "diff": u["diff"],
-                "Welch t": u["welch_t"],
-                "Welch p": u["welch_p"],
-                "Mann–Whitney p": u["mannwhitney_p"],
-            }
-        )
-display(fixed_digits_markdown(pd.DataFrame(cmp_rows)))
+display(fixed_digits_markdown(pd.DataFrame(first_last_rows(report))))
 
 # %% [markdown]
 # ## 11. Ceilings: what the published numbers are
@@ -808,29 +697,25 @@ display(fixed_digits_markdown(pd.DataFrame(cmp_rows)))
 # (rows `bl0_<i>`, unsalted), every policy on the same bands; ± is one standard error over bands.
 
 # %%
-ceil_rows = [f"bl0_{i}" for i in range(CEILING_BANDS)]
-ceil = pd.DataFrame(ceiling_table(ceil_rows))
+ceiling = ceilings(CEILING_BANDS)
+ceil = pd.DataFrame(ceiling.table)
 display(
     fixed_digits_markdown(
         ceil[["policy", "description", "mean_occ", "mean_occ_se", "early_occ", "late_occ", "memory_gain", "report_size"]],
         digits=4,
     )
 )
-occ_of = dict(zip(ceil["policy"], ceil["mean_occ"], strict=True))
-se_of = dict(zip(ceil["policy"], ceil["mean_occ_se"], strict=True))
-avg_gap = (occ_of["averaging"] - SEED_CEILINGS["+ centre denoising"]) / se_of["averaging"]
-filt_gap = (occ_of["accumulate_nodedupe_filtered"] - SEED_CEILINGS["+ perfect false-alarm filtering"]) / se_of[
-    "accumulate_nodedupe_filtered"
-]
+avg_gap = ceiling.gap("averaging", "+ centre denoising")
+filt_gap = ceiling.gap("accumulate_nodedupe_filtered", "+ perfect false-alarm filtering")
 display(
     Markdown(
         f"**The 0.549 ceiling is the averaging policy.** Upstream's memo defines it as accumulate + perfect "
         f"false-alarm filter + centre averaging ({SEED_CEILING_SOURCE}). That is our `averaging` policy: "
-        f"{occ_of['averaging']:.4f} ± {se_of['averaging']:.4f} on {CEILING_BANDS} bands, {avg_gap:+.1f} s.e. from "
+        f"{ceiling.mean_occ('averaging'):.4f} ± {ceiling.se('averaging'):.4f} on {CEILING_BANDS} bands, {avg_gap:+.1f} s.e. from "
         f"0.549. The project's own earlier reading of the definition (docs/spectrum.md §B.12: the true centres of "
-        f"the detected channels, `true_centre`) gives {occ_of['true_centre']:.3f}; that reading, not upstream's "
+        f"the detected channels, `true_centre`) gives {ceiling.mean_occ('true_centre'):.3f}; that reading, not upstream's "
         f"number, was wrong. The filter ceiling 0.513 matches `accumulate_nodedupe_filtered` "
-        f"({occ_of['accumulate_nodedupe_filtered']:.4f}, {filt_gap:+.1f} s.e.)."
+        f"({ceiling.mean_occ('accumulate_nodedupe_filtered'):.4f}, {filt_gap:+.1f} s.e.)."
     )
 )
 
@@ -841,7 +726,7 @@ display(
 # scheme that explains the published ladder must give about 0.447 naive and 0.513 filtered.
 
 # %%
-search = pd.DataFrame(naive_ceiling_search(ceil_rows))
+search = pd.DataFrame(ceiling.search)
 display(fixed_digits_markdown(search, digits=4))
 inside = search[search["within 0.447 ± 0.042"]]
 literal = search.set_index("scheme").loc["first16"]
@@ -876,24 +761,8 @@ display(
 # about the seed's Fireworks design (one run per arm, epoch means), not about the contrasts above.
 
 # %%
-comps = {m: variance_components(rollouts["C"][0], "mean_occ" if m == "mean_occ" else "carry_rate") for m in ("mean_occ", "carry")}
-probe_comps = {m: variance_components(rollouts["probe"][0], "mean_occ" if m == "mean_occ" else "carry_rate") for m in ("mean_occ", "carry")}
-R, K = specs["probe"].rows, specs["probe"].response_candidates
-check_rows = []
-for m in ("mean_occ", "carry"):
-    predicted = probe_comps[m].epoch_sd(R, K)
-    observed = residual_sd(series["probe"][m]["mean"])
-    check_rows.append(
-        {
-            "metric": METRIC_LABELS[m],
-            "σ²_b (probe, epoch 0)": probe_comps[m].sigma2_between,
-            "σ²_w (probe, epoch 0)": probe_comps[m].sigma2_within,
-            "predicted epoch sd (probe sizes)": predicted,
-            "observed probe residual sd": observed,
-            "ratio": observed / predicted,
-        }
-    )
-display(fixed_digits_markdown(pd.DataFrame(check_rows), digits=5))
+power = design_power(report, POWER_NSIM)
+display(fixed_digits_markdown(pd.DataFrame(power.check_rows), digits=5))
 
 # %% [markdown]
 # The simulated policy's noise is binomial choice noise on one band plus band-to-band spread; an LLM's
@@ -904,63 +773,22 @@ display(fixed_digits_markdown(pd.DataFrame(check_rows), digits=5))
 # read two ways: first→last epoch (change / 11) and early→late half means (change / 6).
 
 # %%
-slopes = seed_slopes(SEED_SIZES["epochs"])
-floors = seed_floor_scenarios(SEED_SIZES["epochs"])
-scenarios = {"simulation": comps}
-factors = {}
-for name, floor_sd in floors.items():
-    factors[name] = inflation_to_floor(comps["mean_occ"], floor_sd, SEED_SIZES["rows"], SEED_SIZES["candidates"])
-    scenarios[name] = {m: inflate(c, factors[name]) for m, c in comps.items()}
-metric_key = {"mean_occ": "mean_occ", "carry": "carry_rate"}
-power_rows = []
-for scen, cc in scenarios.items():
-    for m in ("carry", "mean_occ"):
-        for reading, slope in slopes[metric_key[m]].items():
-            power_rows.append(
-                {
-                    "noise": scen,
-                    "metric": METRIC_LABELS[m],
-                    "slope reading": reading,
-                    "slope / epoch": slope,
-                    "epoch sd at seed sizes": cc[m].epoch_sd(SEED_SIZES["rows"], SEED_SIZES["candidates"]),
-                    "power (48×12×12, 1 run)": power_slope(slope, cc[m], nsim=POWER_NSIM, **SEED_SIZES),
-                }
-            )
-power_table = pd.DataFrame(power_rows)
+power_table = pd.DataFrame(power.power_rows)
 display(
     Markdown(
         "Variance factors over the simulation: "
-        + "; ".join(f"{name} ×{f:.1f} (epoch sd of occ {floors[name]:.4f})" for name, f in factors.items())
+        + "; ".join(f"{name} ×{f:.1f} (epoch sd of occ {power.floors[name]:.4f})" for name, f in power.factors.items())
         + "."
     )
 )
 display(fixed_digits_markdown(power_table, digits=4))
 
 # %%
-GRIDS = {
-    "rows": [4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384],
-    "candidates": [2, 4, 6, 8, 12, 16, 24, 32, 48, 64],
-    "epochs": [4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48],
-    "runs": [1, 2, 3, 4, 5, 6, 8, 10],
-}
-curve_rows = []
-need_rows = []
-for scen, cc in scenarios.items():
-    for m in ("carry", "mean_occ"):
-        slope = slopes[metric_key[m]]["first_to_last"]
-        row = {"noise": scen, "metric": METRIC_LABELS[m], "slope / epoch": slope}
-        for factor_name, grid in GRIDS.items():
-            n = size_for_power(slope, cc[m], factor_name, grid, nsim=POWER_NSIM)
-            row[f"{factor_name} for 80%"] = n if n is not None else f">{grid[-1]}"
-        need_rows.append(row)
-        for factor_name in ("rows", "candidates", "epochs", "runs"):
-            for r in slope_power_by_size(slope, cc[m], factor_name, GRIDS[factor_name][::2], nsim=POWER_NSIM):
-                curve_rows.append({"noise": scen, "metric": METRIC_LABELS[m], "factor": factor_name, "value": r[factor_name], "power": r["power"]})
 display(Markdown("**Sizes for 80% power** at the seed's C-arm slopes (first→last reading), one factor varied, the others at 48 rows × 12 candidates × 12 epochs × 1 run:"))
-display(fixed_digits_markdown(pd.DataFrame(need_rows), digits=4))
+display(fixed_digits_markdown(pd.DataFrame(power.need_rows), digits=4))
 
 # %%
-curves = pd.DataFrame(curve_rows)
+curves = pd.DataFrame(power.curve_rows)
 fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), sharey=True)
 for ax, factor_name in zip(axes, ("rows", "candidates", "epochs", "runs"), strict=True):
     for (scen, m), grp in curves[curves["factor"] == factor_name].groupby(["noise", "metric"]):
@@ -968,7 +796,7 @@ for ax, factor_name in zip(axes, ("rows", "candidates", "epochs", "runs"), stric
     ax.axhline(0.8, color="grey", lw=0.8)
     ax.axvline(SEED_SIZES[factor_name], color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
-    ticks = GRIDS[factor_name][::2]
+    ticks = POWER_GRIDS[factor_name][::2]
     ax.set_xticks(ticks, [str(v) for v in ticks])
     ax.minorticks_off()
     ax.set_xlabel(f"{factor_name} (log scale)")
@@ -982,9 +810,9 @@ plt.show()
 # ## 13. Findings (each from a measured contrast; all from the simulated policy)
 
 # %%
-c_probe = contrasts["C-probe.mean_occ"]
-d_cost_mg = contrasts["D_cost-D.memory_gain"]
-c_rep_fits, c_rep_pool = replicate_pool(plan, rollouts, "C", "memory_gain")
+c_probe = study.contrast("C-probe.mean_occ")
+d_cost_mg = study.contrast("D_cost-D.memory_gain")
+c_rep_fits, c_rep_pool = report.c_replicates["memory_gain"]
 c_rep_text = (
     f"{c_rep_pool.agreement()} with a CI above 0 (pooled {c_rep_pool.estimate:+.4f} {interval(*c_rep_pool.ci, signed=True, digits=4)}, "
     f"τ² = {c_rep_pool.tau2:.2g}, I² = {c_rep_pool.i2:.0%})"
@@ -1028,7 +856,7 @@ lines = [
     f"- **Inputs, not findings**: the prompt variants' starting carry-rates were set to the seed's 0.97 and 0.89 "
     f"(held-out check: {calib_text}); the level difference between A and C follows from that calibration.",
     f"- **Ceilings**: 0.549 is accumulate + perfect false-alarm filter + centre averaging (upstream memo), our "
-    f"`averaging` {occ_of['averaging']:.4f} ± {se_of['averaging']:.4f}; the naive 0.447 is not reproduced by any "
+    f"`averaging` {ceiling.mean_occ('averaging'):.4f} ± {ceiling.se('averaging'):.4f}; the naive 0.447 is not reproduced by any "
     f"scheme tried (the literal one gives {literal['naive mean occ']:.3f}).",
 ]
 display(Markdown("\n".join(lines)))
@@ -1104,7 +932,6 @@ if tiny_ran:
     fig.suptitle("Tiny language model (0.1 M parameters), arms of the memory study through the Tinker API")
     fig.tight_layout()
     plt.show()
-    side = compare_runs([tiny.runs["C"], tiny.runs["B_prime"]], metric="reward")
     display(
         Markdown(
             "**C and B′ of seed 0 side by side** (`rftlab runs compare`, the same function; a tiny language model; "
@@ -1112,7 +939,7 @@ if tiny_ran:
             "rows as clusters, so it also checks that the two arms saw the same bands):"
         )
     )
-    display(fixed_digits_markdown(pd.DataFrame(contrast_table(side)), digits=4))
+    display(fixed_digits_markdown(pd.DataFrame(tiny_side_by_side(tiny)), digits=4))
 
 # %%
 if tiny_ran:

@@ -116,8 +116,10 @@ def test_every_allowed_exception_is_still_needed():
 
 
 def families(root: Path = SRC, package: str = "rftlab") -> tuple[str, ...]:
-    """The families: one per study driver (``rftlab/studies/<family>.py``)."""
-    return tuple(sorted(p.stem for p in (root / package / "studies").glob("*.py") if p.stem != "__init__"))
+    """The families: one per study driver (``rftlab/studies/<family>.py``). A driver module named
+    ``<family>_<part>.py`` (``spectrum_memory``) is a part of that family's driver, not a family."""
+    stems = {p.stem for p in (root / package / "studies").glob("*.py") if p.stem != "__init__"}
+    return tuple(sorted(s for s in stems if not any(s.startswith(f + "_") for f in stems - {s})))
 
 
 def all_modules(root: Path = SRC, package: str = "rftlab") -> list[str]:
@@ -247,10 +249,10 @@ def test_downward_and_same_layer_imports_pass(tmp_path):
 
 
 # Notebooks call their study driver and format its typed results: besides ``rftlab.studies.*`` they import
-# only the display helpers (``rftlab.analysis.display``: numbers and tables as text). Notebook 03 is held
-# to it; the others still import lower layers (issue 34).
+# only the display helpers (``rftlab.analysis.display``: numbers and tables as text). Every notebook listed
+# here is held to it.
 NOTEBOOK_DISPLAY_HELPERS = ("rftlab.analysis.display",)
-TYPED_NOTEBOOKS = ("00_methods.py", "03_gs1.py", "06_poker.py")
+TYPED_NOTEBOOKS = ("00_methods.py", "01_spectrum_env.py", "02_memory.py", "03_gs1.py", "06_poker.py")
 
 
 def notebook_rftlab_imports(path: Path) -> list[tuple[int, str]]:

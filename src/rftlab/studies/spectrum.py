@@ -7,8 +7,8 @@ reports the newest run of a spec. ``run_memory_study`` runs the whole memory stu
 describes (every arm, then as many replicate pairs as the plan's design-power rule asks for), computes
 the plan's contrasts and audits its pre-registration (``plan_audit``, docs/statistics.md §8): the plan
 must be a registered version (``load_registered_plan``), and each run it launches records the plan's
-hash. ``save_bench90_rollouts`` keeps the episodes of bench90 evaluations in the run
-store for ``rftlab view``. Bad input raises ``ValueError``.
+hash. ``save_bench90_rollouts`` (from ``rftlab.studies.spectrum_env``) keeps the episodes of bench90
+evaluations in the run store for ``rftlab view``. Bad input raises ``ValueError``.
 
 The family's modules, layer by layer (``tests/test_layers.py`` keeps this list complete):
 
@@ -25,7 +25,9 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - launch: ``rftlab.launch.spectrum`` (arm spec, preflight, local launcher, Tinker launcher)
 - analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
   episode summaries)
-- studies: ``rftlab.studies.spectrum``
+- studies: ``rftlab.studies.spectrum``, ``rftlab.studies.spectrum_env`` (the environment study of
+  notebook 01, bench90 rollouts), ``rftlab.studies.spectrum_memory`` (what notebook 02 reads of the memory
+  study)
 - cli: ``rftlab.cli.spectrum``
 """
 
@@ -59,6 +61,8 @@ from rftlab.runs.registration import (
     git_toplevel,
     require_registered,
 )
+from rftlab.studies.spectrum_env import BENCH90_EXPERIMENT as BENCH90_EXPERIMENT
+from rftlab.studies.spectrum_env import save_bench90_rollouts as save_bench90_rollouts
 from rftlab.types import RunRef, RunStatus
 
 
@@ -590,44 +594,3 @@ def run_tiny_lm_study(
     analysed = restrict_plan(restricted, design.arms, design.epochs, design.pairs, drop=dropped)
     contrasts = study_contrasts(analysed, rollouts)
     return TinyLMStudy(design, loaded, analysed, warm, specs, runs, rollouts, contrasts, dropped)
-
-
-BENCH90_EXPERIMENT = "spectrum_bench90"
-_BENCH_RECORD_KEYS = (
-    "mean_available_iou",
-    "mean_occupied_iou",
-    "learning_delta",
-    "normalized_gain",
-    "warnings",
-)
-
-
-def save_bench90_rollouts(
-    results: Mapping[str, Mapping[str, Any]], root: str | Path | None = None
-) -> list[Run]:
-    """Keep bench90 episodes in the run store (experiment ``spectrum_bench90``, one finished run per
-    policy, arm ``accumulate`` or ``rft-accumulate`` for ``rft:accumulate``): ``results`` maps a policy
-    name to its ``evaluate_bench90(..., transcripts=True)`` result; each permuted run becomes one rollout
-    with its transcript, its available-IoU as the reward, and its summary numbers. Runs with the same
-    policy and permuted runs are reused. Returns the runs."""
-    store = RunStore(root if root is not None else runs_root())
-    saved = []
-    for name, result in results.items():
-        episodes = result.get("runs") or []
-        if not episodes or any("messages" not in e for e in episodes):
-            raise ValueError(
-                f"{name}: no transcripts to keep; evaluate with evaluate_bench90(..., transcripts=True)"
-            )
-        spec = {"policy": name, "runs": [e["run_index"] for e in episodes], "baseline": "baseline" in result}
-        records = [
-            {
-                "row_id": f"bench90-run{e['run_index']}",
-                "reward": e["mean_available_iou"],
-                **{k: e[k] for k in _BENCH_RECORD_KEYS if k in e},
-                "messages": e["messages"],
-            }
-            for e in episodes
-        ]
-        run, _ = store.record_rollouts(BENCH90_EXPERIMENT, name.replace(":", "-"), spec, records)
-        saved.append(run)
-    return saved
