@@ -62,6 +62,33 @@ def test_cluster_robust_slope_equals_statsmodels_cluster_ols():
     assert fit.df_resid == rows - 1
 
 
+def _cr1_by_hand(x, y, g):
+    """The CR1 sandwich written out (the project's formula before it called statsmodels): the
+    regression check that statsmodels' estimator is still the one the docs describe."""
+    codes = np.unique(g, return_inverse=True)[1]
+    n_groups, n = codes.max() + 1, x.size
+    design = np.column_stack([np.ones(n), x])
+    bread = np.linalg.inv(design.T @ design)
+    coef = bread @ design.T @ y
+    scores = np.zeros((n_groups, 2))
+    np.add.at(scores, codes, design * (y - design @ coef)[:, None])
+    cov = n_groups / (n_groups - 1) * (n - 1) / (n - 2) * bread @ (scores.T @ scores) @ bread
+    se = math.sqrt(cov[1, 1])
+    from scipy import stats as sps
+
+    return coef[0], coef[1], se, 2 * sps.t.sf(abs(coef[1]) / se, n_groups - 1)
+
+
+def test_cluster_robust_slope_equals_the_cr1_sandwich_written_out():
+    rng = np.random.default_rng(11)
+    x = np.tile(np.arange(6, dtype=float), 7)
+    g = np.repeat([f"row{i}" for i in range(7)], 6)  # labels, not codes
+    y = 0.02 * x + rng.normal(0, 0.1, x.size) + np.repeat(rng.normal(0, 0.2, 7), 6)
+    got = cluster_robust_slope(x, y, g)
+    assert got[:4] == pytest.approx(_cr1_by_hand(x, y, g), rel=1e-10)
+    assert got[4] == 7
+
+
 def test_known_contrast_is_recovered_and_band_luck_cancels_when_bands_are_shared():
     rng = np.random.default_rng(7)
     epochs, rows, cands = 12, 48, 12

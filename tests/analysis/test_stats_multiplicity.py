@@ -117,6 +117,14 @@ def test_one_data_set_can_pass_or_not_depending_on_the_seed():
     )
 
 
+def test_holm_adjust_on_a_hand_case():
+    from rftlab.analysis.multiplicity import holm_adjust
+
+    # sorted 0.01, 0.03, 0.04 -> 3·0.01, 2·0.03, 1·0.04 = 0.03, 0.06, 0.04 -> running max 0.03, 0.06, 0.06
+    assert holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], rel=1e-12)
+    assert holm_adjust([0.6, 0.5]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
 def test_holm_adjust_equals_statsmodels_multipletests():
     from statsmodels.stats.multitest import multipletests
 

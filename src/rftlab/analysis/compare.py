@@ -357,7 +357,9 @@ def cluster_robust_mean(
 ) -> tuple[float, float, tuple[float, float], float, int]:
     """Mean of ``d`` with the CR1 cluster-robust standard error (``groups`` the clusters):
     ``se² = G/(G−1) · Σ_g (Σ_{i∈g} (d_i − d̄))² / N²``; interval and two-sided ``p`` on ``t(G − 1)``.
-    Returns ``(mean, se, ci, p, G)``; the OLS of ``d`` on a constant with ``cov_type="cluster"``."""
+    Returns ``(mean, se, ci, p, G)``: the OLS of ``d`` on a constant with ``cov_type="cluster"``, written
+    out because statsmodels' least-squares solve leaves rounding noise in the mean (1.0000000000000002 for
+    a mean of exactly 1); the test checks the two agree to 1e-12."""
     dv = np.asarray(d, dtype=float)
     labels, codes = np.unique(np.asarray(groups), return_inverse=True)
     g, n = labels.size, dv.size

@@ -11,8 +11,8 @@ the pairs are independent draws and the difference is still unbiased, only noisi
 ``contrast_slope`` fits ``d[row, epoch] = a + b·epoch`` by OLS and gives ``b`` a cluster-robust (CR1)
 standard error with the row as the cluster and ``t`` on ``G − 1`` degrees of freedom (``G`` rows): rows
 are the unit, epochs of a row may be correlated (they share a band when bands are not salted), rollouts
-never count as independent. It is the statsmodels ``cov_type="cluster"`` estimator with ``use_t=True``,
-written out so the test can compare the two. ``slope_flatness`` (``rftlab.analysis.trends``) reads the
+never count as independent. The fit is statsmodels' OLS with ``cov_type="cluster"`` and ``use_t=True``
+(``cluster_robust_slope``). ``slope_flatness`` (``rftlab.analysis.trends``) reads the
 result for an equivalence verdict within ``±epsilon``.
 
 **Random-effects pooling.** ``random_effects_pool`` combines one estimate per replicate run with
@@ -21,7 +21,10 @@ Jonkman interval (``t`` on ``k − 1`` degrees of freedom), which keeps its leve
 normal interval does not. ``k of n`` is reported beside it: how many runs' own intervals exclude 0 on the
 pooled estimate's side. With few runs the Hartung–Knapp scale ``q`` can fall below 1 and make the interval
 narrower than the fixed-effect one; ``truncate=True`` gives the truncated variant (``q* = max(1, q)``,
-Knapp & Hartung 2003; recommended as a sensitivity analysis for small ``k``).
+Knapp & Hartung 2003; recommended as a sensitivity analysis for small ``k``). It is written out, not
+statsmodels' ``combine_effects``: with ``method_re="dl"`` that one does not floor ``τ²`` at 0 (statsmodels
+0.15), so where ``Q < k − 1`` its pooled estimate is not DerSimonian–Laird's. Where ``Q ≥ k − 1`` the two
+agree (``tests/analysis/test_contrasts.py``).
 """
 
 from __future__ import annotations
@@ -165,9 +168,11 @@ class ContrastFit:
 def cluster_robust_slope(
     x: Sequence[float], y: Sequence[float], groups: Sequence[Any], level: float = 0.95
 ) -> tuple[float, float, float, float, int]:
-    """OLS of ``y`` on ``[1, x]`` with the CR1 cluster-robust covariance:
+    """OLS of ``y`` on ``[1, x]`` with the CR1 cluster-robust covariance (statsmodels' ``cov_type="cluster"``):
     ``V = c·(X'X)⁻¹ (Σ_g X_g'u_g u_g'X_g) (X'X)⁻¹``, ``c = G/(G−1)·(N−1)/(N−2)``.
     Returns ``(intercept, slope, slope_se, p_value, G)``; ``p`` is two-sided on ``t(G−1)``."""
+    import statsmodels.api as sm
+
     xv = np.asarray(x, dtype=float)
     yv = np.asarray(y, dtype=float)
     g = np.asarray(groups)
@@ -176,27 +181,15 @@ def cluster_robust_slope(
     if not (np.all(np.isfinite(xv)) and np.all(np.isfinite(yv))):
         raise ValueError("x and y must be finite")
     labels, codes = np.unique(g, return_inverse=True)
-    n_groups, n = labels.size, xv.size
-    if n_groups < 2:
+    if labels.size < 2:
         raise ValueError("need at least 2 clusters (rows) for a cluster-robust standard error")
     if np.ptp(xv) == 0:
         raise ValueError("x is constant; no slope can be fitted")
-    design = np.column_stack([np.ones(n), xv])
-    bread = np.linalg.inv(design.T @ design)
-    coef = bread @ design.T @ yv
-    resid = yv - design @ coef
-    scores = np.zeros((n_groups, 2))
-    np.add.at(scores, codes, design * resid[:, None])
-    meat = scores.T @ scores
-    c = n_groups / (n_groups - 1) * (n - 1) / (n - 2)
-    cov = c * bread @ meat @ bread
-    se = float(math.sqrt(max(cov[1, 1], 0.0)))
-    slope = float(coef[1])
-    if se > 0:
-        p = float(2 * sps.t.sf(abs(slope) / se, n_groups - 1))
-    else:
-        p = 0.0 if slope != 0 else 1.0
-    return float(coef[0]), slope, se, p, int(n_groups)
+    design = np.column_stack([np.ones(xv.size), xv])
+    fit = sm.OLS(yv, design).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
+    slope, se = float(fit.params[1]), float(fit.bse[1])
+    p = float(fit.pvalues[1]) if se > 0 else (0.0 if slope != 0 else 1.0)
+    return float(fit.params[0]), slope, se, p, int(labels.size)
 
 
 def contrast_slope(diffs: PairedDifferences, level: float = 0.95) -> ContrastFit:

@@ -6,6 +6,11 @@ under-cover: about 88% actual coverage at n = 5) and 1.96 from there on (the spe
 ``mean_interval_quantile`` says which one a given n gets. Pass ``z`` explicitly to force a quantile.
 Both are two-sided, level ≈ 95%, and the replication unit is whatever the caller passes (cases,
 items) — never the rollouts inside one case.
+
+The Wilson formula stays written out. statsmodels' ``proportion_confint(method="wilson")`` takes a level,
+not ``z``, and uses the exact quantile 1.959964. The arena spec's constant is 1.96, and no level maps back
+to it exactly (``norm.isf`` returns 1.9599999999999997). At the exact quantile the two agree to 1e-12
+(``tests/analysis/test_stats_intervals.py``).
 """
 
 from __future__ import annotations

@@ -42,20 +42,17 @@ _CHUNK = 2500
 
 
 def holm_adjust(p_values: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values, in the order given: with the p-values sorted ascending,
-    ``adj_(j) = max_{i <= j} min(1, (m − i + 1)·p_(i))``. Reject hypothesis j at level alpha iff
-    ``adj_j < alpha``."""
+    """Holm's step-down adjusted p-values, in the order given (statsmodels' ``multipletests``, method
+    ``"holm"``): with the p-values sorted ascending, ``adj_(j) = max_{i <= j} min(1, (m − i + 1)·p_(i))``.
+    Reject hypothesis j at level alpha iff ``adj_j < alpha``."""
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
     if p.ndim != 1 or p.size == 0:
         raise ValueError("need a non-empty list of p-values")
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError("p-values must lie in [0, 1]")
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted = np.empty(m)
-    adjusted[order] = np.maximum.accumulate(stepped)
-    return adjusted
+    return np.asarray(multipletests(p, method="holm")[1], dtype=float)
 
 
 def look_alphas(alpha: float, n_looks: int, weights: Sequence[float] | None = None) -> np.ndarray:
