@@ -307,10 +307,10 @@ def test_resumed_local_run_has_the_weights_of_an_uninterrupted_one(tmp_path, mon
     from tinker_cookbook.tokenizer_utils import get_tokenizer
 
     from rftlab.envs.gs1.task import local_task
-    from rftlab.training.gs1 import rl_loop
+    from rftlab.training.gs1 import sampling
     from rftlab.training.local_tinker import TINY_MODEL, LocalServiceClient
 
-    monkeypatch.setattr(rl_loop, "grade", lambda text, answer: float(len(text) % 2))
+    monkeypatch.setattr(sampling, "grade", lambda text, answer: float(len(text) % 2))
     cfg = GS1ArmConfig(
         arm="grpo_gs8", estimator="group_mean", group_size=4, groups_per_batch=2, steps=3,
         max_tokens=6, eval_max_tokens=6, n_train=8, n_eval=4, base_model=TINY_MODEL,

@@ -395,7 +395,7 @@ def test_concurrent_sample_async_requests_are_sampled_in_one_batch(tmp_path, mon
     from tinker import types
 
     from rftlab.training.local_tinker import LocalServiceClient
-    from rftlab.training.local_tinker import clients as clients_module
+    from rftlab.training.local_tinker import host as host_module
 
     svc = LocalServiceClient(storage_dir=tmp_path)
     tc = svc.create_lora_training_client(base_model="rftlab/tiny-qwen3", rank=4, seed=0).result()
@@ -403,9 +403,9 @@ def test_concurrent_sample_async_requests_are_sampled_in_one_batch(tmp_path, mon
     prompt = types.ModelInput.from_ints([5, 6, 7, 8])
     params = [types.SamplingParams(max_tokens=6, temperature=1.0, seed=s) for s in range(5)]
     calls = []
-    real = clients_module.run_generation
+    real = host_module.run_generation
     monkeypatch.setattr(
-        clients_module,
+        host_module,
         "run_generation",
         lambda model, reqs, *a: (calls.append(len(reqs)), real(model, reqs, *a)),
     )

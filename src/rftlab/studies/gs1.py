@@ -25,7 +25,9 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - launch: ``rftlab.launch.gs1`` (backend composition, correctness preflight)
 - analysis: ``rftlab.analysis.gs1`` (design numbers, contrasts against the base, assay sensitivity,
   gates by construction, step monitoring)
-- studies: ``rftlab.studies.gs1``
+- studies: ``rftlab.studies.gs1`` (this driver), ``rftlab.studies.gs1_results`` (its typed results),
+  ``rftlab.studies.gs1_decision`` (the decision rule's design and verdict), ``rftlab.studies.gs1_run_level``
+  (the result over seeds, the robustness numbers)
 - cli: ``rftlab.cli.gs1``
 """
 
@@ -33,32 +35,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
-from rftlab.analysis.gs1 import (
-    ESS_METRIC,
-    ArmMonitor,
-    GS1StudySpec,
-    RuleDecision,
-    RuleDesign,
-    StudyDecision,
-    StudyOutcome,
-)
-from rftlab.analysis.gs1.results import Contrast, GateRecord, Record
-from rftlab.analysis.gs1.robustness import DerivedMargin, GateMargin, PermutationSweep
-from rftlab.analysis.gs1.seeds import RunLevelBrief, RunLevelPlan, RunLevelPower, RunLevelVerdict, WithinSeed
+from rftlab.analysis.gs1 import ESS_METRIC, GS1StudySpec, StudyDecision
+from rftlab.analysis.gs1.seeds import RunLevelPlan
 from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
 from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
+from rftlab.studies.gs1_decision import decide, decision_record, design
+from rftlab.studies.gs1_results import (
+    BASE,
+    BASELINE,
+    TREATMENT,
+    GateBrief,
+    GS1Summary,
+    PilotResult,
+    PreflightRecord,
+    PreflightSummary,
+    RegistrationAudit,
+    RunLevelResult,
+    arm_run,
+)
+from rftlab.studies.gs1_run_level import gate_margins, robustness, run_level, seed_result
 from rftlab.training.sessions import closing_session
 
-# what notebook 03 and the CLI take from here besides the driver's own functions
+# what notebook 03 and the CLI take from here besides the driver's own functions (``decide``, ``design``
+# and the typed results live in ``gs1_decision`` and ``gs1_results``)
 __all__ = [
     "ARMS",
     "DEFAULT_SPEC",
@@ -66,11 +71,13 @@ __all__ = [
     "REVISED_SPEC",
     "RUN_PLAN",
     "GS1StudySpec",
+    "GS1Summary",
+    "RunLevelResult",
     "closing_session",
+    "decide",
+    "design",
     "notebook_runs_root",
 ]
-
-TREATMENT, BASELINE, BASE = "gs1_kernel", "grpo_gs8", "base"
 
 
 def check_input_file(path: str | Path, what: str) -> None:
@@ -139,132 +146,6 @@ def get_backend(backend: str | None, spec: GS1StudySpec, root: str | Path, quick
         raise ValueError(str(exc)) from None
 
 
-# ------------------------------------------------------------------------------------- typed results
-
-
-class PreflightCheckRecord(Record):
-    """One check of the correctness preflight as recorded in ``preflight.json``."""
-
-    id: str
-    status: str
-    detail: str
-    values: dict[str, Any] = {}
-    backend: str | None = None
-    seconds: float | None = None
-
-
-class PreflightRecord(Record):
-    """A ``preflight.json`` record (``launch.gs1.preflight.PreflightReport.to_dict``)."""
-
-    status: str
-    passed: bool
-    backend: str
-    spec_sha256: str | None
-    created_at: str
-    checks: tuple[PreflightCheckRecord, ...]
-    wall_seconds: float | None = None
-
-
-class PreflightSummary(Record):
-    """The preflight's status and record path; ``report`` is the record itself (not in ``to_dict``)."""
-
-    status: str
-    path: str
-    completed_by: str | None = None
-    report: PreflightRecord = Field(exclude=True)
-
-
-class Feasibility(Record):
-    """The full study's wall time estimated from the pilot (``training.gs1.pilot.feasibility``)."""
-
-    status: str
-    problems: tuple[str, ...]
-    effective_config: dict[str, Any]
-    source: str
-    measurements: dict[str, dict[str, float]]
-    phases: dict[str, dict[str, float]]
-    wall_seconds: float
-    budget_wall_seconds: float
-    recovery_reserve_seconds: float | None
-    gpu_hours: float | None
-
-
-class PilotResult(Record):
-    """``gate.json``: the pilot's gate at the chosen bandwidth, the calibration and the feasibility;
-    ``by_construction`` (gate checks that cannot fail here) is added by the study."""
-
-    gate: GateRecord
-    gate_passed: bool
-    evaluations: dict[str, GateRecord]
-    chosen_bandwidth: float
-    calibration_reason: str
-    metrics_by_bandwidth: dict[str, dict[str, Any]]
-    recompute_max_abs_diff: float | None
-    pilot_runs: dict[str, str]
-    feasibility: Feasibility
-    by_construction: dict[str, str] = {}
-
-
-class GateBrief(Record):
-    passed: bool
-    bandwidth: float
-
-
-@dataclass(frozen=True)
-class TrainingCurve:
-    """An arm's logged training steps, one value per step (``nan`` where a step did not log it)."""
-
-    step: tuple[int, ...]
-    reward_mean: tuple[float, ...]
-    reward_mean_se: tuple[float, ...]
-    ess_p10: tuple[float, ...]
-    ess_median: tuple[float, ...]
-    distinct_mean: tuple[float, ...]
-    distinct_min: tuple[float, ...]
-
-    @classmethod
-    def from_metrics(cls, rows: Sequence[Mapping[str, Any]]) -> TrainingCurve:
-        def column(name: str) -> tuple[float, ...]:
-            return tuple(math.nan if r.get(name) is None else float(r[name]) for r in rows)
-
-        return cls(
-            step=tuple(int(r["step"]) for r in rows),
-            reward_mean=column("reward_mean"),
-            reward_mean_se=column("reward_mean_se"),
-            ess_p10=column("kernel_effective_neighbors_p10"),
-            ess_median=column("kernel_effective_neighbors_median"),
-            distinct_mean=column("distinct_samples_per_group_mean"),
-            distinct_min=column("distinct_samples_per_group_min"),
-        )
-
-
-class ArmTimings(Record):
-    setup_s: float | None = None
-    train_s: float | None = None
-    eval_s: float | None = None
-
-
-class ArmRun(Record):
-    """One arm's run: its folder and how it was obtained; the timings and the training curve come from
-    its record and metrics (not in ``to_dict``)."""
-
-    path: str
-    origin: str
-    timings: ArmTimings = Field(default=ArmTimings(), exclude=True)
-    curve: TrainingCurve | None = Field(default=None, exclude=True)
-
-
-class RegistrationAudit(Record):
-    """The pre-registration audit of the registered decision (``rftlab.runs.plan_audit``): the spec's
-    registered version and first commit, and whether the decision over the two arms' runs stays
-    confirmatory (every reason when not), with what the audit cannot show."""
-
-    family: str
-    sentence: str
-    registration: str
-    limits: tuple[str, ...]
-
-
 def audit_decision(spec: GS1StudySpec, runs: Sequence[Any]) -> RegistrationAudit:
     """Audit the registered decision over ``runs`` (the two arms' runs) against the spec file it was
     read from (``rftlab.runs.plan_audit.audit_decision``); a spec that matches no registered version is
@@ -272,66 +153,6 @@ def audit_decision(spec: GS1StudySpec, runs: Sequence[Any]) -> RegistrationAudit
     from rftlab.runs.plan_audit import audit_decision as audit_registered
 
     return RegistrationAudit.model_validate(dataclasses.asdict(audit_registered(spec.path, runs)))
-
-
-class GS1Summary(Record):
-    """What ``run_study`` returns: every stage reached, and ``stopped`` when one stopped the study."""
-
-    backend: str
-    spec_sha256: str
-    despite_failed_gate: bool
-    preflight: PreflightSummary | None = None
-    gate: GateBrief | None = None
-    pilot: PilotResult | None = None
-    runs: dict[str, ArmRun] = {}
-    monitor: dict[str, ArmMonitor] = {}
-    decision: StudyDecision | None = None
-    audit: RegistrationAudit | None = None
-    run_level: Any = None  # RunLevelResult (defined below) when a run-level plan was given
-    gate_margins: dict[str, GateMargin] = {}
-    placebo: PermutationSweep | None = None
-    derived_margin: DerivedMargin | None = None
-    stopped: str | None = None
-
-    def outcome(self) -> StudyOutcome:
-        return StudyOutcome(
-            decision=self.decision,
-            monitor=self.monitor,
-            gate_passed=self.gate.passed if self.gate is not None else None,
-            despite_failed_gate=self.despite_failed_gate,
-            stopped=self.stopped,
-            run_level=self.run_level.brief() if self.run_level is not None else None,
-            placebo=self.placebo,
-            derived_margin=self.derived_margin,
-        )
-
-    def report_lines(
-        self, designs: Sequence[RuleDesign], local_model: str | None, local_detail: str | None
-    ) -> list[str]:
-        """The report's opening bullets (``analysis.gs1.report_summary``)."""
-        from rftlab.analysis.gs1 import report_summary
-
-        return report_summary(self.outcome(), designs, local_model, local_detail)
-
-    def monitor_lines(self) -> list[str]:
-        from rftlab.analysis.gs1 import monitor_sentences
-
-        return monitor_sentences(self.monitor)
-
-
-class DesignResult(Record):
-    """What ``design`` returns: the rule's design, its table and caption, and with ``candidates`` every
-    finite-sample bound and the one the numbers choose."""
-
-    spec: str
-    spec_sha256: str
-    design: RuleDesign
-    table: tuple[dict[str, Any], ...]
-    note: str
-    candidates: tuple[RuleDesign, ...] | None = None
-    chosen_method: str | None = None
-    planning_discordance: float | None = None
-    cached: bool
 
 
 # ---------------------------------------------------------------------------------- study functions
@@ -452,105 +273,6 @@ def study_pilot(backend, spec: GS1StudySpec, store, preflight_s: float | None = 
         "pilot_runs": {k: str(r.run.path) for k, r in pilot.runs.items()},
         "feasibility": feas,
     }
-
-
-def decision_record(
-    spec: GS1StudySpec, treatment_eval: str | Path, baseline_eval: str | Path
-) -> dict[str, Any]:
-    """The spec's decision rule on the two ``eval.jsonl`` files, with every other bound beside it (the
-    order-dependent ones on the rule's permutation seed, or seed 0 when the rule registers none), as the
-    record ``decision.json`` holds."""
-    from rftlab.analysis.gs1 import rule_verdict
-    from rftlab.analysis.io import load_paired_items
-    from rftlab.analysis.noninferiority import paired_noninferiority
-
-    result = rule_verdict(spec, treatment_eval, baseline_eval)
-    rule = spec.decision_rule
-    crit = rule.criteria[0]
-    paired = load_paired_items(treatment_eval, baseline_eval)
-    seed = rule.permutation_seed if rule.permutation_seed is not None else 0
-    report = paired_noninferiority(
-        paired.treatment, paired.baseline, margin=-crit.margin, alpha=rule.alpha, permutation_seed=seed
-    )
-    return {
-        "spec": spec.file_name,
-        "spec_sha256": spec.sha256,
-        "registration": spec.registration,
-        "rule": result.to_dict(),
-        "decision": result.decision,
-        "n": int(report.n),
-        "treatment_accuracy": float(paired.treatment.mean()),
-        "baseline_accuracy": float(paired.baseline.mean()),
-        "all_bounds": report.to_dict(),
-    }
-
-
-def decide(spec: GS1StudySpec, treatment_eval: str | Path, baseline_eval: str | Path) -> RuleDecision:
-    """The spec's decision rule on the two ``eval.jsonl`` files, typed (``decision_record``)."""
-    return RuleDecision.model_validate(decision_record(spec, treatment_eval, baseline_eval))
-
-
-def design(
-    spec: GS1StudySpec,
-    candidates: bool = False,
-    discordances=None,
-    reps: int | None = None,
-    seed: int | None = None,
-    on_miss: Callable[[], None] | None = None,
-) -> DesignResult:
-    """What the spec's decision rule can decide at its n before any run (``rftlab.analysis.gs1``): the
-    probability of ``noninferior`` at −margin, 0, +0.02 and +0.045 and the items for 80% power at
-    equality. With ``candidates``, every finite-sample bound at the planning discordance and the one the
-    design numbers choose.
-
-    The tables are deterministic for their inputs, so they are cached in the run store
-    (``rftlab.runs.cache``) under the spec's SHA-256, the options and the digest of the code that computes
-    them. ``on_miss`` is called before a computation (a Monte Carlo rule's takes tens of seconds).
-    ``cached`` in the result says which it was."""
-    from rftlab.runs.cache import cached_json
-    from rftlab.runs.codehash import closure_digest
-
-    opts: dict[str, Any] = {}
-    if discordances is not None:
-        opts["discordances"] = [float(r) for r in discordances]
-    if reps is not None:
-        opts["reps"] = int(reps)
-    if seed is not None:
-        opts["seed"] = int(seed)
-    key = {
-        "spec_sha256": spec.sha256,
-        "candidates": bool(candidates),
-        "options": opts,
-        "code": closure_digest("rftlab.analysis.gs1"),
-    }
-    value, hit = cached_json(
-        "gs1_design", key, lambda: _design_tables(spec, candidates, opts), on_miss=on_miss
-    )
-    return DesignResult.model_validate(
-        {
-            "spec": spec.path,
-            "spec_sha256": spec.sha256,
-            **value,
-            "design": RuleDesign.from_dict(value["design"]),
-            **({"candidates": [RuleDesign.from_dict(c) for c in value["candidates"]]} if candidates else {}),
-            "cached": hit,
-        }
-    )
-
-
-def _design_tables(spec: GS1StudySpec, candidates: bool, opts: dict[str, Any]) -> dict[str, Any]:
-    from rftlab.analysis import gs1 as ana
-
-    run_opts = {k: (tuple(v) if k == "discordances" else v) for k, v in opts.items()}
-    d = ana.spec_design(spec, **run_opts)
-    out: dict[str, Any] = {"design": d.to_dict(), "table": ana.design_table(d), "note": ana.design_note(d)}
-    if candidates:
-        cand_opts = {k: v for k, v in run_opts.items() if k in ("reps", "seed")}
-        designs = ana.candidate_designs(spec.decision_rule, d.n, **cand_opts)
-        out["candidates"] = [c.to_dict() for c in designs]
-        out["chosen_method"] = ana.choose_method(designs)
-        out["planning_discordance"] = ana.PLANNING_DISCORDANCE
-    return out
 
 
 # ------------------------------------------------------------------------------------- the study
@@ -705,124 +427,6 @@ def study_decision(
     return decision
 
 
-def arm_run(result) -> ArmRun:
-    """An arm's run as the summary holds it: folder, origin, timings and training curve."""
-    timings = result.run.record.provider.get("timings") or {}
-    return ArmRun(
-        path=str(result.run.path),
-        origin=result.origin,
-        timings=ArmTimings(**{k: timings.get(k) for k in ("setup_s", "train_s", "eval_s")}),
-        curve=TrainingCurve.from_metrics(result.run.metrics()),
-    )
-
-
-class SeedResult(Record):
-    """One seed's three runs (both arms and the base), their accuracies, the paired contrasts and the
-    registered rule applied to that seed's two checkpoints (the item-level within-seed check)."""
-
-    seed: int
-    runs: dict[str, ArmRun]
-    accuracy: dict[str, float]
-    contrasts: dict[str, Contrast]
-    within_seed: RuleDecision
-    eval_paths: dict[str, str] = Field(default={}, exclude=True)
-
-
-class RunLevelResult(Record):
-    """The run-level plan's result: every seed, the three run-level contrasts and the power."""
-
-    plan: RunLevelPlan
-    seeds: tuple[SeedResult, ...]
-    treatment_vs_control: RunLevelVerdict
-    control_vs_base: RunLevelVerdict
-    treatment_vs_base: RunLevelVerdict
-    base_vs_control: RunLevelVerdict  # the run-level rule's placebo: the base as if it were the treatment
-    power_planning: RunLevelPower
-    power_observed: RunLevelPower | None
-    base_identical_across_seeds: bool
-
-    def scores(self, arm: str) -> dict[int, float]:
-        return {r.seed: r.accuracy[arm] for r in self.seeds}
-
-    def brief(self) -> RunLevelBrief:
-        """What the summary bullets need (``analysis.gs1.seeds.run_level_bullets``)."""
-        within = tuple(
-            WithinSeed(
-                seed=r.seed,
-                decision=r.within_seed.decision,
-                lower=r.within_seed.rule.primary.lower,
-                mean_difference=r.within_seed.rule.primary.statistic_mean,
-            )
-            for r in self.seeds
-        )
-        return RunLevelBrief(
-            treatment_vs_control=self.treatment_vs_control,
-            control_vs_base=self.control_vs_base,
-            base_vs_control=self.base_vs_control,
-            power_planning=self.power_planning,
-            power_observed=self.power_observed,
-            within_seed=within,
-            base_identical_across_seeds=self.base_identical_across_seeds,
-        )
-
-
-PAIRS = ((TREATMENT, BASELINE), (BASELINE, BASE), (TREATMENT, BASE))
-
-
-def seed_result(spec: GS1StudySpec, seed: int, results: Mapping[str, Any]) -> SeedResult:
-    """One seed's ``SeedResult`` from its three finished runs (``run_arm`` results by arm)."""
-    from rftlab.analysis.gs1 import paired_contrast
-
-    evals = {n: results[n].run.path / "eval.jsonl" for n in (*ARMS, BASE)}
-    contrasts = {f"{t}-{b}": paired_contrast(evals[t], evals[b], t, b) for t, b in PAIRS}
-    accuracy = {
-        TREATMENT: contrasts[f"{TREATMENT}-{BASE}"].treatment_accuracy,
-        BASELINE: contrasts[f"{BASELINE}-{BASE}"].treatment_accuracy,
-        BASE: contrasts[f"{BASELINE}-{BASE}"].baseline_accuracy,
-    }
-    return SeedResult(
-        seed=int(seed),
-        runs={n: arm_run(results[n]) for n in (*ARMS, BASE)},
-        accuracy=accuracy,
-        contrasts=contrasts,
-        within_seed=decide(spec, evals[TREATMENT], evals[BASELINE]),
-        eval_paths={n: str(p) for n, p in evals.items()},
-    )
-
-
-def same_items(paths: Sequence[str | Path]) -> bool:
-    """Whether every per-item file holds the same ``correct`` value for every item."""
-    from rftlab.analysis.io import load_paired_items
-
-    first = paths[0]
-    for other in paths[1:]:
-        paired = load_paired_items(first, other)
-        if (paired.treatment != paired.baseline).any():
-            return False
-    return True
-
-
-def run_level(spec: GS1StudySpec, plan: RunLevelPlan, seeds: Sequence[SeedResult]) -> RunLevelResult:
-    """The plan's run-level contrasts over the seeds' results, with the power at the planning and the
-    observed run-to-run SD of the treatment − control difference."""
-    from rftlab.analysis.gs1.seeds import run_level_power, run_level_verdict
-
-    score = {arm: {r.seed: r.accuracy[arm] for r in seeds} for arm in (*ARMS, BASE)}
-    main = run_level_verdict(score[TREATMENT], score[BASELINE], plan, TREATMENT, BASELINE)
-    observed = run_level_power(plan, main.sd) if main.sd else None
-    return RunLevelResult(
-        plan=plan,
-        seeds=tuple(seeds),
-        treatment_vs_control=main,
-        control_vs_base=run_level_verdict(score[BASELINE], score[BASE], plan, BASELINE, BASE),
-        treatment_vs_base=run_level_verdict(score[TREATMENT], score[BASE], plan, TREATMENT, BASE),
-        base_vs_control=run_level_verdict(score[BASE], score[BASELINE], plan, BASE, BASELINE),
-        power_planning=run_level_power(plan, plan.planning_run_sd),
-        power_observed=observed,
-        base_identical_across_seeds=same_items([r.eval_paths[BASE] for r in seeds]),
-    )
-
-
 def study_seeds(
     backend, spec, store, plan: RunLevelPlan, bandwidth: float, seed0: Mapping[str, Any], progress
 ):
@@ -841,84 +445,6 @@ def study_seeds(
             results[BASE] = evaluate_base(backend, store, seed=s)
         out.append(seed_result(spec, s, results))
     return run_level(spec, plan, out)
-
-
-def pilot_rollouts(pilot: PilotResult, arm: str) -> list[dict[str, Any]]:
-    """The pilot's logged rollouts of ``arm`` (every pilot step, in order)."""
-    from rftlab.runs.store import load_run
-
-    run = load_run(pilot.pilot_runs[arm])
-    return [r for k in range(int(run.record.spec.get("steps", 0))) for r in run.rollouts(k)]
-
-
-def gate_margins(pilot: PilotResult, spec: GS1StudySpec, treatment_config) -> dict[str, Any]:
-    """Each numeric gate check's margin in its own units with a bootstrap interval, recomputed from the
-    pilot's rollouts at the gate's bandwidth (``analysis.gs1.robustness``): effective neighbours and
-    the pilot reward over rollouts, the baseline-reward correlation over prompts."""
-    from rftlab.analysis.gs1.robustness import correlation_margin, mean_margin, percentile_margin
-    from rftlab.training.gs1.pilot import recompute_treatment
-
-    rows = pilot_rollouts(pilot, TREATMENT)
-    if pilot.chosen_bandwidth != treatment_config.bandwidth:
-        rows = recompute_treatment(
-            rows, pilot.chosen_bandwidth, treatment_config.window, treatment_config.min_kernel_mass
-        )
-    checks = {c.metric: c for c in spec.activation_gate.checks}
-    out: dict[str, Any] = {}
-    ess = [r["effective_neighbors"] for r in rows if r.get("effective_neighbors") is not None]
-    ess_min = checks[ESS_METRIC].min if ESS_METRIC in checks else None
-    if ess_min is not None and ess:  # a check with only a maximum has no lower margin to measure
-        out[ESS_METRIC] = percentile_margin(ESS_METRIC, ess, float(ess_min))
-    reward = checks.get("pilot_mean_reward")
-    if reward is not None:
-        out["pilot_mean_reward"] = mean_margin(
-            "pilot_mean_reward", [r["reward"] for r in rows], reward.min, reward.max
-        )
-    held = {
-        (r["step"], r["prompt_id"]): (r["baseline"], r["heldout_mean_reward"])
-        for r in rows
-        if r.get("heldout_mean_reward") is not None
-    }
-    corr = checks.get("baseline_reward_corr")
-    if corr is not None and corr.min is not None and len(held) >= 3:
-        b, h = zip(*held.values(), strict=True)
-        out["baseline_reward_corr"] = correlation_margin("baseline_reward_corr", b, h, float(corr.min))
-    return out
-
-
-def placebo_sweep(revised: GS1StudySpec, seed: SeedResult, seeds=None):
-    """The revised rule on the untrained base as if it were the treatment, against the control of one
-    training seed, at every permutation seed (``analysis.gs1.robustness``)."""
-    from rftlab.analysis.gs1.robustness import PERMUTATION_SEEDS, placebo_across_permutation_seeds
-
-    return placebo_across_permutation_seeds(
-        revised,
-        seed.eval_paths[BASE],
-        seed.eval_paths[BASELINE],
-        PERMUTATION_SEEDS if seeds is None else seeds,
-    )
-
-
-MARGIN_FRACTION = 0.5  # a future run's margin: half the measured GRPO − base effect
-
-
-def robustness(run_level_result: RunLevelResult, revised: GS1StudySpec | None) -> dict[str, Any]:
-    """The revised rule's placebo verdict across permutation seeds (at the plan's first seed) and the
-    margin a future run derives from the run-level GRPO − base effect."""
-    from rftlab.analysis.gs1.robustness import derived_margin
-
-    cb = run_level_result.control_vs_base
-    out: dict[str, Any] = {
-        "derived_margin": derived_margin(
-            cb.mean,
-            cb.ci,
-            MARGIN_FRACTION,
-            f"run-level grpo_gs8 − base over {len(cb.seeds)} seeds, {cb.level:.0%} bootstrap interval",
-        )
-    }
-    if revised is not None and revised.decision_rule.permutation_seed is not None:
-        out["placebo"] = placebo_sweep(revised, run_level_result.seeds[0])
-    return out
 
 
 def run_study(

@@ -28,6 +28,9 @@ one plug-in (``rftlab.training.gs1.advantages``). Each step:
 After the last step: ``save_weights_for_sampler("final")`` and greedy evaluation (temperature 0) of the
 test items into the run's ``eval.jsonl``. The loop never branches on the backend: the same code drives
 ``tinker.ServiceClient`` and the local tinker-compatible backend; every client is injected.
+
+The pieces: ``config`` (the arm as data, the prompt order), ``estimators`` (step 5's plug-ins),
+``sampling`` (steps 2-4 and the greedy evaluation); here the datums, the step and the run.
 """
 
 from __future__ import annotations
@@ -36,30 +39,50 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from rftlab.envs.gs1.grading import grade
-from rftlab.envs.gs1.task import MathTask, Problem
+from rftlab.envs.gs1.task import MathTask
 from rftlab.runs.store import Run, RunStore
 from rftlab.training.group_stats import pearson
-from rftlab.training.gs1.advantages import (
-    MIN_KERNEL_MASS,
-    WINDOW,
-    KernelBaselineResult,
-    WindowRollouts,
-    group_mean,
-    kernel_baseline,
-    prompt_features,
+from rftlab.training.gs1.config import DEFAULT_RENDERER, GS1ArmConfig, prompt_order, step_prompt_indices
+from rftlab.training.gs1.estimators import (
+    AdvantageEstimator,
+    AdvantageOutput,
+    GroupMeanEstimator,
+    make_estimator,
+)
+from rftlab.training.gs1.sampling import (
+    IMPLAUSIBLE_DUPLICATE_PROB,
+    SampledBatch,
+    eval_items,
+    evaluate,
+    group_sample_stats,
+    request_seed,
+    sample_batch,
 )
 from rftlab.types import resolve
 
-EXPERIMENT = "gs1_vs_grpo"
-LOSS_FN = "importance_sampling"
-DEFAULT_RENDERER = "qwen3_5"  # the cookbook's recommended renderer for the served Qwen3.5 models
-MAX_RESPONSE_CHARS = 4000  # response text kept per rollout / eval item (the full tokens are not logged)
+# names that moved to ``config``, ``estimators`` and ``sampling``, still imported from here
+__all__ = [
+    "DEFAULT_RENDERER",
+    "IMPLAUSIBLE_DUPLICATE_PROB",
+    "GS1ArmConfig",
+    "GroupMeanEstimator",
+    "MathTask",
+    "SampledBatch",
+    "eval_items",
+    "evaluate",
+    "group_sample_stats",
+    "make_estimator",
+    "prompt_order",
+    "request_seed",
+    "resolve",
+    "sample_batch",
+    "step_prompt_indices",
+]
 
 
 class ModelNotServedError(RuntimeError):
@@ -68,160 +91,6 @@ class ModelNotServedError(RuntimeError):
 
 class ResumeError(RuntimeError):
     """An unfinished run cannot be resumed (no saved state for its last logged step)."""
-
-
-# ------------------------------------------------------------------------------------------ config
-
-
-@dataclass(frozen=True)
-class GS1ArmConfig:
-    """One arm of the study as data (an ``rftlab.types.ArmSpec``): everything that changes its outcome.
-
-    Sizes (``steps``, ``groups_per_batch``, ``max_tokens``, ``n_train``, ``n_eval``) are fields so a
-    smaller backend can run the spec's recipe at its own scale; ``GS1Spec.arm_configs`` fills the spec's
-    values (``rftlab.launch.gs1.spec``).
-    """
-
-    arm: str
-    estimator: str  # "group_mean" | "kernel_baseline"
-    group_size: int
-    groups_per_batch: int
-    experiment: str = EXPERIMENT
-    steps: int = 40
-    max_tokens: int = 512
-    temperature: float = 1.0
-    learning_rate: float = 4e-5
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    lora_rank: int = 32
-    seed: int = 0
-    base_model: str = "Qwen/Qwen3.5-2B"
-    renderer_name: str = DEFAULT_RENDERER
-    task: str = "gsm8k"
-    n_train: int = 2560
-    n_eval: int = 1319
-    eval_max_tokens: int = 512
-    bandwidth: float = 0.5
-    window: int = WINDOW
-    min_kernel_mass: float = MIN_KERNEL_MASS
-    loss_fn: str = LOSS_FN
-    heldout_group_size: int = 0  # pilot only: extra samples per prompt for baseline_reward_corr
-    heldout_steps: tuple[int, ...] = ()
-    # "test": the final evaluation on the first n_eval test items; "train" (the pilot, which only times
-    # evaluation): n_eval train items from the end of the seed's prompt order, never the test items
-    eval_split: str = "test"
-
-    def __post_init__(self) -> None:
-        if self.estimator not in ("group_mean", "kernel_baseline"):
-            raise ValueError(f"unknown estimator {self.estimator!r}")
-        if self.eval_split not in ("test", "train"):
-            raise ValueError(f"eval_split must be 'test' or 'train', not {self.eval_split!r}")
-        for name in ("group_size", "groups_per_batch", "max_tokens", "n_eval", "eval_max_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.steps < 0 or self.n_train < self.groups_per_batch:
-            raise ValueError("steps must be >= 0 and n_train >= groups_per_batch")
-
-    @property
-    def rollouts_per_step(self) -> int:
-        return self.group_size * self.groups_per_batch
-
-    def adam_params(self):
-        from tinker import types
-
-        return types.AdamParams(
-            learning_rate=self.learning_rate, beta1=self.beta1, beta2=self.beta2, eps=self.eps
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as the run store keys it; ``eval_split`` appears only when it is not the default
-        ``test``, so every run made before the field existed keeps its hash."""
-        out = asdict(self)
-        out["heldout_steps"] = list(self.heldout_steps)
-        if out["eval_split"] == "test":
-            del out["eval_split"]
-        return out
-
-
-# -------------------------------------------------------------------------------------------- task
-
-
-def prompt_order(n_available: int, seed: int) -> np.ndarray:
-    """The fixed shuffled order of the train split: ``numpy.random.default_rng(seed).permutation``, the
-    same permutation as ``datasets.Dataset.shuffle(seed=seed)`` (the cookbook's GSM8K order)."""
-    return np.random.default_rng(seed).permutation(n_available)
-
-
-def step_prompt_indices(config: GS1ArmConfig, step: int, n_available: int) -> list[int]:
-    """Train-problem indices of ``step``: the next ``groups_per_batch`` of the first ``n_train`` prompts
-    of the seed-``seed`` order (wrapping around when those are exhausted)."""
-    n = min(config.n_train, n_available)
-    order = prompt_order(n_available, config.seed)[:n]
-    start = step * config.groups_per_batch
-    return [int(order[(start + k) % n]) for k in range(config.groups_per_batch)]
-
-
-# --------------------------------------------------------------------------------------- estimators
-
-
-@dataclass(frozen=True)
-class AdvantageOutput:
-    advantages: np.ndarray
-    baselines: np.ndarray
-    effective_neighbors: np.ndarray | None = None
-    fallback: np.ndarray | None = None
-    kernel: KernelBaselineResult | None = None
-
-
-class AdvantageEstimator(Protocol):
-    """The loop's plug-in: advantages of one step's rollouts; ``observe`` adds them to any state."""
-
-    name: str
-
-    def __call__(
-        self, prompt_ids: Sequence[Any], rewards: np.ndarray, phi: np.ndarray
-    ) -> AdvantageOutput: ...
-
-    def observe(self, prompt_ids: Sequence[Any], rewards: np.ndarray, phi: np.ndarray) -> None: ...
-
-
-class GroupMeanEstimator:
-    """GRPO: reward minus the mean of its prompt's group (stateless)."""
-
-    name = "group_mean"
-
-    def __call__(self, prompt_ids, rewards, phi) -> AdvantageOutput:
-        adv = group_mean(rewards, list(prompt_ids))
-        return AdvantageOutput(adv, np.asarray(rewards, dtype=np.float64) - adv)
-
-    def observe(self, prompt_ids, rewards, phi) -> None:
-        return None
-
-
-class KernelBaselineEstimator:
-    """GS1: kernel-weighted cross-prompt baseline over a sliding window of earlier rollouts."""
-
-    name = "kernel_baseline"
-
-    def __init__(self, bandwidth: float = 0.5, window: int = WINDOW, min_mass: float = MIN_KERNEL_MASS):
-        self.bandwidth, self.window, self.min_mass = bandwidth, window, min_mass
-        self.history = WindowRollouts.empty()
-
-    def __call__(self, prompt_ids, rewards, phi) -> AdvantageOutput:
-        res = kernel_baseline(
-            rewards, phi, list(prompt_ids), self.history, self.bandwidth, self.window, self.min_mass
-        )
-        return AdvantageOutput(res.advantages, res.baselines, res.effective_neighbors, res.fallback, res)
-
-    def observe(self, prompt_ids, rewards, phi) -> None:
-        self.history = self.history.extend(rewards, phi, list(prompt_ids), keep=self.window)
-
-
-def make_estimator(config: GS1ArmConfig) -> AdvantageEstimator:
-    if config.estimator == "group_mean":
-        return GroupMeanEstimator()
-    return KernelBaselineEstimator(config.bandwidth, config.window, config.min_kernel_mass)
 
 
 # ------------------------------------------------------------------------------------------ datums
@@ -261,24 +130,6 @@ def make_datum(prompt: Any, tokens: Sequence[int], logprobs: Sequence[float], ad
 # --------------------------------------------------------------------------------------- the step
 
 
-def sampling_params(config: GS1ArmConfig, renderer: Any, seed: int | None, greedy: bool = False):
-    from tinker import types
-
-    return types.SamplingParams(
-        max_tokens=config.eval_max_tokens if greedy else config.max_tokens,
-        temperature=0.0 if greedy else config.temperature,
-        stop=renderer.get_stop_sequences(),
-        seed=seed,
-    )
-
-
-def response_text(renderer: Any, tokens: Sequence[int]) -> str:
-    from tinker_cookbook import renderers
-
-    message, _ = renderer.parse_response(list(tokens))
-    return renderers.get_text_content(message)
-
-
 @dataclass
 class TrainingStep:
     """What one training step produced (its metrics row and per-rollout records)."""
@@ -286,203 +137,6 @@ class TrainingStep:
     metrics: dict[str, Any]
     rollouts: list[dict[str, Any]]
     datums: list[Any] = field(default_factory=list)
-
-
-TRAIN_SALT, HELDOUT_SALT, EVAL_SALT = 0, 7, 13
-
-
-def request_seed(config: GS1ArmConfig, step: int, k: int, g: int = 0, salt: int = TRAIN_SALT) -> int:
-    """The sampling seed of sample ``g`` of prompt ``k`` at ``step`` (``salt`` tells training, held-out
-    and evaluation requests apart): a ``numpy.random.SeedSequence`` hash of the five numbers, below
-    2**31 - 1, so no two requests of a run share a seed (docs/gs1.md §6)."""
-    state = np.random.SeedSequence([config.seed, step, k, g, salt]).generate_state(1)[0]
-    return int(state) % (2**31 - 1)
-
-
-IMPLAUSIBLE_DUPLICATE_PROB = 1e-6
-"""A pair of identical samples in one group is *implausible* under independent sampling when the
-sequence's probability under the sampler's own logprobs, ``exp(Σ logprob)``, is below this: then the
-chance of such a pair anywhere in a group of G is at most ``C(G, 2) · 1e-6`` (2.8e-5 for G = 8)."""
-
-
-def group_sample_stats(groups: Sequence[Sequence[tuple[Sequence[int], float]]]) -> dict[str, Any]:
-    """Distinct samples per group and duplicates that independent sampling makes implausible.
-
-    ``groups`` holds, per prompt, its samples as ``(tokens, Σ sampler logprobs)``. Returns
-    ``distinct_samples_per_group_mean`` / ``_min`` (distinct token sequences per group),
-    ``groups_with_duplicates`` and ``groups_implausible_duplicates`` (a repeated sequence whose
-    probability is below ``IMPLAUSIBLE_DUPLICATE_PROB``: the signature of a service that returns one
-    sample several times, tinker-feedback #79), over the groups of two or more samples; every value is
-    ``None`` when no group has two samples (GS1's groups of one cannot collapse)."""
-    distinct, duplicated, implausible = [], 0, 0
-    for group in groups:
-        if len(group) < 2:
-            continue
-        seen: dict[tuple[int, ...], list[float]] = {}
-        for tokens, logprob_sum in group:
-            seen.setdefault(tuple(int(t) for t in tokens), []).append(float(logprob_sum))
-        distinct.append(len(seen))
-        repeats = [lps for lps in seen.values() if len(lps) > 1]
-        duplicated += bool(repeats)
-        implausible += any(
-            math.exp(max(lps)) < IMPLAUSIBLE_DUPLICATE_PROB for lps in repeats
-        )  # the largest of the copies' logprob sums: a copy never makes the pair look less likely
-    if not distinct:
-        return {
-            "distinct_samples_per_group_mean": None,
-            "distinct_samples_per_group_min": None,
-            "groups_with_duplicates": None,
-            "groups_implausible_duplicates": None,
-        }
-    return {
-        "distinct_samples_per_group_mean": float(np.mean(distinct)),
-        "distinct_samples_per_group_min": int(min(distinct)),
-        "groups_with_duplicates": int(duplicated),
-        "groups_implausible_duplicates": int(implausible),
-    }
-
-
-@dataclass
-class SampledBatch:
-    """One step's graded rollouts: ``records`` (logged per rollout) and, aligned with them, ``seqs``
-    (prompt ``ModelInput``, response tokens, sampler logprobs) for building datums; ``group_stats`` and
-    ``heldout_group_stats`` are ``group_sample_stats`` of the training and held-out groups."""
-
-    records: list[dict[str, Any]]
-    seqs: list[tuple[Any, list[int], list[float]]]
-    group_stats: dict[str, Any] = field(default_factory=dict)
-    heldout_group_stats: dict[str, Any] = field(default_factory=dict)
-
-
-def sample_requests(
-    config: GS1ArmConfig,
-    sampler: Any,
-    renderer: Any,
-    prompt: Any,
-    n: int,
-    step: int,
-    k: int,
-    salt: int = TRAIN_SALT,
-    send_seeds: bool = True,
-    prompt_logprobs: bool = False,
-) -> list[Any]:
-    """``n`` samples of ``prompt`` as ``n`` requests of ``num_samples=1`` (futures, in order); with
-    ``prompt_logprobs`` the first request also asks for the prompt's logprobs (``include_prompt_logprobs``).
-
-    One request per sample keeps the members of a group independent whatever the service does with
-    ``seed``: tinker-feedback #79 reports token-identical samples when a seed is combined with
-    ``num_samples > 1``, tinker-cookbook #206 a seed without effect. With ``send_seeds`` each request
-    carries its own ``request_seed`` (the local backend: reproducible runs); without, no seed is sent (the
-    ``tinker`` backend). docs/gs1.md §6."""
-    return [
-        sampler.sample(
-            prompt=prompt,
-            num_samples=1,
-            sampling_params=sampling_params(
-                config, renderer, request_seed(config, step, k, g, salt) if send_seeds else None
-            ),
-            **({"include_prompt_logprobs": True} if prompt_logprobs and g == 0 else {}),
-        )
-        for g in range(n)
-    ]
-
-
-def prompt_logprobs_of(future: Any) -> list[float | None]:
-    """The ``prompt_logprobs`` of a sample request sent with ``include_prompt_logprobs``; a service that
-    returns none (a Tinker-API backend without prompt logprobs in its sample replies) is named, never a
-    ``TypeError`` further on."""
-    lps = future.result().prompt_logprobs
-    if lps is None:
-        raise RuntimeError(
-            "the service returned no prompt_logprobs for a sample request with include_prompt_logprobs=True; "
-            "GS1's feature needs them (a gap of this Tinker-API backend: the hosted service and rftlab serve "
-            "tinker return them)"
-        )
-    return list(lps)
-
-
-def _one_sequence(future: Any) -> Any:
-    sequences = future.result().sequences
-    if len(sequences) != 1:
-        raise RuntimeError(f"backend returned {len(sequences)} samples for num_samples=1")
-    return sequences[0]
-
-
-def sample_batch(
-    config: GS1ArmConfig,
-    step: int,
-    sampler: Any,
-    renderer: Any,
-    task: MathTask,
-    send_seeds: bool = True,
-) -> SampledBatch:
-    """Steps 2-4: the step's prompts, ``group_size`` samples each (the first with the prompt's logprobs,
-    φ), graded."""
-    problems = [task.train[i] for i in step_prompt_indices(config, step, len(task.train))]
-    prompts = [task.prompt(renderer, p) for p in problems]
-    sample_futures = [
-        sample_requests(
-            config,
-            sampler,
-            renderer,
-            p,
-            config.group_size,
-            step,
-            k,
-            send_seeds=send_seeds,
-            prompt_logprobs=True,
-        )
-        for k, p in enumerate(prompts)
-    ]
-    heldout = config.heldout_group_size > 0 and step in config.heldout_steps
-    heldout_futures = [
-        sample_requests(
-            config, sampler, renderer, p, config.heldout_group_size, step, k, HELDOUT_SALT, send_seeds
-        )
-        for k, p in enumerate(prompts)
-        if heldout
-    ]
-    records: list[dict[str, Any]] = []
-    seqs: list[tuple[Any, list[int], list[float]]] = []
-    groups, heldout_groups = [], []
-    for k, (problem, prompt) in enumerate(zip(problems, prompts, strict=True)):
-        phi = prompt_features(prompt.length, prompt_logprobs_of(sample_futures[k][0]))
-        sequences = [_one_sequence(f) for f in sample_futures[k]]
-        held_mean = None
-        if heldout:
-            held = [_one_sequence(f) for f in heldout_futures[k]]
-            held_mean = float(
-                np.mean([grade(response_text(renderer, s.tokens), problem.answer) for s in held])
-            )
-            heldout_groups.append([(s.tokens, float(np.sum(s.logprobs or [0.0]))) for s in held])
-        group = []
-        for g, seq in enumerate(sequences):
-            tokens = [int(t) for t in seq.tokens]
-            if seq.logprobs is None:
-                raise RuntimeError(
-                    "the sampler returned no logprobs; the importance_sampling loss needs them"
-                )
-            lps = [float(x) for x in seq.logprobs]
-            text = response_text(renderer, tokens)
-            records.append(
-                {
-                    "step": step,
-                    "prompt_id": problem.item_id,
-                    "sample": g,
-                    "reward": grade(text, problem.answer),
-                    "phi": [phi[0], phi[1]],
-                    "prompt_tokens": prompt.length,
-                    "response_tokens": len(tokens),
-                    "response_logprob_sum": float(np.sum(lps)),
-                    "stop_reason": str(seq.stop_reason),
-                    "response": text[:MAX_RESPONSE_CHARS],
-                    "heldout_mean_reward": held_mean,
-                }
-            )
-            seqs.append((prompt, tokens, lps))
-            group.append((tokens, float(np.sum(lps))))
-        groups.append(group)
-    return SampledBatch(records, seqs, group_sample_stats(groups), group_sample_stats(heldout_groups))
 
 
 def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOutput:
@@ -683,61 +337,6 @@ def service_capabilities(service_client: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return resolve(service_client.get_server_capabilities())
-
-
-# -------------------------------------------------------------------------------------------- eval
-
-
-def eval_items(config: GS1ArmConfig, task: MathTask, n: int) -> list[Problem]:
-    """The problems an evaluation decodes: the first ``n`` test items, or with ``eval_split == "train"``
-    the last ``n`` train items of the seed's prompt order (a pilot's few steps sample the order from its
-    start, so they never train on these), never a test item."""
-    if config.eval_split == "test":
-        return list(task.test[:n])
-    order = prompt_order(len(task.train), config.seed)[::-1][:n]
-    return [task.train[int(i)] for i in order]
-
-
-def evaluate(
-    config: GS1ArmConfig,
-    sampler: Any,
-    renderer: Any,
-    task: MathTask,
-    n_eval: int | None = None,
-    send_seeds: bool = True,
-) -> list[dict[str, Any]]:
-    """Greedy decoding of the first ``n_eval`` test items (with ``config.eval_split == "train"``: train
-    items from the end of the seed's prompt order, ``eval_items``): one row per item (``item_id``,
-    ``correct``, ``response``, ``answer``, ``stop_reason``, ``response_tokens``)."""
-    items = eval_items(config, task, n_eval or config.n_eval)
-    futures = [
-        sampler.sample(
-            prompt=task.prompt(renderer, p),
-            num_samples=1,
-            sampling_params=sampling_params(
-                config,
-                renderer,
-                request_seed(config, 0, k, 0, EVAL_SALT) if send_seeds else None,
-                greedy=True,
-            ),
-        )
-        for k, p in enumerate(items)
-    ]
-    rows = []
-    for problem, fut in zip(items, futures, strict=True):
-        seq = fut.result().sequences[0]
-        text = response_text(renderer, seq.tokens)
-        rows.append(
-            {
-                "item_id": problem.item_id,
-                "correct": int(grade(text, problem.answer)),
-                "response": text[:MAX_RESPONSE_CHARS],
-                "answer": problem.answer,
-                "stop_reason": str(seq.stop_reason),
-                "response_tokens": len(seq.tokens),
-            }
-        )
-    return rows
 
 
 # ----------------------------------------------------------------------------------------- the run

@@ -4,10 +4,12 @@
 A ``LocalFuture`` is either already resolved (training calls run eagerly, in submission order) or
 lazy: sampling requests are queued and the first ``.result()`` on any of them runs every queued
 request in one batched generation, which is what makes per-prompt ``sample`` calls cheap on CPU.
+A ``_ClientFuture`` is the future of a client that the SDK also lets callers use as the client.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future as ConcurrentFuture
 from typing import Any, Generic, TypeVar
@@ -70,3 +72,26 @@ class LocalFuture(APIFuture[T], Generic[T]):
     def done_now(self) -> bool:
         """Whether the value is already available without running queued work."""
         return self._future.done()
+
+
+class _ClientFuture(LocalFuture[Any]):
+    """A future of a client that may also be used, deprecated, as the client (SDK back-compat)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        warnings.warn(
+            "Using the future as the client is deprecated; call .result() on it first",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(self.result(), name)
+
+
+def _client_future(fn: Any) -> _ClientFuture:
+    fut = _ClientFuture()
+    try:
+        fut.set_result(fn())
+    except Exception as exc:
+        fut.set_exception(exc)
+    return fut

@@ -35,7 +35,8 @@ UNIT_ROWS = 256
 class Work(Protocol):
     """What the scheduler needs of a queued item: ``rows`` is 0 for a job, its sample count for a piece."""
 
-    rows: int
+    @property
+    def rows(self) -> int: ...
 
 
 @dataclass
