@@ -7,7 +7,8 @@ The driver is split in parts, all re-exported here:
   ``read_rows``, ``check_sft_rows``);
 - ``rftlab.studies.arena_lineage``: ``run_stage1``, the seed's Stage-1 order of work as one lineage;
 - ``rftlab.studies.arena_lineage_store``: a lineage's run-store side (``Stage1Result``, the lineage key);
-- ``rftlab.studies.arena_lineages``: several lineages, their tables, the lineage study, the gates' audit.
+- ``rftlab.studies.arena_lineages``: several lineages, their tables, the lineage study, the gates' audit;
+- ``rftlab.studies.arena_env``: notebook ``04_arena_env``'s study, one function per section.
 
 This module adds ``sft_smoke``, the overfit check alone (``rftlab arena sft-smoke``). Bad input raises
 ``ValueError``.
