@@ -250,7 +250,7 @@ def test_downward_and_same_layer_imports_pass(tmp_path):
 # only the display helpers (``rftlab.analysis.display``: numbers and tables as text). Notebook 03 is held
 # to it; the others still import lower layers (issue 34).
 NOTEBOOK_DISPLAY_HELPERS = ("rftlab.analysis.display",)
-TYPED_NOTEBOOKS = ("03_gs1.py", "04_arena_env.py")
+TYPED_NOTEBOOKS = ("03_gs1.py", "04_arena_env.py", "05_arena.py")
 
 
 def notebook_rftlab_imports(path: Path) -> list[tuple[int, str]]:

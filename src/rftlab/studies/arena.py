@@ -8,6 +8,7 @@ The driver is split in parts, all re-exported here:
 - ``rftlab.studies.arena_lineage``: ``run_stage1``, the seed's Stage-1 order of work as one lineage;
 - ``rftlab.studies.arena_lineage_store``: a lineage's run-store side (``Stage1Result``, the lineage key);
 - ``rftlab.studies.arena_lineages``: several lineages, their tables, the lineage study, the gates' audit;
+- ``rftlab.studies.arena_sft``: notebook ``05_arena``'s study (``sft_study``);
 - ``rftlab.studies.arena_env``: notebook ``04_arena_env``'s study, one function per section.
 
 This module adds ``sft_smoke``, the overfit check alone (``rftlab arena sft-smoke``). Bad input raises
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rftlab.envs.arena.cases import FROZEN_CASE_COUNT
 from rftlab.studies.arena_frozen import (
     FrozenEvaluation,
     check_sft_rows,
@@ -50,12 +52,28 @@ from rftlab.studies.arena_lineages import (
     simulated_lineages,
     write_spec_variant,
 )
+from rftlab.studies.arena_sft import (
+    ArenaSftStudy,
+    CommunicationEffect,
+    ConditionRow,
+    FrozenCheck,
+    LineageRow,
+    SftDataCheck,
+    sft_study,
+)
 from rftlab.training.arena.sft import OverfitResult
 
 __all__ = [
+    "FROZEN_CASE_COUNT",
     "STAGES",
+    "ArenaSftStudy",
+    "CommunicationEffect",
+    "ConditionRow",
+    "FrozenCheck",
     "FrozenEvaluation",
+    "LineageRow",
     "LineageStudy",
+    "SftDataCheck",
     "SftSmokeResult",
     "Stage1Result",
     "audit_gates",
@@ -68,6 +86,7 @@ __all__ = [
     "read_rows",
     "run_stage1",
     "sft_smoke",
+    "sft_study",
     "simulated_lineages",
     "write_evaluation",
     "write_spec_variant",
