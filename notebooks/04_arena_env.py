@@ -38,58 +38,26 @@ PROTOCOL_AGENT = "blue-0"
 
 # %%
 # (imports follow the parameters cell, which must come first)
-import json
-from dataclasses import asdict
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display, update_display
 
-from rftlab.analysis.arena.comparisons import (
-    neighbour_comparisons,
-    optimal_rate_table,
-    rate_frame,
-    regret_share,
-)
 from rftlab.analysis.display import fixed_digits_markdown, interval, number
-from rftlab.analysis.intervals import mean_interval_quantile, normal_mean_interval, wilson_interval
-from rftlab.analysis.paired import sign_test
-from rftlab.envs.arena import BLUE, NEUTRAL, RED, generate_state, state_fingerprint
-from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases
-from rftlab.envs.arena.oracle import solve_joint_action
-from rftlab.envs.arena.protocol import (
-    BASE_SYSTEM_PROMPT,
-    PROMPT_VERSION,
-    Broadcast,
-    action_or_wait,
-    action_prompt,
-    broadcast_or_empty,
-    broadcast_prompt,
-    encode_action,
-    encode_broadcast,
-    inbox_for,
-    oracle_broadcast,
-    parse_action,
-    parse_broadcast,
-    permutation_for,
-)
-from rftlab.envs.arena.world import compact_json, team_agent_ids
-from rftlab.policies.arena.scripted import (
-    BASELINE_POLICIES,
-    STYLES,
-    deterministic_policy,
-    evaluate_baselines,
+from rftlab.studies.arena_env import (
+    BLUE,
+    FROZEN_CASE_COUNT,
+    FROZEN_MANIFEST_SHA256,
+    NEUTRAL,
+    RED,
+    baseline_study,
+    case_hardness,
+    headroom,
+    protocol_example,
+    world_view,
 )
 
 OWNER_COLOURS = {BLUE: "tab:blue", RED: "tab:red", NEUTRAL: "lightgrey"}
-POLICY_LABELS = {
-    "oracle": "oracle (canonical optimum)",
-    "sequential": "sequential (claim-avoiding team heuristic)",
-    "independent": "independent (each agent's local best)",
-    "random": "random legal",
-    "wait": "all WAIT",
-}
 
 
 # %% [markdown]
@@ -118,31 +86,15 @@ summary_handle = display(Markdown("(The summary is filled in by the last cell of
 # nodes in generation order, which is also the ring order used in the figure.
 
 # %%
-world = generate_state(WORLD_SEED, WORLD_SIZE)
-on_node = {}
-for agent in world.agents.values():
-    on_node.setdefault(agent.position, []).append(f"{agent.id} (r={agent.resource})")
-node_table = pd.DataFrame(
-    [
-        {
-            "node": node.id,
-            "owner": node.owner,
-            "value": node.value,
-            "critical": "yes" if node.critical else "",
-            "fortification": node.fortification,
-            "status": node.status,
-            "neighbours": " ".join(node.neighbors),
-            "agent (resource)": ", ".join(on_node.get(node.id, [])),
-        }
-        for node in world.nodes.values()
-    ]
-)
+view = world_view(WORLD_SEED, WORLD_SIZE)
+world, on_node = view.state, view.on_node
+node_table = view.node_table()
 display(Markdown(node_table.to_markdown(index=False)))
 display(
     Markdown(
         f"Seed {WORLD_SEED}, size {WORLD_SIZE}: {len(world.nodes)} nodes, "
-        f"{sum(len(n.neighbors) for n in world.nodes.values()) // 2} edges; state fingerprint "
-        f"`{state_fingerprint(world)[:16]}…` (docs/arena.md §A.2 lists the full value for this seed)."
+        f"{view.edges} edges; state fingerprint "
+        f"`{view.fingerprint[:16]}…` (docs/arena.md §A.2 lists the full value for this seed)."
     )
 )
 
@@ -212,10 +164,8 @@ plt.show()
 # interval is too narrow for a claim about cases.
 
 # %%
-cases = frozen_cases()[::CASE_STRIDE]
-case_info = pd.DataFrame([c._asdict() for c in cases]).rename(columns={"index": "case_index"})
-outcomes = evaluate_baselines(BASELINE_POLICIES, cases, random_repeats=RANDOM_REPEATS)
-scores = pd.DataFrame([asdict(o) for o in outcomes]).merge(case_info, on="case_index")
+baselines = baseline_study(CASE_STRIDE, RANDOM_REPEATS)
+cases = baselines.cases
 display(
     Markdown(
         f"{len(cases)} of {FROZEN_CASE_COUNT} frozen cases"
@@ -227,25 +177,8 @@ display(
 
 
 # %%
-case_of = {c.index: c for c in cases}
-slices = [("size", size) for size in sorted(case_info["size"].unique())] + [
-    ("style", style) for style in STYLES if style in set(case_info["style"])
-]
-rate_rows = optimal_rate_table(
-    outcomes,
-    slices=[("all", lambda o: True)]
-    + [
-        (
-            f"{column} {value}",
-            lambda o, column=column, value=value: getattr(case_of[o.case_index], column) == value,
-        )
-        for column, value in slices
-    ],
-)
-rate = {r.policy: r for r in rate_rows if r.slice == "all"}  # conclusions read these, by policy key
-
-
-overall = rate_frame([r for r in rate_rows if r.slice == "all"], POLICY_LABELS)
+rate = baselines.rate  # conclusions read these, by policy key
+overall = baselines.rate_table()
 display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]
@@ -253,7 +186,7 @@ display(Markdown(overall.to_markdown(index=False, floatfmt=".3f")))
 # RED's style (SFT data use balanced RED only, so aggressive and defensive are unseen opponents).
 
 # %%
-breakdown = rate_frame([r for r in rate_rows if r.slice != "all"], POLICY_LABELS, with_slice=True)
+breakdown = baselines.rate_table(with_slice=True)
 display(Markdown(breakdown.to_markdown(index=False, floatfmt=".3f")))
 
 # %% [markdown]
@@ -263,18 +196,13 @@ display(Markdown(breakdown.to_markdown(index=False, floatfmt=".3f")))
 # averaged over its draws. Lower is better, and the oracle's bars are 0 by construction.
 
 # %%
-per_case = scores.groupby(["policy", "case_index", "size", "style"], as_index=False)[
-    ["reward", "regret"]
-].mean()
-plot_policies = list(BASELINE_POLICIES)
+plot_policies = baselines.policies
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), sharey=True)
 for ax, (column, title) in zip(axes, [("size", "by graph size"), ("style", "by RED style")], strict=True):
-    groups = [("all cases", per_case)] + [
-        (f"{column} {value}", per_case[per_case[column] == value]) for kind, value in slices if kind == column
-    ]
+    groups = baselines.regret_bars[column]
     width = 0.8 / len(groups)
-    for g, (label, frame) in enumerate(groups):
-        stats = [normal_mean_interval(frame.loc[frame["policy"] == p, "regret"].tolist()) for p in plot_policies]
+    for g, bars in enumerate(groups):
+        label, stats = bars.label, bars.stats
         mean = np.array([s[0] for s in stats])
         err = np.array([[s[0] - s[1] for s in stats], [s[2] - s[0] for s in stats]])
         positions = np.arange(len(plot_policies)) + (g - (len(groups) - 1) / 2) * width
@@ -296,9 +224,8 @@ for ax, (column, title) in zip(axes, [("size", "by graph size"), ("style", "by R
 axes[0].set_ylabel("mean regret (oracle reward − R_BLUE), 95% CI")
 fig.tight_layout()
 plt.show()
-case_counts = sorted({len(cases)} | {int(k) for column in ("size", "style") for k in case_info[column].value_counts()})
 display(Markdown("Interval quantiles used above: " + "; ".join(
-    f"{n} cases: {mean_interval_quantile(n)[1]}, q = {mean_interval_quantile(n)[0]:.3f}" for n in case_counts) + "."))  # fmt: skip
+    f"{n} cases: {label}, q = {q:.3f}" for n, label, q in baselines.quantiles) + "."))  # fmt: skip
 
 # %% [markdown]
 # ### Which policies the frozen cases tell apart
@@ -312,9 +239,7 @@ display(Markdown("Interval quantiles used above: " + "; ".join(
 # cases tie, a mean difference can exclude 0 while resting on a handful of cases, and the sign test says so.
 
 # %%
-regret_wide = per_case.pivot(index="case_index", columns="policy", values="regret")
-comparisons = neighbour_comparisons({p: regret_wide[p].tolist() for p in plot_policies}, plot_policies)
-signs = {key: sign_test((regret_wide[key[0]] - regret_wide[key[1]]).tolist()) for key in comparisons}
+comparisons, signs = baselines.comparisons, baselines.signs
 pairs = pd.DataFrame(
     [
         {
@@ -345,7 +270,7 @@ for y, (key, c) in enumerate(reversed(list(comparisons.items()))):
 ax.axvline(0, color="grey", linewidth=0.8)
 ax.set_yticks(range(len(comparisons)), [f"{c.left} − {c.right}" for c in reversed(list(comparisons.values()))])
 ax.set_xlabel("mean per-case regret difference, left − right (95% mean_ci over cases)")
-ax.set_title(f"Paired regret differences of neighbouring baselines ({len(regret_wide)} cases)")
+ax.set_title(f"Paired regret differences of neighbouring baselines ({len(baselines.regret_wide)} cases)")
 lo = min(c.low for c in comparisons.values())
 ax.set_xlim(lo - 0.1 * abs(lo), max(0.0, max(c.high for c in comparisons.values())) + 2.2 * abs(lo))
 fig.tight_layout()
@@ -360,25 +285,8 @@ plt.show()
 # case with many optima is easier to hit by chance. The histogram on the right shows that chance rate.
 
 # %%
-solutions = []
-for case in cases:
-    state = generate_state(case.seed, case.size)
-    solution = solve_joint_action(state, BLUE, deterministic_policy(state, RED, case.style))
-    solutions.append(
-        {
-            "case_index": case.index,
-            "size": case.size,
-            "style": case.style,
-            "oracle reward": solution.reward,
-            "optimal_count": solution.optimal_count,
-            "explored": solution.explored,
-        }
-    )
-hardness = pd.DataFrame(solutions)
-hardness["chance rate"] = hardness["optimal_count"] / hardness["explored"]
-
-count_table = hardness["optimal_count"].value_counts().sort_index().rename_axis("optimal_count").reset_index()
-count_table.columns = ["optimal_count", "cases"]
+difficulty = case_hardness(baselines)
+hardness, count_table = difficulty.hardness, difficulty.count_table
 display(Markdown(count_table.to_markdown(index=False)))
 
 # %%
@@ -403,30 +311,12 @@ fig.tight_layout()
 plt.show()
 
 # %%
-by_slice = pd.concat(
-    [
-        hardness.groupby(column)
-        .agg(
-            cases=("case_index", "size"),
-            unique_optimum=("optimal_count", lambda s: int((s == 1).sum())),
-            mean_optimal_count=("optimal_count", "mean"),
-            mean_explored=("explored", "mean"),
-            mean_chance_rate=("chance rate", "mean"),
-            mean_oracle_reward=("oracle reward", "mean"),
-        )
-        .reset_index()
-        .rename(columns={column: "slice"})
-        .assign(slice=lambda f, c=column: c + " " + f["slice"].astype(str))
-        for column in ("size", "style")
-    ],
-    ignore_index=True,
-)
+by_slice = difficulty.by_slice
 display(Markdown(by_slice.to_markdown(index=False, floatfmt=".4g")))
-easiest = hardness.sort_values("chance rate", ascending=False).head(3)
-random_rate = scores.loc[scores["policy"] == "random", "optimal"].mean()
+easiest, random_rate = difficulty.easiest, difficulty.random_rate
 display(
     Markdown(
-        f"Over {len(hardness)} cases: **{int((hardness['optimal_count'] == 1).sum())}** have a unique optimum; "
+        f"Over {len(hardness)} cases: **{difficulty.unique_optima}** have a unique optimum; "
         f"optimal_count ranges {hardness['optimal_count'].min()}–{hardness['optimal_count'].max()}; explored "
         f"ranges {hardness['explored'].min()}–{hardness['explored'].max()} (mean "
         f"{hardness['explored'].mean():.2f}, total {hardness['explored'].sum():,}). The mean chance rate is "
@@ -451,20 +341,15 @@ display(
 # broadcast prompt of one agent of a frozen case, exactly as the model receives it.
 
 # %%
-case = frozen_cases()[PROTOCOL_CASE]
-state = generate_state(case.seed, case.size)
-red = deterministic_policy(state, RED, case.style)
-solution = solve_joint_action(state, BLUE, red)
-blue = team_agent_ids(BLUE)
-agent_index = blue.index(PROTOCOL_AGENT)
-messages, displayed = broadcast_prompt(state, PROTOCOL_AGENT, permutation_for(case.seed, agent_index))
+example = protocol_example(PROTOCOL_CASE, PROTOCOL_AGENT)
+case = example.case
 display(
     Markdown(
         f"Frozen case {case.index}: seed {case.seed}, size {case.size}, RED {case.style}; agent "
-        f"`{PROTOCOL_AGENT}`; prompt version `{PROMPT_VERSION}`; {len(displayed)} legal actions."
+        f"`{PROTOCOL_AGENT}`; prompt version `{example.prompt_version}`; {example.broadcast_actions} legal actions."
     )
 )
-for message in messages:
+for message in example.broadcast_messages:
     print(f"----- {message['role']} -----")
     print(message["content"])
 
@@ -475,37 +360,17 @@ for message in messages:
 # above), so only the act-phase part is printed; the user message is printed in full.
 
 # %%
-reference = {
-    agent_id: oracle_broadcast(state, agent_id, solution.canonical_assignment[agent_id]) for agent_id in blue
-}
-act_messages, act_displayed = action_prompt(
-    state, PROTOCOL_AGENT, inbox_for(PROTOCOL_AGENT, reference), permutation_for(case.seed, agent_index, 0)
-)
-act_system, act_user = act_messages[0]["content"], act_messages[1]["content"]
-print(f"----- system (shared base text of {len(BASE_SYSTEM_PROMPT)} characters omitted) -----")
-print(
-    act_system[len(BASE_SYSTEM_PROMPT) :].strip() if act_system.startswith(BASE_SYSTEM_PROMPT) else act_system
-)
+print(f"----- system (shared base text of {example.base_prompt_chars} characters omitted) -----")
+print(example.act_system)
 print("----- user -----")
-print(act_user)
+print(example.act_user)
 
 # %% [markdown]
 # The act prompt's legal actions, in the order and with the ids the model sees, next to the oracle's
 # canonical action for this agent (the SFT target):
 
 # %%
-canonical = solution.canonical_assignment[PROTOCOL_AGENT]
-legal_table = pd.DataFrame(
-    [
-        {
-            "id": f"A{i}",
-            "action": compact_json(action.to_dict()),
-            "in some optimum": "yes" if action in solution.acceptable(PROTOCOL_AGENT) else "",
-            "canonical (SFT target)": "←" if action == canonical else "",
-        }
-        for i, action in enumerate(act_displayed)
-    ]
-)
+legal_table = example.legal_table
 display(Markdown(legal_table.to_markdown(index=False)))
 
 # %% [markdown]
@@ -517,96 +382,23 @@ display(Markdown(legal_table.to_markdown(index=False)))
 # gets them wrong.
 
 # %%
-target_broadcast = encode_broadcast(reference[PROTOCOL_AGENT])
-target_action = encode_action(canonical, act_displayed)
-own = state.agents[PROTOCOL_AGENT]
-far_node = sorted(set(state.nodes) - set(state.nodes[own.position].neighbors) - {own.position})[0]
-known = state.knowledge[PROTOCOL_AGENT][own.position].to_dict()
-broadcast_replies = [
-    ("valid: the reference broadcast", target_broadcast),
-    ("valid: empty broadcast", encode_broadcast(Broadcast())),
-    ("malformed JSON (markdown fence)", f"```json\n{target_broadcast}\n```"),
-    ("malformed JSON (trailing prose)", target_broadcast + " I will capture next."),
-    ("extra key", compact_json({**json.loads(target_broadcast), "reasoning": "capture"})),
-    (
-        "illegal intent (not a neighbour)",
-        compact_json({"facts": [], "intent": {"type": "CAPTURE", "target": far_node}, "request_resource": 0}),
-    ),
-    (
-        "invented fact (wrong status)",
-        compact_json({"facts": [{**known, "status": "FORTIFIED"}], "intent": None, "request_resource": 0}),
-    ),
-    ("intent given by action id", compact_json({"facts": [], "intent": "A1", "request_resource": 0})),
-]
-action_replies = [
-    ("valid: the canonical action", target_action),
-    ("malformed JSON (prose)", f"I choose {target_action}"),
-    ("extra key", compact_json({**json.loads(target_action), "why": "capture"})),
-    (
-        "action written out instead of its id",
-        compact_json({"action_id": f"{canonical.kind} {canonical.target}"}),
-    ),
-    ("id out of range", compact_json({"action_id": f"A{len(act_displayed)}"})),
-]
-parse_rows = []
-for label, raw in broadcast_replies:
-    result = parse_broadcast(raw, state, PROTOCOL_AGENT)
-    delivered = "empty broadcast" if broadcast_or_empty(result).is_empty else "the parsed broadcast"
-    parse_rows.append(("broadcast", label, raw, result, delivered))
-for label, raw in action_replies:
-    result = parse_action(raw, act_displayed)
-    played = "played as " + compact_json(action_or_wait(result).to_dict())
-    parse_rows.append(("act", label, raw, result, played))
-parse_table = pd.DataFrame(
-    [
-        {
-            "phase": phase,
-            "reply": label,
-            "raw text": "`` " + raw.replace("\n", "⏎") + " ``",
-            "valid": "yes" if result.valid else "no",
-            "error code": result.error or "",
-            "what the environment uses": used,
-        }
-        for phase, label, raw, result, used in parse_rows
-    ]
-)
+parse_table = example.parse_table
 display(Markdown(parse_table.to_markdown(index=False)))
 
 # %% [markdown]
 # ## 5. What the numbers show
 
 # %%
-heuristic_hits = int(
-    scores.loc[scores["policy"].isin(["sequential", "independent", "wait"]), "optimal"].sum()
-)
-resolved = [f"{c.left} − {c.right}" for c in comparisons.values() if c.excludes_zero]
-unresolved = [f"{c.left} − {c.right}" for c in comparisons.values() if not c.excludes_zero]
-seq_ind = comparisons["sequential", "independent"]
-seq_sign = signs["sequential", "independent"]
-slice_regret = {(r.slice, r.policy): r.mean_regret for r in rate_rows if r.slice != "all"}
-case_regret = per_case.pivot(index="case_index", columns="policy", values="regret")
-wait_share = regret_share("sequential", case_regret["sequential"].tolist(), "wait", case_regret["wait"].tolist(),
-                          reps=BOOTSTRAP_REPS, seed=BOOTSTRAP_SEED)  # fmt: skip
+numbers = headroom(baselines, difficulty, reps=BOOTSTRAP_REPS, seed=BOOTSTRAP_SEED, z=Z)
+heuristic_hits, resolved, unresolved = numbers.heuristic_hits, numbers.resolved, numbers.unresolved
+seq_ind, seq_sign = numbers.sequential_vs_independent, numbers.sequential_vs_independent_signs
+wait_share, random_not_worse = numbers.wait_share, numbers.random_not_worse
 share_text = (
     f"{wait_share.share:.0%} of all-WAIT's regret (95% bootstrap over cases "
     f"{interval(100 * wait_share.low, 100 * wait_share.high, digits=0)}%)"
 )
-slice_names = list(dict.fromkeys(r.slice for r in rate_rows if r.slice != "all"))
-random_not_worse = [
-    f"{name} (random {slice_regret[name, 'random']:.3f} vs {policy} {slice_regret[name, policy]:.3f})"
-    for name in sorted(slice_names)
-    for policy in ("sequential", "independent")
-    if slice_regret[name, "random"] <= slice_regret[name, policy]
-]
-oracle_by_style = hardness.groupby("style")["oracle reward"].mean()
-expected_chance_hits = hardness["chance rate"].sum()
-style_slices = sorted(name for name in slice_names if name.startswith("style "))
-lowest_regret_style = {
-    policy: min(style_slices, key=lambda name, policy=policy: slice_regret[name, policy]).removeprefix(
-        "style "
-    )
-    for policy in plot_policies[1:]
-}
+oracle_by_style, lowest_regret_style = numbers.oracle_by_style, numbers.lowest_regret_style
+expected_chance_hits = numbers.expected_chance_hits
 display(
     Markdown(
         "\n".join(
@@ -618,7 +410,7 @@ display(
                 f"- **Optimal rate.** Sequential, independent and "
                 f"all-WAIT reach the optimum on {heuristic_hits} case-policy pairs in total, and random legal on "
                 f"{rate['random'].optimal}/{rate['random'].n} draws. A rate of 0 of {rate['sequential'].n} cases still has "
-                f"a Wilson upper bound of {wilson_interval(0, rate['sequential'].n, Z)[1]:.3f}.",
+                f"a Wilson upper bound of {numbers.zero_wilson_high:.3f}.",
                 f"- **Regret.** Mean regret is {rate['sequential'].mean_regret:.3f} "
                 f"(sequential), {rate['independent'].mean_regret:.3f} (independent), "
                 f"{rate['random'].mean_regret:.3f} (random legal) and {rate['wait'].mean_regret:.3f} (all WAIT). "
@@ -658,22 +450,21 @@ display(
 )
 
 # %%
-chance_expected = hardness["chance rate"].sum()
-other_pairs = [key for key in comparisons if key != ("sequential", "independent")]
+chance_expected = numbers.expected_chance_hits
 summary_table = pd.DataFrame(
     [
         {"what": "oracle mean reward (canonical optimum)", "value": f"{rate['oracle'].mean_reward:.3f}",
-         "95% interval": interval(*normal_mean_interval([o.reward for o in outcomes if o.policy == "oracle"])[1:]),
+         "95% interval": interval(*numbers.oracle_reward_interval[1:]),
          "unit": f"case ({rate['oracle'].n})"},
         {"what": "best heuristic (sequential): mean regret", "value": f"{rate['sequential'].mean_regret:.3f}",
-         "95% interval": interval(*normal_mean_interval(per_case.loc[per_case["policy"] == "sequential", "regret"].tolist())[1:]),
+         "95% interval": interval(*numbers.sequential_regret_interval[1:]),
          "unit": f"case ({rate['sequential'].n})"},
         {"what": "sequential's mean regret as a share of all-WAIT's", "value": f"{wait_share.share:.3f}",
          "95% interval": interval(wait_share.low, wait_share.high) + f" (bootstrap, {wait_share.reps:,} reps)",
          "unit": f"case ({wait_share.n}), paired"},
         {"what": "cases where sequential / independent / all-WAIT is optimal",
          "value": f"{heuristic_hits} of {3 * rate['sequential'].n}",
-         "95% interval": "Wilson " + interval(*wilson_interval(rate["sequential"].optimal, rate["sequential"].n, Z))
+         "95% interval": "Wilson " + interval(*numbers.sequential_wilson)
          + " per policy", "unit": "case-policy pair"},
         {"what": "sequential − independent regret", "value": number(seq_ind.mean, 3, signed=True),
          "95% interval": interval(seq_ind.low, seq_ind.high, signed=True)
@@ -683,9 +474,7 @@ summary_table = pd.DataFrame(
          "95% interval": "exact (oracle enumeration)", "unit": f"of {len(hardness)} cases"},
     ]
 )  # fmt: skip
-clear_pairs = [f"{a} − {b}" for a, b in other_pairs if comparisons[a, b].excludes_zero and signs[a, b].p_value < 0.05]
-fragile = seq_sign.p_value >= 0.05
-slice_n = min(int(k) for column in ("size", "style") for k in case_info[column].value_counts())
+clear_pairs, fragile, slice_n = numbers.clear_pairs, numbers.fragile, numbers.slice_n
 summary = f"""**What the verdict is about.** The frozen evaluation itself (what its cases can resolve), not a
 model: every number comes from scripted stand-in policies and the exact oracle, with the frozen case as the
 unit.

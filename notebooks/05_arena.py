@@ -22,8 +22,6 @@
 import os
 import tempfile
 
-from rftlab.runs.paths import notebook_runs_root, spec_path
-
 QUICK = os.environ.get("RFTLAB_QUICK") == "1"
 # Quick mode builds a small dataset (not the Stage-1 configuration), evaluates every 5th frozen case and
 # runs both lineages at smoke size in a temporary run store.
@@ -35,19 +33,17 @@ CASE_STRIDE = 5 if QUICK else 1
 # removed when the kernel exits. The two Stage-1 lineages are runs: they go to the run store.
 _SCRATCH = tempfile.TemporaryDirectory(prefix="rftlab-arena-sft-")
 WORK_DIR = _SCRATCH.name
-STORE = notebook_runs_root(QUICK)  # $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else runs/
-LOCAL_SPEC = spec_path("arena_sft_local.json")  # the tiny local model (CPU)
-SIMULATED_SPEC = spec_path("arena_sft_simulated.json")  # the simulated learner
+STORE = None  # None: $RFTLAB_RUNS_ROOT, else a throwaway folder in quick mode, else runs/
+LOCAL_SPEC = "arena_sft_local.json"  # the tiny local model (CPU), in data/specs
+SIMULATED_SPEC = "arena_sft_simulated.json"  # the simulated learner, in data/specs
 # Independent lineages of the simulated learner (its corruption draws and SFT seed); seed 0 is the spec's own
 # lineage, recorded before (same key, read back). Each further lineage costs about 35-50 s of CPU.
 LINEAGE_SEEDS = (0, 1, 2)
 
 # %%
 # (imports follow the parameters cell, which must come first)
-import shutil
 import sys
 import warnings
-from pathlib import Path
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # no stderr in the report
 
@@ -55,148 +51,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from IPython.display import Markdown, display  # noqa: E402
 
-from rftlab.analysis.arena.audit import audit_dataset, write_audit  # noqa: E402
-from rftlab.analysis.arena.compare import (  # noqa: E402
-    compare_evaluations,
-    compare_markdown,
-    evaluation_from_records,
-    named_endpoints,
-)
-from rftlab.analysis.arena.gates import (  # noqa: E402
-    DEFAULT_GATE_SPEC,
-    evaluate_arena_gates,
-    gate_table,
-    license_rows,
-    load_gate_spec,
-    rows_table,
-)
-from rftlab.analysis.arena.handoff import immutable_inputs, render_handoff  # noqa: E402
-from rftlab.analysis.arena.lineages import validation_series  # noqa: E402
-from rftlab.analysis.arena.review import agent_case_counts  # noqa: E402
 from rftlab.analysis.display import fixed_digits_markdown, interval  # noqa: E402
-from rftlab.analysis.paired import sign_test  # noqa: E402
-from rftlab.analysis.rate_gates import clustered_pass_probability  # noqa: E402
-from rftlab.envs.arena.cases import FROZEN_CASE_COUNT, FROZEN_MANIFEST_SHA256, frozen_cases, manifest_sha256  # noqa: E402
-from rftlab.policies.arena.providers import EndpointProvider, OracleProvider, ScriptedProvider  # noqa: E402
-from rftlab.policies.arena.server import ArenaPolicyServer  # noqa: E402
-from rftlab.reports import Timings  # noqa: E402
-from rftlab.rollout.arena.evaluation import CONDITION_LABELS, CONDITIONS, run_frozen_eval  # noqa: E402
-from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, SftConfig, write_dataset  # noqa: E402
 from rftlab.studies.arena import (  # noqa: E402
-    audit_gates,
-    evaluate_frozen,
+    FROZEN_CASE_COUNT,
     lineage_rows,
-    lineage_study,
-    read_rows,
-    run_stage1,
-    simulated_lineages,
-    write_evaluation,
-    write_spec_variant,  # noqa: E402
+    sft_study,
 )
-from rftlab.training.arena.stage1 import load_stage1_spec  # noqa: E402
-
-work = Path(WORK_DIR)
-for name in ("data", "data_rebuild", "data_tampered", "eval"):
-    shutil.rmtree(work / name, ignore_errors=True)
-work.mkdir(parents=True, exist_ok=True)
-config = SftConfig(
-    num_seeds=NUM_SEEDS,
-    targeted_mechanics_per_kind=MECHANICS_PER_KIND,
-    targeted_silence_examples=SILENCE_EXAMPLES,
-)
-is_stage1 = config == STAGE1_CONFIG
-
-
-if QUICK:  # smoke-size copies of the two lineage specs
-    LOCAL_SPEC = write_spec_variant(
-        LOCAL_SPEC,
-        work / "local.json",
-        {"overfit": {"steps": 2}, "evaluation": {"frozen_case_stride": 30, "max_tokens": 8}},
-    )
-    SIMULATED_SPEC = write_spec_variant(
-        SIMULATED_SPEC,
-        work / "simulated.json",
-        {
-            "overfit": {"rows": 16, "steps": 60, "batch_size": 4},
-            "train": {"max_steps": 40, "batch_size": 4, "validation_every_steps": 20, "min_validation_measurements": 3},
-            "evaluation": {"frozen_case_stride": 12, "test_rows": 20},
-        },
-    )
-timings = Timings()  # wall time per step, for the build log
-
 
 # %%
 # Every computation, in the order of work; the sections below only display what it produced.
-manifest = timings.timed("build", write_dataset, work / "data", config)
-rebuilt = write_dataset(work / "data_rebuild", config)
-identical = all(
-    (work / "data" / name).read_bytes() == (work / "data_rebuild" / name).read_bytes()
-    for name in [*manifest["files"], "manifest.json"]
-)
-digest_match = manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256
-inputs = immutable_inputs(manifest)
-
-audit = timings.timed("audit", audit_dataset, work / "data", require_split_action_coverage=is_stage1)
-write_audit(audit, work / "data" / "audit.json")  # what `rftlab arena audit` writes; the handoff reads it
-tampered = work / "data_tampered"
-shutil.copytree(work / "data", tampered)
-raw = bytearray((tampered / "validation.jsonl").read_bytes())
-position = len(raw) // 2
-raw[position] = ord("7") if raw[position] != ord("7") else ord("8")
-(tampered / "validation.jsonl").write_bytes(bytes(raw))
-tamper_audit = audit_dataset(tampered)
-
-cases_run = list(range(0, FROZEN_CASE_COUNT, CASE_STRIDE))
-validation_rows = read_rows(work / "data" / "validation.jsonl")
-providers = {
-    "oracle": OracleProvider(),
-    "scripted": ScriptedProvider(),
-    "scripted, inbox ignored": ScriptedProvider(use_inbox=False),
-}
-evaluations = {}
-for label, provider in providers.items():
-    evaluations[label] = timings.timed(f"eval {label}", evaluate_frozen, provider, cases_run, validation_rows)
-    write_evaluation(work / "eval" / label.replace(",", "").replace(" ", "_"), evaluations[label])
-summaries = {label: e.summary for label, e in evaluations.items()}
-with ArenaPolicyServer() as server:  # bound to 127.0.0.1; no key needed locally
-    served_records = timings.timed(
-        "served", run_frozen_eval, EndpointProvider("scripted-balanced", server.base_url), cases_run
-    )
-    served_requests = len(server.requests)
-served_agrees = [{k: v for k, v in r.items() if k != "model"} for r in served_records] == [
-    {k: v for k, v in r.items() if k != "model"} for r in evaluations["scripted"].records
-]
-
-
-compared = {  # the frozen evaluations in the form `arena compare` reads
-    label: evaluation_from_records(evaluations[label].records, summaries[label], label)
-    for label in ("scripted, inbox ignored", "scripted", "oracle")
-}
-scripted_compare = timings.timed(
-    "compare", compare_evaluations, compared["scripted, inbox ignored"], compared["scripted"]
-)
-scripted_gates = evaluate_arena_gates(summaries["scripted"], scripted_compare)
-oracle_gates = evaluate_arena_gates(
-    summaries["oracle"], compare_evaluations(compared["scripted, inbox ignored"], compared["oracle"])
-)
-gate_spec, gate_sha = load_gate_spec(DEFAULT_GATE_SPEC)
-
-local = timings.timed("local lineage", run_stage1, LOCAL_SPEC, backend="local", store_root=STORE, data_dir=work / "data")
-lineages = timings.timed(
-    "simulated lineages",
-    simulated_lineages,
-    SIMULATED_SPEC,
-    LINEAGE_SEEDS,
+result = sft_study(
+    num_seeds=NUM_SEEDS,
+    mechanics_per_kind=MECHANICS_PER_KIND,
+    silence_examples=SILENCE_EXAMPLES,
+    work_dir=WORK_DIR,
+    case_stride=CASE_STRIDE,
+    lineage_seeds=LINEAGE_SEEDS,
+    local_spec=LOCAL_SPEC,
+    simulated_spec=SIMULATED_SPEC,
     store_root=STORE,
-    data_dir=work / "data",
-    variant_dir=work,
+    quick=QUICK,
 )
-simulated = lineages[LINEAGE_SEEDS[0]]
-study = timings.timed("lineage study", lineage_study, lineages)  # the truth, coverage, gates after review
-gates_audit = audit_gates(DEFAULT_GATE_SPEC, list(lineages.values()))  # the registered gates, over the lineages' runs
-handoff = render_handoff(work / "data", gate_spec=DEFAULT_GATE_SPEC, oracle_summary=summaries["oracle"])
+data, frozen, local, simulated, study = result.data, result.frozen, result.local, result.simulated, result.study
+manifest, audit, tamper_audit, is_stage1 = data.manifest, data.audit, data.tamper_audit, data.is_stage1
+config = data.config
+cases_run, summaries, scripted_compare = frozen.cases_run, frozen.summaries, frozen.scripted_compare
+scripted_gates, oracle_gates = frozen.scripted_gates, frozen.oracle_gates
 # durations are not results: stderr goes to the report build's log (reports/build.log), never the report
-print(timings.line(), file=sys.stderr)
+print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.durations.items()), file=sys.stderr)
 
 
 # %% [markdown]
@@ -207,15 +89,13 @@ gd = scripted_compare["endpoints"]["generated_minus_dropped"]
 within = scripted_compare["rftlab_additions"]["endpoints"]["generated_minus_shuffled_within"]
 g1 = scripted_gates.check("act_schema_valid")
 sim_verdicts = simulated.gates["verdicts"] if simulated.gates else None
-unmet = [r["item"] for r in inputs if r["met"] != "yes"]
+unmet = data.unmet_inputs
 local_overfit = local.overfit["schema_valid"] if local.overfit else {}
 seed0 = LINEAGE_SEEDS[0]
 revised0 = {r["metric"]: r for r in study.revised_gates.get(seed0, [])}
 # the scripted policy's ACT replies by agent-case: the registered G1 rule's pass probability at 99.5% when
 # every failure takes its agent-case's seven replies with it (intra-cluster correlation 1)
-scripted_sizes = agent_case_counts(evaluations["scripted"].records, "act_schema_valid")[1]
-g1_clusters, g1_cluster_size = len(scripted_sizes), round(sum(scripted_sizes) / len(scripted_sizes))
-g1_type1 = clustered_pass_probability(g1_clusters, g1_cluster_size, 0.995, 1.0, 0.995, "independent_lower_bound")
+g1_clusters, g1_cluster_size, g1_type1 = frozen.g1_clusters, frozen.g1_cluster_size, frozen.g1_type1
 covered = [r["covered"] for rows in study.coverage.values() for r in rows]
 lineage_bullets = []
 if study.method:
@@ -277,7 +157,7 @@ lines = [
     "",
     "**The numbers that carry it.**",
     "",
-    f"- Data: structural digest {'equals' if digest_match else 'differs from'} the seed's Stage-1 value; "
+    f"- Data: structural digest {'equals' if data.digest_match else 'differs from'} the seed's Stage-1 value; "
     f"the audit {'passed' if audit.valid else 'FAILED'} ({len(audit.failures)} failures) and caught a one-byte "
     f"edit; the seed's immutable inputs are **not met**: {', '.join(unmet) or 'none'} (own prompt wording).",
     f"- Scripted policy with vs without its inbox ({len(cases_run)} cases; the messages only help it avoid "
@@ -298,8 +178,8 @@ lines = [
     f"replies fail independently, but {g1_type1:.0%} of the time if failures cluster by agent-case (the {g1.n} "
     f"replies are {g1_clusters} agent-cases × {g1_cluster_size} near-identical conditions).",
     *lineage_bullets,
-    f"- **Pre-registration, audited:** {gates_audit.registration}. The registered gates (`arena-stage1-sft-promotion-v2`) over the "
-    f"{len(LINEAGE_SEEDS)} simulated lineages' stage runs are {gates_audit.sentence}. " + " ".join(gates_audit.limits),
+    f"- **Pre-registration, audited:** {result.gates_audit.registration}. The registered gates (`arena-stage1-sft-promotion-v2`) over the "
+    f"{len(LINEAGE_SEEDS)} simulated lineages' stage runs are {result.gates_audit.sentence}. " + " ".join(result.gates_audit.limits),
     "",
     "**What it does not show.** Anything about Qwen3-4B or any language model after SFT: the LoRA run belongs on "
     "a GPU or Tinker (`rftlab arena handoff` writes the commands). The scripted and simulated numbers exercise "
@@ -346,18 +226,18 @@ display(
         f"mechanic, {config.targeted_silence_examples} silence rows ({'the Stage-1 configuration' if is_stage1 else 'a quick-mode subset, not Stage-1'}). "
         f"{manifest['num_examples']} rows ({', '.join(f'{k} {v}' for k, v in manifest['examples_by_phase'].items())}) "
         f"built. Candidate ACT rows rejected: {rejections}. Rebuilding gave "
-        f"{'byte-identical' if identical else 'DIFFERENT'} files.\n\n"
+        f"{'byte-identical' if data.rebuild_identical else 'DIFFERENT'} files.\n\n"
         "The seed fixes its inputs as immutable. Against them:"
     )
 )
-display(Markdown(pd.DataFrame(inputs).to_markdown(index=False)))
+display(Markdown(pd.DataFrame(data.inputs).to_markdown(index=False)))
 display(
     Markdown(
         "The dataset version, content SHA-256 and prompt version differ because rftlab renders the prompts in its own "
         "wording (`docs/arena.md` §13 gap 1): the row ids hash the full messages. The structural digest (§9.6) leaves "
         "the wording out and "
         + ("matches the seed's Stage-1 value, for all rows and each split: the states, labels and metadata are the "
-           "seed's. " if digest_match else "does not match in quick mode, which builds a subset. ")
+           "seed's. " if data.digest_match else "does not match in quick mode, which builds a subset. ")
         + "A model trained on these rows is trained on rftlab's prompt, not on the seed's exact bytes."
     )
 )  # fmt: skip
@@ -381,7 +261,7 @@ display(
         f"ACT labels were re-verified with the exact solver, {len(audit.failures)} failures; per-split coverage of all "
         f"seven action kinds {'required' if is_stage1 else 'not required in quick mode'}). Broadcast fact counts "
         f"0/1/2/3: {', '.join(str(audit.broadcast_fact_counts.get(str(k), 0)) for k in range(4))}.\n\n"
-        f"After changing byte {position} of `validation.jsonl`: **{'passed' if tamper_audit.valid else 'failed'}** with "
+        f"After changing byte {data.tamper_position} of `validation.jsonl`: **{'passed' if tamper_audit.valid else 'failed'}** with "
         f"{len(tamper_audit.failures)} failure lines, for example:"
     )
 )
@@ -407,36 +287,29 @@ print("\n".join(tamper_audit.failures[:6]))
 # (`endpoint` provider), exactly as a served model would be; the two runs must agree case by case.
 
 # %%
-table = []
-for label, s in summaries.items():
-    for condition in CONDITIONS:
-        c = s["conditions"][condition]
-        table.append(
-            {
-                "policy": label,
-                "messages": CONDITION_LABELS[condition],
-                "strict actions": c["strict_action_rate"],
-                "mean regret": c["mean_oracle_regret"],
-                "regret 95% CI": interval(*c["mean_oracle_regret_95"]),
-                "optimal": c["optimal_outcome_rate"],
-                "optimal Wilson 95%": interval(*c["optimal_outcome_wilson_95"]),
-                "non-redundant": c["nonredundant_joint_action_rate"],
-            }
-        )
+table = [
+    {
+        "policy": c.policy,
+        "messages": c.label,
+        "strict actions": c.strict_action_rate,
+        "mean regret": c.mean_regret,
+        "regret 95% CI": interval(*c.regret_95),
+        "optimal": c.optimal_rate,
+        "optimal Wilson 95%": interval(*c.optimal_wilson_95),
+        "non-redundant": c.nonredundant_rate,
+    }
+    for c in frozen.condition_rows()
+]
 display(Markdown(pd.DataFrame(table).to_markdown(index=False, floatfmt=".3f")))
 oracle = summaries["oracle"]
-oracle_ok = all(
-    c["mean_oracle_regret"] == 0 and c["strict_action_rate"] == 1 and c["optimal_outcome_rate"] == 1
-    for c in oracle["conditions"].values()
-)
 display(
     Markdown(
-        f"{len(cases_run)} of {FROZEN_CASE_COUNT} frozen cases (manifest `{manifest_sha256(frozen_cases())[:16]}…`, "
-        f"{'equal to' if manifest_sha256(frozen_cases()) == FROZEN_MANIFEST_SHA256 else 'NOT equal to'} the "
-        f"published hash). The oracle harness check {'passes' if oracle_ok else 'FAILS'}: regret 0, strict and "
+        f"{len(cases_run)} of {FROZEN_CASE_COUNT} frozen cases (manifest `{frozen.frozen_manifest_sha256[:16]}…`, "
+        f"{'equal to' if frozen.manifest_published else 'NOT equal to'} the "
+        f"published hash). The oracle harness check {'passes' if frozen.oracle_ok else 'FAILS'}: regret 0, strict and "
         f"optimal rate 1 in every condition, mean reward {oracle['conditions']['generated']['mean_environment_reward']:.4f}. "
-        f"Through the policy server: {served_requests} HTTP chat completions; the "
-        f"records {'equal' if served_agrees else 'DIFFER from'} the in-process run in every case."
+        f"Through the policy server: {frozen.served_requests} HTTP chat completions; the "
+        f"records {'equal' if frozen.served_agrees else 'DIFFER from'} the in-process run in every case."
     )
 )
 
@@ -448,34 +321,26 @@ display(
 # companion of the mean.
 
 # %%
-effects = []
-for label, s in summaries.items():
-    per_case = s["per_case"]
-    for e in s["communication_effects"].values():
-        left, right = e["left"], e["right"]
-        signs = sign_test([c[f"{left}_reward"] - c[f"{right}_reward"] for c in per_case])
-        effects.append(
-            {
-                "policy": label,
-                "difference": f"{CONDITION_LABELS[left]} − {CONDITION_LABELS[right]}",
-                "mean": e["mean_difference"],
-                "95% CI": interval(*e["mean_difference_95"], signed=True),
-                "better / worse / tied": f"{signs.positive} / {signs.negative} / {signs.ties}",
-                "sign test p": f"{signs.p_value:.3f}",
-            }
-        )
+effects = [
+    {
+        "policy": e.policy,
+        "difference": e.label,
+        "mean": e.mean,
+        "95% CI": interval(e.low, e.high, signed=True),
+        "better / worse / tied": f"{e.signs.positive} / {e.signs.negative} / {e.signs.ties}",
+        "sign test p": f"{e.signs.p_value:.3f}",
+    }
+    for e in frozen.effects
+]
 display(fixed_digits_markdown(pd.DataFrame(effects), signed=("mean",)))
 
 fig, ax = plt.subplots(figsize=(8, 3.4))
-rows = [e for e in effects if e["policy"] != "oracle"]
+rows = [e for e in frozen.effects if e.policy != "oracle"]
 for y, e in enumerate(rows):
-    s = summaries[e["policy"]]["communication_effects"]
-    key = next(k for k, v in s.items() if f"{CONDITION_LABELS[v['left']]} − {CONDITION_LABELS[v['right']]}" == e["difference"])
-    low, high = s[key]["mean_difference_95"]
-    color = "C0" if e["policy"] == "scripted" else "C7"
-    ax.errorbar(e["mean"], y, xerr=[[e["mean"] - low], [high - e["mean"]]], fmt="o", color=color, capsize=3)
+    color = "C0" if e.policy == "scripted" else "C7"
+    ax.errorbar(e.mean, y, xerr=[[e.mean - e.low], [e.high - e.mean]], fmt="o", color=color, capsize=3)
 ax.axvline(0, color="black", linewidth=0.8)
-ax.set_yticks(range(len(rows)), [f"{e['policy']}: {e['difference']}" for e in rows], fontsize=8)
+ax.set_yticks(range(len(rows)), [f"{e.policy}: {e.label}" for e in rows], fontsize=8)
 ax.set_xlabel("paired reward difference per case (95% CI)")
 ax.set_title(f"Message conditions, paired by case (scripted policies, {len(cases_run)} frozen cases)")
 ax.invert_yaxis()
@@ -491,7 +356,7 @@ plt.show()
 # exact sign test. The test suite checks this against an independent computation from the rows files.
 
 # %%
-display(Markdown(compare_markdown(scripted_compare)))
+display(Markdown(frozen.compare_table()))
 primary = scripted_compare["endpoints"]["primary"]
 display(
     Markdown(
@@ -517,14 +382,14 @@ display(
 
 # %%
 display(Markdown(f"**Candidate: scripted** (base: scripted, inbox ignored; {len(cases_run)} cases)"))
-display(Markdown(gate_table(scripted_gates)))
-display(Markdown(pd.DataFrame(license_rows(scripted_gates)).to_markdown(index=False)))
+display(Markdown(frozen.gate_table("scripted")))
+display(Markdown(pd.DataFrame(frozen.license_rows()).to_markdown(index=False)))
 display(Markdown("**Candidate: oracle** (same base)"))
-display(Markdown(gate_table(oracle_gates)))
+display(Markdown(frozen.gate_table("oracle")))
 v, vo = scripted_gates.verdicts(), oracle_gates.verdicts()
 display(
     Markdown(
-        f"Gate spec SHA-256 `{gate_sha}`. Scripted: promotion {'PASS' if v['promotion'] else 'FAIL'}, communication "
+        f"Gate spec SHA-256 `{frozen.gate_sha256}`. Scripted: promotion {'PASS' if v['promotion'] else 'FAIL'}, communication "
         f"claim {'supported' if v['communication_claim'] else 'not supported'}. Oracle: promotion "
         f"{'PASS' if vo['promotion'] else 'FAIL'}, communication claim {'supported' if vo['communication_claim'] else 'not supported'} "
         "(its actions ignore the messages, so no message condition can help it). Neither says anything about a language model."
@@ -541,7 +406,7 @@ display(
 # to stop.
 
 # %%
-local_spec, _ = load_stage1_spec(LOCAL_SPEC)
+local_spec = result.local_spec
 display(Markdown(f"Size of this run (`{local_spec.name}`): {local_spec.size_note}"))
 display(Markdown(pd.DataFrame(lineage_rows(local)).to_markdown(index=False)))
 display(
@@ -565,14 +430,14 @@ display(
 # **Every number in this section describes that simulation, not a model.**
 
 # %%
-simulated_spec, _ = load_stage1_spec(SIMULATED_SPEC)
+simulated_spec = result.simulated_spec
 display(Markdown(f"Size of this run (`{simulated_spec.name}`): {simulated_spec.size_note}"))
 display(Markdown(pd.DataFrame(lineage_rows(simulated)).to_markdown(index=False)))
 if simulated.measurements:
     steps = [m["step"] for m in simulated.measurements]
     fig, ax = plt.subplots(figsize=(8, 3.8))
     ax.plot(steps, [m["validation"]["selection_score"] for m in simulated.measurements], marker="o", label="selection score")
-    for j, (label, points) in enumerate(validation_series(simulated.measurements).items()):
+    for j, (label, points) in enumerate(result.validation_series().items()):
         x = [p["step"] + 2.5 * (j - 1.5) for p in points]  # offset so the intervals do not overlap
         y = [p["rate"] for p in points]
         err = [[p["rate"] - p["low"] for p in points], [p["high"] - p["rate"] for p in points]]
@@ -602,19 +467,13 @@ if simulated.selection:
                 "evaluation of this lineage is refused unless it is a diagnosis run excluded from claims."
             )
         )
-if simulated.final_summary:
-    # Ask the run store for a second test/frozen evaluation of this lineage (another checkpoint): refused.
-    from rftlab.runs import RunStore
-    from rftlab.training.arena.stage1 import SingleEvaluationError, claim_final_evaluation
-
-    try:
-        claim_final_evaluation(
-            RunStore(STORE), simulated.lineage["experiment"], simulated.lineage["lineage"],
-            {"stage": "final_eval", "checkpoint_step": -1}, simulated.lineage["backend"],
-        )  # fmt: skip
-        refusal = "NOT refused (a defect)"
-    except SingleEvaluationError:
-        refusal = "refused (`SingleEvaluationError`): only a diagnosis run, excluded from claims, may evaluate it again"
+if result.second_evaluation_refused is not None:
+    # The run store was asked for a second test/frozen evaluation of this lineage (another checkpoint).
+    refusal = (
+        "refused (`SingleEvaluationError`): only a diagnosis run, excluded from claims, may evaluate it again"
+        if result.second_evaluation_refused
+        else "NOT refused (a defect)"
+    )
     display(Markdown(f"A second evaluation of lineage `{simulated.lineage['lineage']}` on another checkpoint: {refusal}."))
 if simulated.test_summary:
     t = simulated.test_summary
@@ -627,9 +486,9 @@ if simulated.test_summary:
     )
 if simulated.comparison and "endpoints" in simulated.comparison:
     display(Markdown("**Base vs SFT, paired (simulated learner)**"))
-    display(Markdown(compare_markdown(simulated.comparison)))
+    display(Markdown(result.simulated_compare_table()))
     # paired differences with their 95% intervals, one line per endpoint
-    endpoints = named_endpoints(simulated.comparison)
+    endpoints = result.simulated_endpoints()
     groups = {  # regret and reward are different scales and directions: one axis each
         "regret (negative favours SFT)": [(n, e) for n, e in endpoints if n == "primary"],
         "reward (positive favours SFT, or the first-named condition)": [(n, e) for n, e in endpoints if n != "primary"],
@@ -649,7 +508,7 @@ if simulated.comparison and "endpoints" in simulated.comparison:
     plt.show()
 if simulated.gates:
     display(Markdown("**Gates G1–G7 on the selected checkpoint (simulated learner), registered rule (v2)**"))
-    display(Markdown(rows_table(simulated.gates["rows"])))
+    display(Markdown(result.simulated_gate_table()))
     licenses = pd.DataFrame(simulated.gates["licenses_table"])[["gate", "role", "licenses the claim that", "verdict"]]
     display(Markdown(licenses.to_markdown(index=False)))
     display(
@@ -719,26 +578,23 @@ if revision_rows:
 
 # %%
 if study.coverage:
-    table = []
-    for seed, r in study.results.items():
-        if seed not in study.coverage:
-            table.append({"seed": seed, "lineage": r.lineage["lineage"], "selected step": "– (stopped)"})
-            continue
-        primary = r.comparison["endpoints"]["primary"]
-        table.append(
-            {
-                "seed": seed,
-                "lineage": r.lineage["lineage"],
-                "selected step": study.selected_steps[seed],
-                "competence": f"q = {study.competence[seed]:.5f}",
-                "base regret": r.base_summary["conditions"]["generated"]["mean_oracle_regret"],
-                "SFT regret": r.final_summary["conditions"]["generated"]["mean_oracle_regret"],
-                "SFT − base (95% CI over cases)": f"{primary['mean_difference']:+.3f} {interval(*primary['mean_difference_95'], signed=True)}",
-                "truth": f"{study.truth_contrasts[seed]['primary']:+.3f}",
-                "promotion (v2)": "PASS" if r.gates["verdicts"]["promotion"] else "FAIL",
-                "G1 after review": {x["metric"]: x for x in study.revised_gates[seed]}["act_schema_valid"]["revised verdict"],
-            }
-        )  # fmt: skip
+    table = [
+        {"seed": r.seed, "lineage": r.lineage, "selected step": "– (stopped)"}
+        if r.selected_step is None
+        else {
+            "seed": r.seed,
+            "lineage": r.lineage,
+            "selected step": r.selected_step,
+            "competence": f"q = {r.competence:.5f}",
+            "base regret": r.base_regret,
+            "SFT regret": r.sft_regret,
+            "SFT − base (95% CI over cases)": f"{r.contrast:+.3f} {interval(*r.contrast_95, signed=True)}",
+            "truth": f"{r.truth:+.3f}",
+            "promotion (v2)": "PASS" if r.promotion else "FAIL",
+            "G1 after review": r.g1_after_review,
+        }
+        for r in result.lineage_rows()
+    ]  # fmt: skip
     display(Markdown(pd.DataFrame(table).to_markdown(index=False, floatfmt=".3f")))
 if study.method:
     m = study.method
@@ -768,10 +624,7 @@ if study.coverage:
         ]
     )  # fmt: skip
     display(Markdown(cover.to_markdown(index=False, floatfmt=".4f")))
-    zero = [
-        s for s, r in study.results.items()
-        if r.final_summary and all(r.final_summary["replies"][p][k] == r.final_summary["replies"][p]["n"] for p, k in (("act", "legal"), ("broadcast", "valid")))
-    ]  # fmt: skip
+    zero = result.uncorrupted_seeds
     display(
         Markdown(
             f"The truths of the rates and contrasts are those of each lineage's selected checkpoint (the base at step 0, "
@@ -793,6 +646,7 @@ if study.coverage:
 # cuda --base-model DIR` on the GPU machine). Its first table (the directory row left out):
 
 # %%
+handoff = result.handoff
 start = handoff.index("## Fixed inputs")
 end = handoff.index("| file | SHA-256 |")
 fixed = [line for line in handoff[start:end].splitlines() if not line.startswith("| dataset directory")]

@@ -343,7 +343,7 @@ def test_documentation_fields_never_change_what_decides_the_result(name, descrip
 
 def _crash_final_evaluation(spec, root, data, monkeypatch):
     """A lineage whose final evaluation opened the test split and crashed (nothing finished)."""
-    import rftlab.studies.arena as study
+    import rftlab.studies.arena_lineage as study
 
     real = study._evaluate_sampler
     calls = {"n": 0}
@@ -388,7 +388,7 @@ def test_a_new_description_does_not_buy_a_second_test_evaluation(data, tmp_path,
 def test_an_evaluation_under_the_older_raw_spec_key_counts(data, tmp_path):
     """Stores written while the key held the raw spec (description included): their test evaluation is
     this lineage's, and a second one is refused."""
-    import rftlab.studies.arena as study
+    import rftlab.studies.arena_lineage as study
     from rftlab.runs import spec_sha256
 
     spec_path = _spec(tmp_path, **SMALL)
@@ -423,7 +423,7 @@ def test_the_final_evaluation_lock_never_follows_a_planted_symlink(tmp_path):
 def test_a_lineage_finished_under_the_older_raw_spec_key_is_read_back(data, tmp_path):
     import shutil
 
-    import rftlab.studies.arena as study
+    import rftlab.studies.arena_lineage as study
 
     spec_path = _spec(tmp_path, **SMALL)
     root = tmp_path / "runs"

@@ -671,21 +671,7 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
 
 
 def _sft_smoke(args: argparse.Namespace) -> int:
-
-    from rftlab.training.arena.recipe import STAGE1_RECIPE
-    from rftlab.training.arena.sft import (
-        LOCAL_CONTEXT,
-        OptimizerSettings,
-        SftError,
-        local_arena_model,
-        overfit_check,
-        overfit_subset,
-        service_client,
-    )
-
-    path = Path(args.data) / "overfit_256.jsonl"
-    if not path.is_file():
-        raise UsageError(f"{path} does not exist (build the data with `rftlab arena build-sft`)")
+    from rftlab.studies.arena import sft_smoke
     from rftlab.training.arena.stage1 import MAX_BATCH, MAX_ROWS, MAX_STEPS, MAX_TOKENS
 
     limits = {"rows": MAX_ROWS, "steps": MAX_STEPS, "batch_size": MAX_BATCH, "max_tokens": MAX_TOKENS}
@@ -697,58 +683,20 @@ def _sft_smoke(args: argparse.Namespace) -> int:
         raise UsageError("--lr must be a positive finite number")
     if args.output:
         _check_out(args.output, "--output")
-    rows = _read_rows(path)
-    from rftlab.studies.arena import check_sft_rows
-
     try:
-        check_sft_rows(rows, str(path))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    rows = overfit_subset(rows, args.rows)
-    if args.work_dir is None:
-        from rftlab.runs.paths import runs_root
-
-        store = runs_root()
-        work = store.parent / f".{store.name}_local_tinker" / "arena_sft_smoke"
-    else:
-        work = Path(args.work_dir)
-    from rftlab.training.tinker_target import uses_sdk
-
-    on_tinker = uses_sdk()
-    if on_tinker:
-        model, client, max_length = args.base_model or STAGE1_RECIPE.base_model, service_client(), 2048
-    else:
-        model = args.base_model or local_arena_model(work / "tiny-qwen3-arena")
-        client = service_client(storage_dir=work / "checkpoints", model_dirs=[model])
-        max_length = LOCAL_CONTEXT
-    r = STAGE1_RECIPE
-    try:
-        result = overfit_check(
-            client,
-            rows,
-            model,
-            rank=r.lora_rank,
-            steps=args.steps or r.overfit_steps,
-            batch_size=args.batch_size or r.overfit_batch_size,
-            optimizer=OptimizerSettings(
-                learning_rate=args.lr or r.learning_rate,
-                min_learning_rate=r.min_learning_rate,
-                warmup_steps=r.overfit_warmup_steps,
-                weight_decay=r.overfit_weight_decay,
-                gradient_clip_norm=r.gradient_clip_norm,
-            ),
-            threshold=r.overfit_min_schema_valid,
+        result = sft_smoke(
+            args.data,
+            rows=args.rows,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
             max_tokens=args.max_tokens,
-            max_length=max_length,
+            base_model=args.base_model,
+            work_dir=args.work_dir,
         )
-    except SftError as exc:
+    except ValueError as exc:  # missing or malformed data, or an SftError
         raise UsageError(str(exc)) from exc
-    out = {
-        "backend": "tinker" if on_tinker else "local",
-        "base_model": model,
-        "rows": len(rows),
-        **result.to_dict(),
-    }
+    out = result.to_dict()
     if args.output:
         _write_text(Path(args.output), json.dumps(out, indent=2, sort_keys=True) + "\n")
     print_json(out)
