@@ -252,16 +252,8 @@ def test_downward_and_same_layer_imports_pass(tmp_path):
 # only the display helpers (``rftlab.analysis.display``: numbers and tables as text). Every notebook listed
 # here is held to it.
 NOTEBOOK_DISPLAY_HELPERS = ("rftlab.analysis.display",)
-# every notebook of the project
-TYPED_NOTEBOOKS = (
-    "00_methods.py",
-    "01_spectrum_env.py",
-    "02_memory.py",
-    "03_gs1.py",
-    "04_arena_env.py",
-    "05_arena.py",
-    "06_poker.py",
-)
+# every notebook of the project is held to it
+TYPED_NOTEBOOKS = tuple(sorted(p.name for p in (SRC.parent / "notebooks").glob("[0-9][0-9]_*.py")))
 
 
 def notebook_rftlab_imports(path: Path) -> list[tuple[int, str]]:
