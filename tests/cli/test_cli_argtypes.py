@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from option_errors import refused_option
 
 from rftlab.cli import argtypes
 
@@ -217,3 +218,31 @@ def test_building_the_parser_imports_no_deferred_module():
         [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": str(src)}, check=True
     )
     assert proc.stdout.strip() == "[]"
+
+
+# -- end to end: exit 2, the option named on stderr, nothing run --------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "flag", "message"),
+    [
+        (["arena", "solve", "--seed", "-1"], "--seed", "must be a non-negative integer, got '-1'"),
+        (["arena", "eval", "--provider", "oracle", "--output-dir", "o", "--case-stride", "0"], "--case-stride", "got '0'"),
+        (["stats", "noninferiority", "--treatment", "t", "--baseline", "b", "--margin", "0.03", "--alpha", "0.7"],
+         "--alpha", "must be a finite number in (0, 0.5), got '0.7'"),
+        (["endpoint", "check", "--base-url", "http://h/v1", "--model", "m", "--timeout", "0"], "--timeout",
+         "must be a finite number of seconds in (0, 3600], got '0'"),
+        (["endpoint", "check", "--base-url", "http://h/v1", "--model", " "], "--model", "non-empty name"),
+        (["serve", "fireworks", "--drop-chunk", "x"], "--drop-chunk", "EPOCH:CHUNK"),
+        (["poker", "play", "--policy", "call", "--seed", "-3"], "--seed", "got '-3'"),
+        (["spectrum", "dataset", "--n", "0", "--out", "x.jsonl"], "--n", "from 1 to 1000000 (about 2 KB a row)"),
+        (["gs1", "advantages", "--input", "b.json", "--estimator", "group_mean", "--window", "0"], "--window", "got '0'"),
+        (["gs1", "design", "--reps", "99"], "--reps", "from 100 to 1000000, got '99'"),
+        (["plan", "check", "missing.md"], "plan_file", "must be an existing plan file, got 'missing.md'"),
+        (["arena", "manifest", "--check", "missing.json"], "--check", "a readable JSON file"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_exits_2_naming_the_option(tmp_path, monkeypatch, capsys, argv, flag, message):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    refused_option(argv, capsys, flag, message)
+    assert list(work.iterdir()) == []
