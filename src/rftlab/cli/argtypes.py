@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import AfterValidator, DirectoryPath, Field, FilePath, StringConstraints, TypeAdapter
-from pydantic import ValidationError as _ValidationError
+from pydantic import (
+    AfterValidator,
+    DirectoryPath,
+    Field,
+    FilePath,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+)
 
 T = TypeVar("T")
 SHOWN_CHARS = 200
@@ -52,12 +59,12 @@ class ArgType(Generic[T]):
     def __call__(self, text: str) -> T:
         try:
             return self.adapter.validate_python(text)
-        except _ValidationError as exc:
+        except ValidationError as exc:
             message = f"must be {self.constraint}, got {shown(text)}{_reason(exc)}"
             raise argparse.ArgumentTypeError(message) from None
 
 
-def _reason(exc: _ValidationError) -> str:
+def _reason(exc: ValidationError) -> str:
     """What a validator of this module said (`` (exists and is not a folder)``), else nothing."""
     error = exc.errors()[0].get("ctx", {}).get("error")
     return f" ({error})" if isinstance(error, ValueError) and str(error) else ""
@@ -67,8 +74,8 @@ def shown(text: str) -> str:
     """``text`` as an error message quotes it: cut to 200 characters, credentials replaced by ``***``."""
     from rftlab.runs.secrets import redact_text
 
-    cut = text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
-    return repr(redact_text(cut))
+    safe = redact_text(text)  # before the cut, which could split a credential and hide it from the scrub
+    return repr(safe if len(safe) <= SHOWN_CHARS else safe[: SHOWN_CHARS - 3] + "...")
 
 
 def _with_note(constraint: str, note: str) -> str:
@@ -135,9 +142,15 @@ def one_of(values: Iterable[str]) -> ArgType[str]:
     )
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():  # Python's idea of blank, control separators included
+        raise ValueError("")
+    return text
+
+
 def nonblank(max_length: int) -> ArgType[str]:
     """A name with a non-blank character and at most ``max_length`` characters."""
-    annotation = Annotated[str, StringConstraints(max_length=max_length, pattern=r"\S")]
+    annotation = Annotated[str, StringConstraints(max_length=max_length), AfterValidator(_not_blank)]
     return ArgType(annotation, f"a non-empty name of at most {max_length} characters")
 
 
