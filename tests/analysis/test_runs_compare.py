@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from option_errors import refused_option
 from scipy import stats as sps
 
 from rftlab.analysis.compare import (
@@ -319,7 +320,6 @@ def test_the_cli_prints_the_table_json_and_figure(two_backends, tmp_path, capsys
         (["tiny@local"], "at least two"),
         (["tiny@local", "nope"], "nope: no run folder, run id or arm"),
         (["tiny@local", "tiny@tinker", "--metric", "nope"], "no metric 'nope'"),
-        (["tiny@local", "tiny@tinker", "--figure", "x.txt"], ".png, .svg or .pdf"),
         (["tiny@local", "tiny@local"], "named twice"),
     ],
 )
@@ -328,6 +328,12 @@ def test_bad_compare_input_is_one_line(two_backends, capsys, argv, message):
     assert main(["runs", "compare", *argv, "--root", str(root)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rftlab: error:") and message in err[0], err
+
+
+def test_a_figure_without_an_image_suffix_is_refused_by_argparse(two_backends, capsys):
+    root, _, _ = two_backends
+    argv = ["runs", "compare", "tiny@local", "tiny@tinker", "--figure", "x.txt", "--root", str(root)]
+    refused_option(argv, capsys, "--figure", "a .png, .svg or .pdf file, got 'x.txt'")
 
 
 def test_the_figure_draws_both_panels(arms):

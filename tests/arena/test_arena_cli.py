@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from option_errors import refused_option
 
 from rftlab.cli import main
 from rftlab.envs.arena.cases import frozen_cases
@@ -39,8 +40,9 @@ def test_baselines_json(capsys):
 def test_baselines_table_and_bad_policy(capsys):
     assert main(["arena", "baselines", "--policy", "wait"]) == 0
     assert "wait" in capsys.readouterr().out
-    assert main(["arena", "baselines", "--policy", "genius"]) == 2
-    assert "unknown --policy" in capsys.readouterr().err
+    refused_option(
+        ["arena", "baselines", "--policy", "genius"], capsys, "--policy", "one of 'oracle'", "got 'genius'"
+    )
 
 
 def test_random_baseline_is_seeded():
@@ -56,8 +58,8 @@ def test_solve_command_matches_seed0_vector(capsys):
     assert out["fingerprint"] == "c78728229b5a83897d402b58885c2220577290596e4fa726b8f68fa7fad835fa"
     assert out["reward"] == 3.800000000000001 and out["optimal_count"] == 1 and out["explored"] == 1260
     assert out["canonical_assignment"]["blue-0"] == {"type": "SCAN", "target": "V55"}
-    assert main(["arena", "solve", "--seed", "0", "--style", "reckless"]) == 2
-    assert main(["arena", "solve", "--seed", "0", "--size", "8"]) == 2
+    refused_option(["arena", "solve", "--seed", "0", "--style", "reckless"], capsys, "--style", "'balanced'")
+    refused_option(["arena", "solve", "--seed", "0", "--size", "8"], capsys, "--size", "got '8'")
 
 
 def test_prompt_command(capsys):
@@ -68,4 +70,4 @@ def test_prompt_command(capsys):
     assert body["phase"] == "BROADCAST" and body["observation"]["self"]["id"] == "blue-1"
     # default permutation p = seed + agent index = 1: the sorted list rotated by one
     assert body["legal_actions"][0] == {"id": "A0", "type": "CAPTURE", "target": "V84"}
-    assert main(["arena", "prompt", "--seed", "0", "--agent", "red-0"]) == 2
+    refused_option(["arena", "prompt", "--seed", "0", "--agent", "red-0"], capsys, "--agent", "got 'red-0'")

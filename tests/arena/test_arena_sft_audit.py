@@ -9,6 +9,7 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from option_errors import refused_option
 
 from rftlab.analysis.arena.audit import audit_dataset
 from rftlab.cli import main
@@ -257,7 +258,8 @@ def test_audit_cli_exit_codes_and_lines(pristine, data, capsys, tmp_path):
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("row train.jsonl:") and line.endswith(": wrong_split") for line in err)
     assert json.loads((data / "audit.json").read_text())["valid"] is False
-    assert main(["arena", "audit", str(tmp_path / "nope")]) == 2
+    missing = tmp_path / "nope"
+    refused_option(["arena", "audit", missing], capsys, "directory", "an existing folder", f"got '{missing}'")
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 
 import pytest
+from option_errors import refused_option
 
 from rftlab.cli import main
 from rftlab.envs.arena.cases import frozen_cases
@@ -201,8 +202,9 @@ def test_stage1_build_cli_rebuilds_byte_identically(tmp_path, capsys):
 
 
 def test_build_cli_rejects_bad_arguments(tmp_path, capsys):
-    assert main(["arena", "build-sft", "--out", str(tmp_path / "x"), "--num-seeds", "-1"]) == 2
-    assert "num_seeds must be >= 0" in capsys.readouterr().err
+    argv = ["arena", "build-sft", "--out", str(tmp_path / "x"), "--num-seeds", "-1"]
+    refused_option(argv, capsys, "--num-seeds", "from 0 to 100000", "got '-1'")
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert main(["arena", "build-sft", "--out", str(blocker), "--num-seeds", "1"]) == 2
+    argv = ["arena", "build-sft", "--out", str(blocker), "--num-seeds", "1"]
+    refused_option(argv, capsys, "--out", "a folder or a new path", "(exists and is not a folder)")

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from option_errors import refused_option
 
 from rftlab.analysis import gs1 as ana
 from rftlab.analysis.decision_rules import load_decision_rule
@@ -159,14 +160,23 @@ def test_design_cli_prints_the_table(capsys):
     "argv, message",
     [
         (["gs1", "design", "missing.json"], "file not found"),
-        (["gs1", "design", "--discordance", "0"], "(0, 1]"),
-        (["gs1", "design", "--reps", "5"], "--reps must be an integer from 100 to"),
     ],
 )
 def test_design_cli_bad_input_is_a_one_line_error(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["gs1", "design", "--discordance", "0.1", "0"], "in (0, 1], got '0'"),
+        (["gs1", "design", "--reps", "5"], "an integer from 100 to 1000000, got '5'"),
+    ],
+)
+def test_design_cli_bad_numbers_are_refused_by_argparse(argv, message, capsys):
+    refused_option(argv, capsys, argv[2], message)
 
 
 # ---------------------------------------------------------------------------------------- contrasts

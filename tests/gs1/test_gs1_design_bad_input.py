@@ -9,6 +9,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from option_errors import refused_option
 
 from rftlab.analysis import gs1 as ana
 from rftlab.analysis.gs1 import parse_study_spec
@@ -97,8 +98,8 @@ def test_a_huge_integer_and_non_utf8_bytes_name_the_file_and_the_field(tmp_path,
 
 
 def test_sizes_are_bounded_before_any_draw(capsys):
-    err = _refusal(capsys, ["gs1", "design", "--reps", "1000000000", "--candidates", "--json"])
-    assert "--reps must be an integer from 100 to 1000000" in err
+    argv = ["gs1", "design", "--reps", "1000000000", "--candidates", "--json"]
+    refused_option(argv, capsys, "--reps", "must be an integer from 100 to 1000000, got '1000000000'")
     err = _refusal(capsys, ["gs1", "design", "--reps", "1000000", "--candidates"])
     assert "--reps 1000000 x 1319 items is more than 134217728 simulated items; use --reps 101757" in err
 

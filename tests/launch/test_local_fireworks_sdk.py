@@ -258,7 +258,10 @@ def test_serve_fireworks_refuses_a_bad_drop_chunk_or_archive_epoch(tmp_path, cap
         with pytest.raises(SystemExit) as stopped:  # argparse's usage error
             cli_main([*base, f"--drop-chunk={bad}"])
         assert stopped.value.code == 2
-        assert "--drop-chunk: want EPOCH:CHUNK" in capsys.readouterr().err
+        assert (
+            f"--drop-chunk: must be EPOCH:CHUNK, two non-negative integers, got {bad!r}"
+            in capsys.readouterr().err
+        )
     assert cli_main([*base, "--archive-epoch=-1"]) == 2
     err = capsys.readouterr().err
     assert "--archive-epoch must be from 0 to 1000" in err and "Traceback" not in err

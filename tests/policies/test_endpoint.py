@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from option_errors import refused_option
 
 from rftlab.cli import main
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv
@@ -129,8 +130,8 @@ def test_check_unreachable_endpoint_and_bad_arguments(capsys):
     )
     out = capsys.readouterr().out
     assert "[FAIL] chat: APIConnectionError" in out
-    assert main(["endpoint", "check", "--base-url", "localhost:8000", "--model", "m"]) == 2
-    assert "--base-url must be an http(s) URL" in capsys.readouterr().err
+    argv = ["endpoint", "check", "--base-url", "localhost:8000", "--model", "m"]
+    refused_option(argv, capsys, "--base-url", "must be an http(s) URL", "got 'localhost:8000'")
 
 
 def test_redact_text_masks_an_explicit_key():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from option_errors import refused_option
+
 from rftlab.cli import main as cli_main
 
 
@@ -21,5 +23,5 @@ def test_baselines_bench_json(capsys):
 
 
 def test_baselines_bad_runs(capsys):
-    assert cli_main(["spectrum", "baselines", "--variant", "bench", "--runs", "9"]) == 2
-    assert "--runs" in capsys.readouterr().err
+    argv = ["spectrum", "baselines", "--variant", "bench", "--runs", "9"]
+    refused_option(argv, capsys, "--runs", "from 1 to 5 (the default schedule has 5 runs), got '9'")

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from option_errors import refused_option
 
 from rftlab.cli import main as cli_main
 from rftlab.envs.spectrum.bench import SpectrumBenchEnv
@@ -109,7 +110,9 @@ def test_cli_dataset(tmp_path, prompt, memory):
 
 
 def test_cli_dataset_bad_input(tmp_path, capsys):
-    assert cli_main(["spectrum", "dataset", "--n", "0", "--out", str(tmp_path / "x.jsonl")]) == 2
+    refused_option(
+        ["spectrum", "dataset", "--n", "0", "--out", tmp_path / "x.jsonl"], capsys, "--n", "got '0'"
+    )
     assert cli_main(["spectrum", "dataset", "--n", "2", "--out", str(tmp_path / "missing" / "x.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
@@ -272,7 +275,8 @@ def test_cli_bench90(capsys):
     assert cli_main(["spectrum", "bench90", "--policy", "rft:memoryless", "--no-baseline", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["runs"]) == 1 and "baseline" not in out
-    assert cli_main(["spectrum", "bench90", "--policy", "nope"]) == 2
+    argv = ["spectrum", "bench90", "--policy", "nope"]
+    refused_option(argv, capsys, "--policy", "one of 'empty'", "'rft:memoryless'", "got 'nope'")
 
 
 @pytest.mark.parametrize("name", sorted(RFT_POLICIES))

@@ -10,6 +10,40 @@ import sys
 from pathlib import Path
 
 from rftlab.cli import UsageError, print_json
+from rftlab.cli.argtypes import (
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    ArgType,
+    deferred,
+    existing_dir,
+    folder,
+    integer,
+    json_file,
+    one_of,
+)
+
+# Node ids are V10..V99 (spec arena-gen-v1 §2.2: ``sample(range(10, 100), size)``), and a state needs
+# at least 10 nodes: the valid sizes are 10..90.
+MIN_SIZE, MAX_SIZE = 10, 90
+SIZE = integer(MIN_SIZE, MAX_SIZE, note="node ids are V10..V99")
+
+
+def _styles() -> ArgType[str]:
+    from rftlab.envs.arena.cases import STYLES
+
+    return one_of(STYLES)
+
+
+def _blue_agents() -> ArgType[str]:
+    from rftlab.envs.arena.world import team_agent_ids
+
+    return one_of(team_agent_ids("BLUE"))
+
+
+def _baseline_policies() -> ArgType[str]:
+    from rftlab.policies.arena.scripted import BASELINE_POLICIES
+
+    return one_of(BASELINE_POLICIES)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,25 +56,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="mean reward / regret / optimal rate of the model-free policies on the 60 frozen cases",
     )
     baselines.add_argument("--json", action="store_true", help="print JSON")
-    baselines.add_argument("--policy", action="append", help="restrict to these policies (repeatable)")
+    baselines.add_argument(
+        "--policy",
+        action="append",
+        type=deferred(_baseline_policies),
+        help="restrict to these policies (repeatable)",
+    )
     baselines.set_defaults(func=_baselines)
 
     solve = commands.add_parser(
         "solve", help="exact BLUE oracle for one generated state against scripted RED"
     )
-    solve.add_argument("--seed", type=int, required=True, help="world seed (docs/arena.md §A.1)")
-    solve.add_argument("--size", type=int, default=12, help="number of graph nodes (default 12)")
-    solve.add_argument("--style", default="balanced", help="RED style: balanced, aggressive or defensive")
+    solve.add_argument("--seed", type=NON_NEGATIVE_INT, required=True, help="world seed (docs/arena.md §A.1)")
+    solve.add_argument("--size", type=SIZE, default=12, help="number of graph nodes (default 12)")
+    solve.add_argument(
+        "--style",
+        type=deferred(_styles),
+        default="balanced",
+        help="RED style: balanced, aggressive or defensive",
+    )
     solve.add_argument("--json", action="store_true", help="print JSON")
     solve.set_defaults(func=_solve)
 
     prompt = commands.add_parser("prompt", help="print the broadcast-phase prompt of one BLUE agent")
-    prompt.add_argument("--seed", type=int, required=True, help="world seed")
-    prompt.add_argument("--size", type=int, default=12, help="number of graph nodes (default 12)")
+    prompt.add_argument("--seed", type=NON_NEGATIVE_INT, required=True, help="world seed")
+    prompt.add_argument("--size", type=SIZE, default=12, help="number of graph nodes (default 12)")
     prompt.add_argument(
-        "--agent", default="blue-0", help="the agent whose prompts are printed (default blue-0)"
+        "--agent",
+        type=deferred(_blue_agents),
+        default="blue-0",
+        help="the agent whose prompts are printed (default blue-0)",
     )
-    prompt.add_argument("--permutation", type=int, default=None, help="default: seed + agent index")
+    prompt.add_argument(
+        "--permutation", type=NON_NEGATIVE_INT, default=None, help="default: seed + agent index"
+    )
     prompt.set_defaults(func=_prompt)
 
     register_subcommands(commands)  # the Stage-1 SFT pipeline
@@ -50,9 +99,6 @@ def _baselines(args: argparse.Namespace) -> int:
     from rftlab.policies.arena.scripted import BASELINE_POLICIES, evaluate_baselines, summarize_baselines
 
     policies = args.policy or list(BASELINE_POLICIES)
-    unknown = sorted(set(policies) - set(BASELINE_POLICIES))
-    if unknown:
-        raise UsageError(f"unknown --policy {unknown}; choose from {list(BASELINE_POLICIES)}")
     summary = summarize_baselines(evaluate_baselines(policies))
     if args.json:
         print_json(summary)
@@ -65,32 +111,11 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
-# Node ids are V10..V99 (spec arena-gen-v1 §2.2: ``sample(range(10, 100), size)``), and a state needs
-# at least 10 nodes: the valid sizes are 10..90.
-MIN_SIZE, MAX_SIZE = 10, 90
-
-
-def _check_generation_args(args: argparse.Namespace) -> None:
-    from rftlab.envs.arena.cases import STYLES
-
-    if not MIN_SIZE <= args.size <= MAX_SIZE:
-        raise UsageError(
-            f"--size must be between {MIN_SIZE} and {MAX_SIZE} (node ids are V10..V99), got {args.size}"
-        )
-    if args.seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    if getattr(args, "permutation", None) is not None and args.permutation < 0:
-        raise UsageError(f"--permutation must be a non-negative integer, got {args.permutation}")
-    if getattr(args, "style", "balanced") not in STYLES:
-        raise UsageError(f"--style must be one of {list(STYLES)}, got {args.style!r}")
-
-
 def _solve(args: argparse.Namespace) -> int:
     from rftlab.envs.arena.oracle import solve_joint_action
     from rftlab.envs.arena.world import generate_state, state_fingerprint
     from rftlab.policies.arena.scripted import deterministic_policy
 
-    _check_generation_args(args)
     state = generate_state(args.seed, args.size)
     red = deterministic_policy(state, "RED", args.style)
     solution = solve_joint_action(state, "BLUE", red)
@@ -122,10 +147,7 @@ def _prompt(args: argparse.Namespace) -> int:
     from rftlab.envs.arena.protocol import broadcast_prompt
     from rftlab.envs.arena.world import generate_state, team_agent_ids
 
-    _check_generation_args(args)
     blue = team_agent_ids("BLUE")
-    if args.agent not in blue:
-        raise UsageError(f"--agent must be one of {list(blue)}, got {args.agent!r}")
     permutation = args.seed + blue.index(args.agent) if args.permutation is None else args.permutation
     messages, _ = broadcast_prompt(generate_state(args.seed, args.size), args.agent, permutation)
     print_json(messages)
@@ -145,17 +167,34 @@ DEFAULT_GATE_SPEC = "data/specs/arena_gates.json"
 def register_subcommands(commands: argparse._SubParsersAction) -> None:
     build = commands.add_parser("build-sft", help="build the Stage-1 SFT data, splits, mixture and manifest")
     build.add_argument(
-        "--out", default=DEFAULT_DATA_DIR, help=f"output directory (default {DEFAULT_DATA_DIR})"
-    )
-    build.add_argument("--start-seed", type=int, default=0, help="first natural world seed (default 0)")
-    build.add_argument(
-        "--num-seeds", type=int, default=1024, help="natural world seeds (default 1024, Stage 1)"
-    )
-    build.add_argument(
-        "--mechanics-per-kind", type=int, default=32, help="targeted rows per mechanic (default 32, Stage 1)"
+        "--out",
+        type=folder(),
+        default=DEFAULT_DATA_DIR,
+        help=f"output directory (default {DEFAULT_DATA_DIR})",
     )
     build.add_argument(
-        "--silence-examples", type=int, default=512, help="targeted silence rows (default 512, Stage 1)"
+        "--start-seed",
+        type=integer(0, MAX_START_SEED),
+        default=0,
+        help="first natural world seed (default 0)",
+    )
+    build.add_argument(
+        "--num-seeds",
+        type=integer(0, MAX_SFT_SEEDS),
+        default=1024,
+        help="natural world seeds (default 1024, Stage 1)",
+    )
+    build.add_argument(
+        "--mechanics-per-kind",
+        type=integer(0, MAX_TARGETED),
+        default=32,
+        help="targeted rows per mechanic (default 32, Stage 1)",
+    )
+    build.add_argument(
+        "--silence-examples",
+        type=integer(0, MAX_TARGETED),
+        default=512,
+        help="targeted silence rows (default 512, Stage 1)",
     )
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
     build.set_defaults(func=_build_sft)
@@ -163,7 +202,11 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
     audit = commands.add_parser(
         "audit", help="audit an SFT data directory (exit 1 with one line per failure)"
     )
-    audit.add_argument("directory", help="SFT data directory written by build-sft (with manifest.json)")
+    audit.add_argument(
+        "directory",
+        type=existing_dir("build one with `rftlab arena build-sft --out DIR`"),
+        help="SFT data directory written by build-sft (with manifest.json)",
+    )
     audit.add_argument(
         "--require-split-action-coverage",
         action="store_true",
@@ -186,14 +229,6 @@ def _build_sft(args: argparse.Namespace) -> int:
         write_dataset,
     )
 
-    for flag, value, top in (
-        ("--start-seed", args.start_seed, MAX_START_SEED),
-        ("--num-seeds", args.num_seeds, MAX_SFT_SEEDS),
-        ("--mechanics-per-kind", args.mechanics_per_kind, MAX_TARGETED),
-        ("--silence-examples", args.silence_examples, MAX_TARGETED),
-    ):
-        if value > top:  # (negative values are refused by SftConfig itself)
-            raise UsageError(f"{flag} must be at most {top}, got {value}")
     try:
         config = SftConfig(
             start_seed=args.start_seed,
@@ -204,8 +239,6 @@ def _build_sft(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
     manifest = write_dataset(out, config)
     if args.json:
         print_json(manifest)
@@ -224,10 +257,6 @@ def _audit(args: argparse.Namespace) -> int:
     from rftlab.analysis.arena.audit import audit_dataset, write_audit
 
     directory = Path(args.directory)
-    if not directory.is_dir():
-        raise UsageError(
-            f"{directory} is not a directory (build one with `rftlab arena build-sft --out DIR`)"
-        )
     report = audit_dataset(directory, args.require_split_action_coverage)
     write_audit(report, args.output or directory / "audit.json")
     if args.json:
@@ -250,7 +279,10 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
         "manifest", help="print the frozen 60-case manifest SHA-256 (refused if changed)"
     )
     manifest.add_argument(
-        "--check", metavar="FILE", help="verify a [[seed,size,style],...] JSON file against it"
+        "--check",
+        metavar="FILE",
+        type=json_file(),
+        help="verify a [[seed,size,style],...] JSON file against it",
     )
     manifest.add_argument("--json", action="store_true", help="print the cases and hash as JSON")
     manifest.set_defaults(func=_manifest)
@@ -263,7 +295,10 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
         help="who answers: the exact oracle, an OpenAI-compatible endpoint, or a local model",
     )
     ev.add_argument(
-        "--output-dir", required=True, help="folder for rows.jsonl, validation.jsonl and summary.json"
+        "--output-dir",
+        type=folder(),
+        required=True,
+        help="folder for rows.jsonl, validation.jsonl and summary.json",
     )
     ev.add_argument("--model", default=None, help="endpoint: model name sent in the request")
     ev.add_argument(
@@ -275,7 +310,7 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
         help="endpoint: environment variable holding the key (never written out)",
     )
     ev.add_argument(
-        "--max-tokens", type=int, default=None, help="endpoint: completion token limit (default 192)"
+        "--max-tokens", type=POSITIVE_INT, default=None, help="endpoint: completion token limit (default 192)"
     )
     ev.add_argument(
         "--local-policy",
@@ -283,7 +318,9 @@ def register_eval_subcommands(commands: argparse._SubParsersAction) -> None:
         choices=["scripted", "scripted-no-inbox"],
         help="local: the in-process policy (scripted team policy, with or without reading the inbox)",
     )
-    ev.add_argument("--case-stride", type=int, default=1, help="evaluate every k-th case (smoke runs only)")
+    ev.add_argument(
+        "--case-stride", type=POSITIVE_INT, default=1, help="evaluate every k-th case (smoke runs only)"
+    )
     ev.add_argument("--validation-data", metavar="DIR", help="also score DIR/validation.jsonl (gates G1-G4)")
     ev.add_argument("--force", action="store_true", help="overwrite an existing evaluation in --output-dir")
     ev.set_defaults(func=_eval)
@@ -298,12 +335,8 @@ def _manifest(args: argparse.Namespace) -> int:
         print(f"rftlab: refused: {exc}", file=sys.stderr)
         return 1
     if args.check:
-        path = Path(args.check)
-        try:
-            listed = json.loads(path.read_text(encoding="utf-8"))
-            payload = json.dumps(listed, separators=(",", ":"))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--check {path}: cannot read a JSON manifest ({exc})") from exc
+        path = args.check.path
+        payload = json.dumps(args.check.value, separators=(",", ":"))
         import hashlib
 
         digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -330,8 +363,6 @@ def _provider(args: argparse.Namespace):
         return ev.ScriptedProvider(use_inbox=args.local_policy == "scripted")
     if not args.model:
         raise UsageError("--provider endpoint needs --model")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be >= 1")
     if args.base_url:
         from rftlab.runs.secrets import url_credential_problem
 
@@ -367,13 +398,9 @@ def _eval(args: argparse.Namespace) -> int:
     from rftlab.policies.arena.providers import EndpointError
     from rftlab.studies.arena import evaluate_frozen, write_evaluation
 
-    if args.case_stride < 1:
-        raise UsageError("--case-stride must be >= 1")
     out = Path(args.output_dir)
     if (out / "summary.json").exists() and not args.force:
         raise UsageError(f"{out} already holds an evaluation; pass --force to overwrite it")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--output-dir {out} exists and is not a directory")
     validation_rows = None
     if args.validation_data:
         path = Path(args.validation_data) / "validation.jsonl"

@@ -12,29 +12,18 @@ a ``?key=`` parameter, a key's value) is refused before anything is sent.
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlparse
 
 from rftlab.cli import UsageError, print_json
+from rftlab.cli.argtypes import http_url, nonblank, number
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    import math
-
     from rftlab.rollout.spectrum.endpoint_check import check_endpoint
     from rftlab.runs.secrets import redact_text, url_credential_problem
 
-    url = urlparse(args.base_url)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise UsageError(
-            f"--base-url must be an http(s) URL such as http://127.0.0.1:8011/v1, got {redact_text(args.base_url)!r}"
-        )
     problem = url_credential_problem(args.base_url)
     if problem:
         raise UsageError(f"--base-url {problem}: put the key in --api-key-env, never in the URL")
-    if not args.model.strip() or len(args.model) > 512:
-        raise UsageError("--model must be a non-empty name of at most 512 characters")
-    if not math.isfinite(args.timeout) or not 0 < args.timeout <= 3600:
-        raise UsageError(f"--timeout must be a number of seconds in (0, 3600], got {args.timeout}")
     report = check_endpoint(args.base_url, args.model, api_key_env=args.api_key_env, timeout=args.timeout)
     if args.json:
         print_json(report.to_dict())
@@ -58,10 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help="smoke-test an endpoint: models, a chat completion, a submit_report tool call"
     )
     c.add_argument(
-        "--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8011/v1"
+        "--base-url",
+        type=http_url("http://127.0.0.1:8011/v1"),
+        required=True,
+        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8011/v1",
     )
-    c.add_argument("--model", required=True, help="model name as the endpoint expects it")
+    c.add_argument("--model", type=nonblank(512), required=True, help="model name as the endpoint expects it")
     c.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    c.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    c.add_argument(
+        "--timeout",
+        type=number(gt=0, le=3600, unit="seconds"),
+        default=60.0,
+        help="seconds per request (default 60)",
+    )
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=_cmd_check)

@@ -26,6 +26,13 @@ import sys
 from pathlib import Path
 
 from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.cli.argtypes import ArgType, deferred, number
+
+
+def _poll_interval() -> ArgType[float]:
+    from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S
+
+    return number(ge=MIN_POLL_INTERVAL_S, unit="seconds")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,11 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     poll = sub.add_parser("poll", help="poll a launched run until it ends, recording every epoch")
     poll.add_argument("run_dir", help="the run folder printed by 'launch'")
-    poll.add_argument("--every", type=float, default=60.0,
+    poll.add_argument("--every", type=deferred(_poll_interval), default=60.0,
                       help="seconds between polls (default: 60; at least 5)")  # fmt: skip
-    poll.add_argument("--stall-after", type=float, default=1800.0,
+    poll.add_argument("--stall-after", type=number(gt=0, unit="seconds"), default=1800.0,
                       help="stop after this many seconds without progress (default: 1800)")  # fmt: skip
-    poll.add_argument("--dataset-grace", type=float, default=600.0,
+    poll.add_argument("--dataset-grace", type=number(ge=0, unit="seconds"), default=600.0,
                       help="after the job completes, seconds to wait for its epoch datasets before finishing "
                       "the run without the missing ones (default: 600)")  # fmt: skip
     poll.add_argument("--once", action="store_true", help="poll once, record what is ready, and exit")
@@ -195,24 +202,12 @@ def _upload(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seconds(value: float, flag: str, minimum: float = 0.0, strictly: bool = False) -> float:
-    import math
-
-    if not math.isfinite(value) or value < minimum or (strictly and value <= minimum):
-        bound = f"> {minimum:g}" if strictly else f">= {minimum:g}"
-        raise UsageError(f"{flag} must be a finite number of seconds {bound}, got {value!r}")
-    return value
-
-
 def _poll(args: argparse.Namespace) -> int:
-    from rftlab.launch.fireworks import MIN_POLL_INTERVAL_S, LaunchRefused
+    from rftlab.launch.fireworks import LaunchRefused
     from rftlab.runs import CorruptRunError, load_run
     from rftlab.runs.secrets import redact_text
     from rftlab.types import RunRef
 
-    _seconds(args.every, "--every", MIN_POLL_INTERVAL_S)
-    _seconds(args.stall_after, "--stall-after", 0.0, strictly=True)
-    _seconds(args.dataset_grace, "--dataset-grace")
     path = Path(args.run_dir)
     try:
         handle = load_run(path)

@@ -23,11 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.cli.argtypes import ArgType, deferred, integer, number
 from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
 from rftlab.runs.paths import display_path
 
 if TYPE_CHECKING:  # the driver imports the statistics: each command imports it when it runs
     from rftlab.studies.gs1 import GS1StudySpec, GS1Summary
+
+MAX_BANDWIDTH = 1e6  # far beyond any feature distance: the kernel is flat long before
+MAX_WINDOW = 1_000_000
+
+
+def _design_reps() -> ArgType[int]:
+    from rftlab.analysis.gs1 import MAX_DESIGN_REPS
+
+    return integer(100, MAX_DESIGN_REPS)
 
 
 def _spec_message(path: str | Path, exc: Exception) -> str:
@@ -89,8 +99,18 @@ def _register_advantages(sub: argparse._SubParsersAction) -> None:
         choices=("group_mean", "kernel_baseline"),
         help="GRPO group mean, or the GS1 kernel baseline",
     )
-    adv.add_argument("--bandwidth", type=float, default=0.5, help="kernel bandwidth h (default 0.5)")
-    adv.add_argument("--window", type=int, default=256, help="sliding window in rollouts (default 256)")
+    adv.add_argument(
+        "--bandwidth",
+        type=number(gt=0, le=MAX_BANDWIDTH),
+        default=0.5,
+        help="kernel bandwidth h (default 0.5)",
+    )
+    adv.add_argument(
+        "--window",
+        type=integer(1, MAX_WINDOW),
+        default=256,
+        help="sliding window in rollouts (default 256)",
+    )
     adv.add_argument("--json", action="store_true", help="print JSON (the default is a table)")
     adv.set_defaults(func=advantages_command)
 
@@ -104,7 +124,7 @@ def _register_design(sub: argparse._SubParsersAction) -> None:
     )
     des.add_argument(
         "--discordance",
-        type=float,
+        type=number(gt=0, le=1),
         nargs="+",
         default=None,
         help="discordance rates: share of items the arms disagree on (default 0.05 0.1 0.2)",
@@ -114,7 +134,9 @@ def _register_design(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also every finite-sample bound at the planning discordance, and the one the numbers choose",
     )
-    des.add_argument("--reps", type=int, default=None, help="Monte Carlo replications (default 6400)")
+    des.add_argument(
+        "--reps", type=deferred(_design_reps), default=None, help="Monte Carlo replications (default 6400)"
+    )
     des.add_argument("--json", action="store_true", help="print JSON instead of a table")
     des.set_defaults(func=design_command)
 
@@ -182,10 +204,6 @@ def _register_decide(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------------------- commands
 
 
-MAX_BANDWIDTH = 1e6  # far beyond any feature distance: the kernel is flat long before
-MAX_WINDOW = 1_000_000
-
-
 def advantages_command(args: argparse.Namespace) -> int:
     from rftlab.studies.gs1 import check_input_file
     from rftlab.training.gs1.advantages import advantages_for_rows, parse_batch_rows
@@ -201,12 +219,6 @@ def advantages_command(args: argparse.Namespace) -> int:
         raise UsageError(f"batch {args.input}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except ValueError as exc:
         raise UsageError(f"batch {args.input}: {exc}") from None
-    if not (math.isfinite(args.bandwidth) and 0 < args.bandwidth <= MAX_BANDWIDTH):
-        raise UsageError(
-            f"--bandwidth must be a finite number in (0, {MAX_BANDWIDTH:g}], got {args.bandwidth}"
-        )
-    if not 1 <= args.window <= MAX_WINDOW:
-        raise UsageError(f"--window must be an integer from 1 to {MAX_WINDOW}, got {args.window}")
     out = advantages_for_rows(rows, args.estimator, bandwidth=args.bandwidth, window=args.window)
     if args.json:
         payload = {
@@ -233,14 +245,9 @@ def advantages_command(args: argparse.Namespace) -> int:
 
 
 def design_command(args: argparse.Namespace) -> int:
-    from rftlab.analysis.gs1 import MAX_DESIGN_REPS
     from rftlab.studies.gs1 import design
 
     spec = load_spec(args.spec)
-    if args.reps is not None and not 100 <= args.reps <= MAX_DESIGN_REPS:
-        raise UsageError(f"--reps must be an integer from 100 to {MAX_DESIGN_REPS}, got {args.reps}")
-    if args.discordance is not None and not all(0 < r <= 1 for r in args.discordance):
-        raise UsageError("--discordance values must lie in (0, 1]")
     # a computation that is still running after 2 s says so (a refusal comes sooner and stays one line)
     slow = threading.Timer(
         2.0,

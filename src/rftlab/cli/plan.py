@@ -12,6 +12,9 @@ import argparse
 from pathlib import Path
 
 from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.cli.argtypes import existing_file
+
+PLAN_FILE = existing_file("plan file")
 
 PLAN_DESCRIPTION = (
     "Pre-registration that can be audited. A plan file is registered by the SHA-256 of its exact bytes and "
@@ -29,12 +32,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.required = True
 
     reg = sub.add_parser("register", help="record the first version of a committed plan file")
-    reg.add_argument("plan_file", help="the plan file (committed; its bytes are what is registered)")
+    reg.add_argument(
+        "plan_file", type=PLAN_FILE, help="the plan file (committed; its bytes are what is registered)"
+    )
     _common(reg)
     reg.set_defaults(func=_register)
 
     amend = sub.add_parser("amend", help="record a changed, committed plan file as its next version")
-    amend.add_argument("plan_file", help="the changed plan file (committed)")
+    amend.add_argument("plan_file", type=PLAN_FILE, help="the changed plan file (committed)")
     amend.add_argument(
         "--from", dest="from_version", type=int, required=True, help="the version it amends (the latest)"
     )
@@ -42,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     amend.set_defaults(func=_amend)
 
     check = sub.add_parser("check", help="one line per check of a plan's registration; exit 1 if any fails")
-    check.add_argument("plan_file", help="the plan file to check")
+    check.add_argument("plan_file", type=PLAN_FILE, help="the plan file to check")
     check.add_argument(
         "--registry", default=None, help="folder of the registration records (default: data/registrations)"
     )
@@ -63,13 +68,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--registry", default=None, help="folder of the registration records (default: data/registrations)"
     )
     parser.add_argument("--json", action="store_true", help="print the recorded version as JSON")
-
-
-def _plan_file(value: str) -> Path:
-    path = Path(value)
-    if not path.is_file():
-        raise UsageError(f"{value}: no such plan file")
-    return path
 
 
 def _report(args: argparse.Namespace, version, name: str) -> int:
@@ -94,7 +92,7 @@ def _report(args: argparse.Namespace, version, name: str) -> int:
 def _register(args: argparse.Namespace) -> int:
     from rftlab.runs.registration import RegistrationError, register_plan
 
-    path = _plan_file(args.plan_file)
+    path: Path = args.plan_file
     name = args.name or path.stem
     try:
         version = register_plan(path, name=name, note=args.note, registry_dir=args.registry)
@@ -106,7 +104,7 @@ def _register(args: argparse.Namespace) -> int:
 def _amend(args: argparse.Namespace) -> int:
     from rftlab.runs.registration import RegistrationError, amend_plan
 
-    path = _plan_file(args.plan_file)
+    path: Path = args.plan_file
     name = args.name or path.stem
     try:
         version = amend_plan(path, args.from_version, name=name, note=args.note, registry_dir=args.registry)
@@ -118,7 +116,7 @@ def _amend(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from rftlab.runs.plan_audit import plan_checks
 
-    path = _plan_file(args.plan_file)
+    path: Path = args.plan_file
     checks = plan_checks(path, registry_dir=args.registry, root=args.root, experiment=args.experiment)
     if args.json:
         print_json([{"ok": ok, "check": text} for ok, text in checks])

@@ -12,8 +12,15 @@ import json
 import sys
 
 from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.cli.argtypes import NON_NEGATIVE_INT, ArgType, deferred, integer, one_of
 
 POLICIES = ("random", "call", "exploit")
+
+
+def _schedules() -> ArgType[str]:
+    from rftlab.envs.poker import SCHEDULES
+
+    return one_of(SCHEDULES)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,21 +35,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     play.add_argument("--policy", choices=POLICIES, required=True, help="reference strategy to play")
     play.add_argument(
-        "--schedule", default="default", help="default | quick_test | calling_station_then_fit_or_fold"
+        "--schedule",
+        type=deferred(_schedules),
+        default="default",
+        help="default | quick_test | calling_station_then_fit_or_fold",
     )
     play.add_argument(
-        "--runs", type=int, default=1, help="permuted runs to play (default 1: the canonical order)"
+        "--runs",
+        type=integer(1, 5, note="the schedule's permuted runs"),
+        default=1,
+        help="permuted runs to play (default 1: the canonical order)",
     )
-    play.add_argument("--seed", type=int, default=0, help="policy seed (random and exploit strategies)")
+    play.add_argument(
+        "--seed", type=NON_NEGATIVE_INT, default=0, help="policy seed (random and exploit strategies)"
+    )
     play.add_argument("--json", action="store_true", help="print JSON")
     play.set_defaults(func=_play)
 
     ds = sub.add_parser(
         "dataset", help="eval-protocol rows for RFT, one per row id (opponent and cards from it)"
     )
-    ds.add_argument("--n", type=int, required=True, help="number of rows (1..100000)")
+    ds.add_argument("--n", type=integer(1, 100_000), required=True, help="number of rows (1..100000)")
     ds.add_argument("--out", required=True, help="output JSONL file")
-    ds.add_argument("--hands", type=int, default=16, help="hands per rollout (default 16, as upstream)")
+    ds.add_argument(
+        "--hands", type=integer(1, 200), default=16, help="hands per rollout (default 16, as upstream)"
+    )
     ds.set_defaults(func=_dataset)
 
     launch = sub.add_parser(
@@ -76,15 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from rftlab.envs.poker import SCHEDULES
     from rftlab.studies.poker import schedule_summary
 
-    if args.schedule not in SCHEDULES:
-        raise UsageError(f"--schedule {args.schedule!r}: choose one of {', '.join(SCHEDULES)}")
-    if not 1 <= args.runs <= 5:
-        raise UsageError("--runs must be between 1 and 5 (the schedule's permuted runs)")
-    if args.seed < 0:
-        raise UsageError("--seed must be >= 0")
     summary = schedule_summary(args.policy, args.schedule, args.runs, args.seed)
     if args.json:
         print_json(summary)
@@ -100,11 +110,6 @@ def _play(args: argparse.Namespace) -> int:
 
 def _dataset(args: argparse.Namespace) -> int:
     from rftlab.rollout.poker.dataset import dataset_rows
-
-    if not 1 <= args.n <= 100_000:
-        raise UsageError("--n must be between 1 and 100000")
-    if not 1 <= args.hands <= 200:
-        raise UsageError("--hands must be between 1 and 200")
     from rftlab.runs import OutputPathError, atomic_write_text, check_output_path
 
     try:

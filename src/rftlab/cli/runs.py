@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rftlab.cli import UsageError, add_root_argument, print_json
+from rftlab.cli.argtypes import file_suffix
 
 CLEAN_DESCRIPTION = (
     "Remove the temporary files that rftlab's atomic writers left when they were killed (SIGKILL, power "
@@ -41,6 +42,9 @@ TRACK_DESCRIPTION = (
     "$MLFLOW_TRACKING_URI, else the project's mlruns/mlflow.db. See live curves with: mlflow ui "
     "--backend-store-uri sqlite:///mlruns/mlflow.db (from the project folder)."
 )
+
+
+FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,7 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     compare.add_argument("--json", action="store_true", help="print the whole comparison as JSON")
     compare.add_argument(
-        "--figure", metavar="FILE", help="also draw the comparison to FILE (.png, .svg or .pdf)"
+        "--figure",
+        metavar="FILE",
+        type=file_suffix(FIGURE_FORMATS),
+        help="also draw the comparison to FILE (.png, .svg or .pdf)",
     )
     compare.set_defaults(func=_compare)
 
@@ -224,14 +231,9 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-
-
 def _check_figure(path: str) -> None:
     from rftlab.runs import OutputPathError, check_output_path
 
-    if Path(path).suffix.lower() not in FIGURE_FORMATS:
-        raise UsageError(f"--figure {path}: give a .png, .svg or .pdf file")
     try:
         check_output_path(path, "--figure")
     except OutputPathError as exc:

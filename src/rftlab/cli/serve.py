@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 
 from rftlab.cli import UsageError
+from rftlab.cli.argtypes import epoch_chunk
 
 
 def _cmd_tinker(args: argparse.Namespace) -> int:
@@ -150,7 +151,7 @@ def _fireworks_run_options(f: argparse.ArgumentParser) -> None:
     )
     f.add_argument(
         "--drop-chunk",
-        type=_epoch_chunk,
+        type=epoch_chunk(),
         default=None,
         metavar="K:N",
         help="chunk N of epoch K of every chunked job is never written (an epoch download missing a chunk)",
@@ -192,14 +193,6 @@ def _fireworks_run_options(f: argparse.ArgumentParser) -> None:
         default="info",
         help="the lowest level written to the JSON log on stderr (default info)",
     )
-
-
-def _epoch_chunk(text: str) -> tuple[int, int]:
-    """``K:N`` → ``(K, N)`` (``--drop-chunk``); anything else is a one-line usage error."""
-    epoch, sep, chunk = text.partition(":")
-    if not sep or not (epoch.isdigit() and chunk.isdigit()) or len(text) > 20:
-        raise argparse.ArgumentTypeError(f"want EPOCH:CHUNK, two non-negative integers, got {text[:40]!r}")
-    return int(epoch), int(chunk)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

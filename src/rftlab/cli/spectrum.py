@@ -8,10 +8,19 @@ import sys
 from pathlib import Path
 
 from rftlab.cli import UsageError
+from rftlab.cli.argtypes import NON_NEGATIVE_INT, ArgType, deferred, integer, one_of
 
 # Bounds of the size flags: beyond them a run takes hours or fills the disk, so say so instead of trying.
 MAX_DATASET_ROWS = 1_000_000  # ~2 KB a row: about 2 GB of JSONL, written as a stream
 MAX_RFT_EPISODES = 100_000  # ~9 ms an episode for all reference policies: about 15 minutes
+BENCH_RUNS = integer(1, 5, note="the default schedule has 5 runs")
+
+
+def _bench_policies() -> ArgType[str]:
+    """A bench policy, or ``rft:<name>``: an RFT policy through the bench bridge."""
+    from rftlab.policies.spectrum.reference import BENCH_POLICIES, RFT_POLICIES
+
+    return one_of([*BENCH_POLICIES, *(f"rft:{name}" for name in RFT_POLICIES)])
 
 
 def _out_path(path: str, flag: str = "--out"):
@@ -29,11 +38,6 @@ def _write_bytes(path: str, data: bytes, flag: str = "--out") -> None:
     from rftlab.runs import atomic_write_bytes
 
     atomic_write_bytes(_out_path(path, flag), data, make_parents=False, where=f"{flag} {path}")
-
-
-def _check_seed(seed: int, flag: str = "--seed") -> None:
-    if seed < 0:
-        raise UsageError(f"{flag} must be a non-negative integer, got {seed}")
 
 
 def _cmd_corpus(args: argparse.Namespace) -> int:
@@ -99,18 +103,9 @@ def _print_table(results: dict[str, dict], keys: list[str]) -> None:
 
 def _cmd_baselines(args: argparse.Namespace) -> int:
     if args.variant == "bench":
-        if not 1 <= args.runs <= 5:
-            raise UsageError(
-                f"--runs must be between 1 and 5 (the default schedule has 5 runs), got {args.runs}"
-            )
         results = bench_baselines(args.runs)
         keys = ["mean_available_iou", "stateless_available_iou", "mean_occupied_iou", "learning_delta"]
     else:
-        if not 1 <= args.episodes <= MAX_RFT_EPISODES:
-            raise UsageError(
-                f"--episodes must be between 1 and {MAX_RFT_EPISODES} (about 9 ms an episode), got {args.episodes}"
-            )
-        _check_seed(args.seed)
         from rftlab.analysis.spectrum.summaries import rft_baselines
 
         results = rft_baselines(episodes=args.episodes, seed=args.seed, memory=args.memory)
@@ -129,17 +124,9 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
     name = args.policy
     if name.startswith("rft:"):
         inner = name[4:]
-        if inner not in RFT_POLICIES:
-            raise UsageError(f"unknown RFT policy {inner!r}; choose from {', '.join(RFT_POLICIES)}")
         factory = lambda: RFTPolicyOnBench(RFT_POLICIES[inner]())  # noqa: E731
-    elif name in BENCH_POLICIES:
-        factory = BENCH_POLICIES[name]
     else:
-        raise UsageError(
-            f"unknown policy {name!r}; choose from {', '.join(BENCH_POLICIES)} or rft:<{'|'.join(RFT_POLICIES)}>"
-        )
-    if not 1 <= args.runs <= 5:
-        raise UsageError(f"--runs must be between 1 and 5, got {args.runs}")
+        factory = BENCH_POLICIES[name]
     res = evaluate_bench90(factory, runs=range(args.runs), baseline=not args.no_baseline)
     if args.json:
         _dump(res)
@@ -165,8 +152,6 @@ def _cmd_dataset(args: argparse.Namespace) -> int:
     from rftlab.rollout.spectrum.dataset import dataset_jsonl, dataset_rows
     from rftlab.runs import atomic_writer
 
-    if not 1 <= args.n <= MAX_DATASET_ROWS:
-        raise UsageError(f"--n must be between 1 and {MAX_DATASET_ROWS} rows (about 2 KB each), got {args.n}")
     out = _out_path(args.out)
     rows = dataset_rows(
         args.n,
@@ -220,9 +205,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="bench: the official 90-scan schedule (available-IoU); rft: random RFT bands (occupied-IoU)",
     )
-    p.add_argument("--runs", type=int, default=5, help="bench: permuted runs 0..N-1 to average (default 5)")
-    p.add_argument("--episodes", type=int, default=200, help="rft: number of random bands (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="rft: seed of the band row ids (default 0)")
+    p.add_argument(
+        "--runs", type=BENCH_RUNS, default=5, help="bench: permuted runs 0..N-1 to average (default 5)"
+    )
+    p.add_argument(
+        "--episodes",
+        type=integer(1, MAX_RFT_EPISODES, note="about 9 ms an episode"),
+        default=200,
+        help="rft: number of random bands (default 200)",
+    )
+    p.add_argument(
+        "--seed", type=NON_NEGATIVE_INT, default=0, help="rft: seed of the band row ids (default 0)"
+    )
     p.add_argument(
         "--memory",
         choices=["none", "echo", "scrambled", "notepad"],
@@ -233,7 +227,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_baselines)
 
     p = sub.add_parser("dataset", help="write RFT training rows (eval-protocol JSONL)")
-    p.add_argument("--n", type=int, default=48, help="number of rows (default 48)")
+    p.add_argument(
+        "--n",
+        type=integer(1, MAX_DATASET_ROWS, note="about 2 KB a row"),
+        default=48,
+        help="number of rows (default 48)",
+    )
     p.add_argument(
         "--prompt", choices=["explicit", "weak"], default="explicit", help="prompt variant (default explicit)"
     )
@@ -251,9 +250,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("bench90", help="evaluate a reference policy on the official 90-scan schedule")
     p.add_argument(
-        "--policy", required=True, help="a bench policy name, or rft:<name> through the RFT bridge"
+        "--policy",
+        type=deferred(_bench_policies),
+        required=True,
+        help="a bench policy name, or rft:<name> through the RFT bridge",
     )
-    p.add_argument("--runs", type=int, default=1, help="permuted runs 0..N-1 (default 1: the official order)")
+    p.add_argument(
+        "--runs", type=BENCH_RUNS, default=1, help="permuted runs 0..N-1 (default 1: the official order)"
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip the stateless-baseline protocol")
     p.add_argument("--json", action="store_true", help="print JSON (per-scan rewards included)")
     p.set_defaults(func=_cmd_bench90)

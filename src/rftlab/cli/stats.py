@@ -14,6 +14,7 @@ import argparse
 import math
 
 from rftlab.cli import UsageError, print_json
+from rftlab.cli.argtypes import NON_NEGATIVE_INT, number
 
 # The analysis modules pull in scipy and statsmodels (~1 s): each handler imports what it needs, so
 # `rftlab --help` and the other commands start fast. AnalysisInputError is a ValueError.
@@ -41,14 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ni.add_argument("--baseline", required=True, help="per-item JSONL of the baseline arm")
     ni.add_argument(
         "--margin",
-        type=float,
+        type=number(gt=0, lt=1, note="per-item differences lie in [-1, 1], and the threshold is -margin"),
         required=True,
         help="noninferiority margin delta, 0 < delta < 1 (0.03 = 3 points; differences lie in [-1, 1])",
     )
-    ni.add_argument("--alpha", type=float, default=0.05, help="one-sided alpha in (0, 0.5) (default 0.05)")
+    ni.add_argument(
+        "--alpha", type=number(gt=0, lt=0.5), default=0.05, help="one-sided alpha in (0, 0.5) (default 0.05)"
+    )
     ni.add_argument(
         "--seed",
-        type=int,
+        type=NON_NEGATIVE_INT,
         default=None,
         help=f"permutation seed for the order-dependent bounds (default {DEFAULT_SEED}); any other seed "
         "labels the result exploratory (a decision uses the seed its spec pre-registers)",
@@ -68,12 +71,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trend.add_argument("--x", default=None, help="x column (default: epoch if present, else step)")
     trend.add_argument(
         "--hac-maxlags",
-        type=int,
+        type=NON_NEGATIVE_INT,
         default=None,
         help="Newey-West (HAC) standard errors with these lags (0 <= lags < number of points)",
     )
     trend.add_argument(
-        "--epsilon", type=float, default=None, help="declared flatness band (finite, > 0): TOST on the slope"
+        "--epsilon",
+        type=number(gt=0),
+        default=None,
+        help="declared flatness band (finite, > 0): TOST on the slope",
     )
     trend.add_argument("--json", action="store_true", help="print JSON instead of a table")
     trend.set_defaults(func=trend_command)
@@ -90,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rule.add_argument("--baseline", required=True, help="per-item JSONL of the baseline arm")
     rule.add_argument(
         "--seed",
-        type=int,
+        type=NON_NEGATIVE_INT,
         default=None,
         help="optional: must equal the spec's decision_rule.permutation_seed (refused otherwise)",
     )
@@ -104,23 +110,10 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:+.{digits}f}"
 
 
-def _check_seed(seed: int | None) -> None:
-    if seed is not None and seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer (got {seed})")
-
-
 def noninferiority_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.io import load_paired_items
     from rftlab.analysis.noninferiority import ORDER_DEPENDENT, paired_noninferiority
 
-    if not (math.isfinite(args.margin) and 0 < args.margin < 1):
-        raise UsageError(
-            f"--margin must be a number with 0 < margin < 1 (got {args.margin}): per-item differences lie "
-            "in [-1, 1], and the threshold is -margin"
-        )
-    if not (math.isfinite(args.alpha) and 0 < args.alpha < 0.5):
-        raise UsageError(f"--alpha must be a number in (0, 0.5) (got {args.alpha})")
-    _check_seed(args.seed)
     seed = DEFAULT_SEED if args.seed is None else args.seed
     exploratory = seed != DEFAULT_SEED
     try:
@@ -173,10 +166,6 @@ def trend_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.io import load_metric_series
     from rftlab.analysis.trends import fit_trend, slope_flatness
 
-    if args.epsilon is not None and not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise UsageError(f"--epsilon must be a finite number > 0 (got {args.epsilon})")
-    if args.hac_maxlags is not None and args.hac_maxlags < 0:
-        raise UsageError(f"--hac-maxlags must be a non-negative integer (got {args.hac_maxlags})")
     try:
         x, y, x_name, n_rows = load_metric_series(args.metrics, args.metric, args.x)
     except ValueError as exc:
@@ -222,7 +211,6 @@ def decision_rule_command(args: argparse.Namespace) -> int:
     from rftlab.analysis.decision_rules import SeedMismatchError, evaluate_decision_rule_file
     from rftlab.analysis.io import validation_message
 
-    _check_seed(args.seed)
     try:
         result = evaluate_decision_rule_file(
             args.spec, args.treatment, args.baseline, permutation_seed=args.seed
