@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rftlab.cli import UsageError, print_json
@@ -19,6 +20,7 @@ from rftlab.cli.argtypes import (
     folder,
     integer,
     json_file,
+    number,
     one_of,
 )
 
@@ -26,6 +28,17 @@ from rftlab.cli.argtypes import (
 # at least 10 nodes: the valid sizes are 10..90.
 MIN_SIZE, MAX_SIZE = 10, 90
 SIZE = integer(MIN_SIZE, MAX_SIZE, note="node ids are V10..V99")
+
+
+def _stage1_limit(name: str) -> Callable[[], ArgType[int]]:
+    """``1..limit`` for one of the Stage-1 spec's limits (docs/arena.md §11), read when the option is given."""
+
+    def build() -> ArgType[int]:
+        from rftlab.training.arena import stage1
+
+        return integer(1, getattr(stage1, name), note="the Stage-1 spec's limit")
+
+    return build
 
 
 def _styles() -> ArgType[str]:
@@ -642,16 +655,32 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
         "--data", default=DEFAULT_DATA_DIR, help=f"SFT data directory (default {DEFAULT_DATA_DIR})"
     )
     smoke.add_argument(
-        "--rows", type=int, default=None, help="a phase-balanced prefix of N overfit rows (default: all 256)"
+        "--rows",
+        type=deferred(_stage1_limit("MAX_ROWS")),
+        default=None,
+        help="a phase-balanced prefix of N overfit rows (default: all 256)",
     )
-    smoke.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the recipe's 96)")
     smoke.add_argument(
-        "--batch-size", type=int, default=None, help="rows per step (default: the recipe's 16)"
+        "--steps",
+        type=deferred(_stage1_limit("MAX_STEPS")),
+        default=None,
+        help="optimizer steps (default: the recipe's 96)",
     )
     smoke.add_argument(
-        "--lr", type=float, default=None, help="peak learning rate (default: the recipe's 1e-4)"
+        "--batch-size",
+        type=deferred(_stage1_limit("MAX_BATCH")),
+        default=None,
+        help="rows per step (default: the recipe's 16)",
     )
-    smoke.add_argument("--max-tokens", type=int, default=224, help="greedy completion limit")
+    smoke.add_argument(
+        "--lr", type=number(gt=0), default=None, help="peak learning rate (default: the recipe's 1e-4)"
+    )
+    smoke.add_argument(
+        "--max-tokens",
+        type=deferred(_stage1_limit("MAX_TOKENS")),
+        default=224,
+        help="greedy completion limit",
+    )
     smoke.add_argument(
         "--base-model",
         default=None,
@@ -699,15 +728,7 @@ def register_sft_subcommand(commands: argparse._SubParsersAction) -> None:
 
 def _sft_smoke(args: argparse.Namespace) -> int:
     from rftlab.studies.arena import sft_smoke
-    from rftlab.training.arena.stage1 import MAX_BATCH, MAX_ROWS, MAX_STEPS, MAX_TOKENS
 
-    limits = {"rows": MAX_ROWS, "steps": MAX_STEPS, "batch_size": MAX_BATCH, "max_tokens": MAX_TOKENS}
-    for name, limit in limits.items():  # the Stage-1 spec's limits (docs/arena.md §11)
-        value = getattr(args, name)
-        if value is not None and not 1 <= value <= limit:
-            raise UsageError(f"--{name.replace('_', '-')} must be between 1 and {limit}")
-    if args.lr is not None and not 0 < args.lr < float("inf"):
-        raise UsageError("--lr must be a positive finite number")
     if args.output:
         _check_out(args.output, "--output")
     try:
