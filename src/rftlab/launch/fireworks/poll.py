@@ -36,8 +36,7 @@ from rftlab.launch.fireworks.evaluator import (
     _fireworks_section,
     evaluator_resource,
 )
-from rftlab.launch.specs import resolved_job_settings
-from rftlab.launch.spectrum.spec import SpectrumArmSpec
+from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
 from rftlab.runs import RunStore
 from rftlab.runs.secrets import redact_text
 from rftlab.types import RunStatus
@@ -53,7 +52,7 @@ def _job_or_none(fc: Firectl, job_id: str) -> Mapping[str, Any] | None:
     return job
 
 
-def _latest_attempt(fc: Firectl, spec: SpectrumArmSpec) -> tuple[int, Mapping[str, Any] | None]:
+def _latest_attempt(fc: Firectl, spec: FireworksArmSpec) -> tuple[int, Mapping[str, Any] | None]:
     """``(n, job)`` of the highest attempt of the spec that exists on Fireworks (``(1, None)``: none)."""
     latest: tuple[int, Mapping[str, Any] | None] = (1, None)
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -369,7 +368,7 @@ def _recorded_status(handle) -> RunStatus:
 
 def _config_mismatch(
     job: Mapping[str, Any],
-    spec: SpectrumArmSpec,
+    spec: FireworksArmSpec,
     account_id: str,
     dataset_id: str | None = None,
     evaluator: str | None = None,
