@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
 from rftlab.runs.atomic import atomic_write_text
@@ -566,7 +566,7 @@ MAX_EPOCHS = 1000  # the arm specs' upper bound (launch/spectrum/spec.py, launch
 MAX_ACCELERATOR_SECONDS = 1e12  # ~30,000 GPU-years: anything larger is not a measurement
 
 
-def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -> int | None:
+def _bounded_int(value: object, lo: int, hi: int, name: str, problems: list[str]) -> int | None:
     """``value`` as an integer in ``lo..hi`` (ints, integral floats, digit strings), else ``None`` with the
     reason appended to ``problems`` (a missing value is not a problem)."""
     if value is None:
@@ -587,7 +587,15 @@ def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -
     return number
 
 
-def job_progress(job: Mapping[str, Any], epochs: int | None = None) -> dict[str, Any]:
+class JobProgress(TypedDict):
+    """``job_progress``: the validated epoch and percent (``None`` when unusable) and why not."""
+
+    epoch: int | None
+    percent: int | None
+    problems: list[str]
+
+
+def job_progress(job: Mapping[str, Any], epochs: int | None = None) -> JobProgress:
     """``jobProgress`` fields the poller uses, validated: ``epoch`` an integer in ``0..epochs`` (the spec's
     epochs; ``MAX_EPOCHS`` when unknown), ``percent`` in ``0..100``. A missing, ill-typed or out-of-range
     value becomes ``None`` and is named in ``problems`` (never trusted, never used to size anything)."""

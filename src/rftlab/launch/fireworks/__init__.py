@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypedDict, TypeVar, cast
 
 from rftlab.launch import evaluators
 from rftlab.launch.context_budget import context_check
@@ -104,7 +104,7 @@ from rftlab.launch.fireworks.poll import (
 )
 from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
-from rftlab.runs import RunStore, load_run
+from rftlab.runs import Run, RunStore, load_run
 from rftlab.types import RunRef, RunStatus
 
 __all__ = [
@@ -126,6 +126,17 @@ __all__ = [
 ]
 
 
+class LaunchPlanDict(TypedDict):
+    """``LaunchPlan.to_dict``: the plan as JSON data."""
+
+    job_id: str
+    dataset_id: str
+    evaluator: str
+    commands: list[list[str]]
+    warnings: list[str]
+    key_via: str
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """The commands a launch runs, in order (argv with keys redacted) and the ids it uses."""
@@ -137,7 +148,7 @@ class LaunchPlan:
     warnings: list[str] = field(default_factory=list)
     key_via: str = "auth-file"  # how each firectl command gets the key (rftlab.launch.firectl)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LaunchPlanDict:
         return {
             "job_id": self.job_id,
             "dataset_id": self.dataset_id,
@@ -319,7 +330,7 @@ class FireworksLauncher(Generic[ArmT]):
             run.release()
         return ref
 
-    def _run_preflight(self, spec: ArmT, run) -> None:
+    def _run_preflight(self, spec: ArmT, run: Run) -> None:
         """The family's preflight plus the context-length check, saved to ``provider/preflight.json``;
         ``LaunchRefused`` (and the run failed) when any check fails."""
         report = (self.preflight or _default_preflight)(spec)
@@ -361,7 +372,7 @@ class FireworksLauncher(Generic[ArmT]):
             max_output_tokens=fw.max_output_tokens,
         )
 
-    def _check_evaluator(self, spec: ArmT, account_id: str, run) -> str:
+    def _check_evaluator(self, spec: ArmT, account_id: str, run: Run) -> str:
         """The evaluator resource once it is ACTIVE (``evaluators.wait_until_active``), its JSON kept as
         ``provider/evaluator.json``; ``LaunchRefused`` when it is missing, failed or still building."""
         ev_id = evaluator_id(spec, account_id)
@@ -381,7 +392,7 @@ class FireworksLauncher(Generic[ArmT]):
         run.save_provider_snapshot("evaluator.json", dict(found))
         return f"accounts/{account_id}/evaluators/{ev_id}"
 
-    def _create_job(self, spec: ArmT, run, store: RunStore, failed_job: str) -> None:
+    def _create_job(self, spec: ArmT, run: Run, store: RunStore, failed_job: str) -> None:
         """Preflight, evaluator, attempt, dataset and job of a claimed run (``launch``): raises on any
         failure. Nothing is created before the evaluator is known to be ACTIVE."""
         fw = _fireworks_section(spec)
@@ -436,7 +447,7 @@ class FireworksLauncher(Generic[ArmT]):
             run.save_provider_snapshot("failed_attempt.json", links["attempts"][-1]["job"])
 
     def _choose_attempt(
-        self, spec, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
+        self, spec: ArmT, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
     ) -> tuple[int, Mapping[str, Any] | None, dict[str, Any]]:
         """``(attempt, existing job or None, run.json links)`` for this launch: the latest attempt of the
         spec that exists on Fireworks is reused when it is alive or completed (and matches the spec); one
