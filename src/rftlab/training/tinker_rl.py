@@ -56,7 +56,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -134,7 +134,7 @@ class TinkerTask:
         return {}
 
     def epoch_row(
-        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: dict[str, Any]
+        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: CommonFields
     ) -> dict[str, Any]:
         """The epoch's metrics row (without ``seconds``, which the loop appends) from its records and the
         common fields (``common_fields``)."""
@@ -272,7 +272,17 @@ async def run_batch(
     return records, stats
 
 
-def common_fields(records: list[dict[str, Any]], batches: list[dict[str, float]]) -> dict[str, Any]:
+class CommonFields(TypedDict):
+    """``common_fields``: what every family's metrics row holds about the steps and the sampling."""
+
+    updates: int
+    grad_norm: None
+    zero_advantage_groups: int
+    datums: int
+    sampled_tokens: int
+
+
+def common_fields(records: list[dict[str, Any]], batches: list[dict[str, float]]) -> CommonFields:
     """What every family's metrics row holds about the optimiser steps and the sampling."""
     return {
         "updates": len(batches),
