@@ -38,10 +38,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from rftlab.launch.specs import resolved_job_settings
-from rftlab.launch.spectrum.spec import SpectrumArmSpec
+from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
 from rftlab.runs.atomic import atomic_write_text
 from rftlab.runs.secrets import redact_text
 from rftlab.runs.strictjson import refuse_constant
@@ -414,7 +413,7 @@ def _safe_id(value: str) -> str:
 # ------------------------------------------------------------------------------- job arguments
 
 
-def evaluator_name(spec: SpectrumArmSpec, account_id: str) -> str:
+def evaluator_name(spec: FireworksArmSpec, account_id: str) -> str:
     """The evaluator resource of the spec, with a ``<acct>`` placeholder filled with the account id."""
     fw = _fireworks(spec)
     return fw.evaluator.replace("<acct>", account_id)
@@ -426,7 +425,7 @@ def _attempt_suffix(attempt: int) -> str:
     return "" if attempt == 1 else f"-a{attempt}"
 
 
-def job_id_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
+def job_id_for(spec: FireworksArmSpec, attempt: int = 1) -> str:
     """A deterministic job id: ``rftlab-<arm>-<first 8 hex of the spec hash>`` (lower case, dashes), with
     ``-a<n>`` for attempt ``n`` >= 2 (``launch --new-attempt`` after a failed job)."""
     arm = re.sub(r"[^a-z0-9]+", "-", spec.arm.lower()).strip("-") or "arm"
@@ -436,7 +435,7 @@ def job_id_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
     return job
 
 
-def output_model_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
+def output_model_for(spec: FireworksArmSpec, attempt: int = 1) -> str:
     """The output model id: the spec's ``output_model``, the first 8 hex of the spec hash, and the attempt
     suffix, so an edited spec (or a new attempt) never writes over another job's model."""
     fw = _fireworks(spec)
@@ -452,7 +451,7 @@ def output_model_for(spec: SpectrumArmSpec, attempt: int = 1) -> str:
 WANDB_KEY_ENV = "WANDB_API_KEY"
 
 
-def wandb_problem(spec: SpectrumArmSpec, wandb_api_key: str | None) -> str | None:
+def wandb_problem(spec: FireworksArmSpec, wandb_api_key: str | None) -> str | None:
     """Why the spec's W&B settings cannot be sent (``None`` when they can). The create page makes
     ``--wandb-api-key``, ``--wandb-entity`` and ``--wandb-project`` each required once any W&B flag is
     given; the key comes from ``$WANDB_API_KEY`` only (never from a spec file)."""
@@ -490,7 +489,7 @@ def learning_rate_problem(learning_rate: float) -> str | None:
 
 
 def job_create_flags(
-    spec: SpectrumArmSpec,
+    spec: FireworksArmSpec,
     *,
     account_id: str,
     wandb_api_key: str | None = None,
@@ -538,7 +537,7 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-def _fireworks(spec: SpectrumArmSpec):
+def _fireworks(spec: FireworksArmSpec):
     if spec.fireworks is None:
         raise ValueError(f"arm {spec.arm!r} has no 'fireworks' section: it can only run on the local backend")
     return spec.fireworks
@@ -567,7 +566,7 @@ MAX_EPOCHS = 1000  # the arm specs' upper bound (launch/spectrum/spec.py, launch
 MAX_ACCELERATOR_SECONDS = 1e12  # ~30,000 GPU-years: anything larger is not a measurement
 
 
-def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -> int | None:
+def _bounded_int(value: object, lo: int, hi: int, name: str, problems: list[str]) -> int | None:
     """``value`` as an integer in ``lo..hi`` (ints, integral floats, digit strings), else ``None`` with the
     reason appended to ``problems`` (a missing value is not a problem)."""
     if value is None:
@@ -588,7 +587,15 @@ def _bounded_int(value: Any, lo: int, hi: int, name: str, problems: list[str]) -
     return number
 
 
-def job_progress(job: Mapping[str, Any], epochs: int | None = None) -> dict[str, Any]:
+class JobProgress(TypedDict):
+    """``job_progress``: the validated epoch and percent (``None`` when unusable) and why not."""
+
+    epoch: int | None
+    percent: int | None
+    problems: list[str]
+
+
+def job_progress(job: Mapping[str, Any], epochs: int | None = None) -> JobProgress:
     """``jobProgress`` fields the poller uses, validated: ``epoch`` an integer in ``0..epochs`` (the spec's
     epochs; ``MAX_EPOCHS`` when unknown), ``percent`` in ``0..100``. A missing, ill-typed or out-of-range
     value becomes ``None`` and is named in ``problems`` (never trusted, never used to size anything)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -117,6 +117,28 @@ JOB_DEFAULTS: dict[str, Any] = {
     "batch_size": 32_768,
 }
 OPTIONAL_JOB_FIELDS = tuple(k for k in JOB_DEFAULTS if k != "lora_rank")
+
+
+class FireworksArmSpec(Protocol):
+    """What the Fireworks launcher reads of an arm spec: every family's spec with a ``fireworks`` section
+    (``SpectrumArmSpec``, ``PokerArmSpec``). Read-only, so a frozen model's narrower field types fit."""
+
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def response_candidates(self) -> int: ...
+    @property
+    def fireworks(self) -> FireworksJobSettings | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def sha256(self) -> str: ...
 
 
 def resolved_job_settings(fw: FireworksJobSettings) -> dict[str, Any]:

@@ -203,7 +203,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def token_limit_refusal(name: str, value: Any, limit: int) -> str | None:
+def token_limit_refusal(name: str, value: object, limit: int) -> str | None:
     """Why ``value`` is no ``max_tokens``-like count (an integer from 1 to ``limit``), or ``None``."""
     if value is None:
         return None

@@ -52,7 +52,7 @@ class ViewerError(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------- records → rows
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float) and math.isfinite(value):
@@ -73,7 +73,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield number, obj
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     """A value as a reader wants it: floats to 4 significant digits (``1.391975`` → ``1.392``, float noise
     such as ``4.1000000000000005`` → ``4.1``), whole floats below 1e15 as integers (a seed or a count read
     back as a float), everything else as written."""

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rftlab.runs.registration import (
     PlanVersion,
@@ -40,6 +40,9 @@ from rftlab.runs.registration import (
     git_toplevel,
     is_ancestor,
 )
+
+if TYPE_CHECKING:
+    from rftlab.runs.store import Run
 
 AUDIT_LIMITS = (
     "A commit's time is its committer's clock, and a commit shows only that the plan's bytes existed "
@@ -74,7 +77,7 @@ class RunEvidence:
     plan_sha256: str | None
 
     @classmethod
-    def of(cls, run: Any) -> RunEvidence:
+    def of(cls, run: Run | RunEvidence) -> RunEvidence:
         """From a :class:`rftlab.runs.store.Run` (or a ``RunEvidence``, returned as is)."""
         if isinstance(run, RunEvidence):
             return run
@@ -239,7 +242,7 @@ def _plan_state(
 
 def audit_contrasts(
     plan_file: str | Path,
-    contrast_runs: Mapping[str, Sequence[Any]],
+    contrast_runs: Mapping[str, Sequence[Run | RunEvidence]],
     seen_before: Iterable[str] = (),
     *,
     repo: str | Path | None = None,
@@ -303,7 +306,7 @@ class DecisionAudit:
 
 def audit_decision(
     plan_file: str | Path,
-    runs: Sequence[Any],
+    runs: Sequence[Run | RunEvidence],
     *,
     repo: str | Path | None = None,
     registry_dir: str | Path | None = None,

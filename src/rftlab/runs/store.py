@@ -114,14 +114,14 @@ def _utc_now() -> str:
 
 
 # -- serialising -------------------------------------------------------------------------------------
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     item = getattr(value, "item", None)  # numpy scalars
     if callable(item) and type(value).__module__ == "numpy":
         return item()
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
-def _find_bad_value(value: Any, path: str = "") -> tuple[str, str] | None:
+def _find_bad_value(value: object, path: str = "") -> tuple[str, str] | None:
     """``(field path, what is wrong)`` of the first value JSON cannot hold exactly, or ``None``."""
     if isinstance(value, float):
         if math.isfinite(value):
@@ -147,7 +147,7 @@ def _find_bad_value(value: Any, path: str = "") -> tuple[str, str] | None:
         return (path or "<value>", f"a {type(value).__name__}, not JSON data")
 
 
-def _dumps(value: Any, where: str, indent: int | None = None) -> str:
+def _dumps(value: object, where: str, indent: int | None = None) -> str:
     """Strict JSON text of ``value``; a NaN, infinity or non-JSON object raises ``ValueError`` naming
     ``where`` and the field."""
     value = to_jsonable(value)
@@ -235,7 +235,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [row for _, row in rows]
 
 
-def check_no_secrets(obj: Any, where: str) -> None:
+def check_no_secrets(obj: object, where: str) -> None:
     """Refuse to persist ``obj`` if its JSON holds a credential from the environment (any form)."""
     assert_no_secrets(json.dumps(to_jsonable(obj), default=str).encode("utf-8"), where)
 
@@ -420,7 +420,7 @@ class Run:
         self._write(path, _jsonl(items, str(path)).encode("utf-8"))
         return path
 
-    def save_provider_snapshot(self, name: str, payload: Any) -> Path:
+    def save_provider_snapshot(self, name: str, payload: object) -> Path:
         """Keep a raw provider payload (a polled job JSON, a downloaded dataset: JSON data, text or bytes)
         under ``provider/``."""
         self._check_writable()
@@ -437,7 +437,7 @@ class Run:
         self._write(path, data)
         return path
 
-    def set_provider(self, **ids: Any) -> None:
+    def set_provider(self, **ids: object) -> None:
         """Record provider ids (for example the Fireworks job name) in ``run.json``."""
         self._check_writable()
         record = self.record.model_copy(deep=True)
@@ -614,7 +614,7 @@ class RunStore:
         self,
         experiment: str,
         arm: str,
-        spec: Any,
+        spec: object,
         backend: str = "local",
         inputs: Sequence[str | Path] = (),
         run_id: str | None = None,
@@ -713,7 +713,12 @@ class RunStore:
         return runs
 
     def find_run(
-        self, experiment: str, arm: str, spec: Any, status: RunStatus = "finished", backend: str | None = None
+        self,
+        experiment: str,
+        arm: str,
+        spec: object,
+        status: RunStatus = "finished",
+        backend: str | None = None,
     ) -> Run | None:
         """The newest run of this experiment/arm with ``status`` (and ``backend``, if given) whose spec hash
         equals ``spec``'s."""
@@ -727,7 +732,7 @@ class RunStore:
         ]
         return max(matches, key=lambda run: (run.record.created_at, run.path.name), default=None)
 
-    def find_finished(self, experiment: str, arm: str, spec: Any) -> Run | None:
+    def find_finished(self, experiment: str, arm: str, spec: object) -> Run | None:
         """The newest finished run of this experiment/arm whose spec hash equals ``spec``'s."""
         return self.find_run(experiment, arm, spec, "finished")
 
@@ -735,7 +740,7 @@ class RunStore:
         self,
         experiment: str,
         arm: str,
-        spec: Any,
+        spec: object,
         backend: str = "local",
         force: bool = False,
         resume: bool = False,
@@ -777,7 +782,7 @@ class RunStore:
         self,
         experiment: str,
         arm: str,
-        spec: Any,
+        spec: object,
         records: Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]],
         backend: str = "local",
     ) -> tuple[Run, RunOrigin]:

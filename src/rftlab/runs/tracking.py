@@ -51,11 +51,14 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rftlab.runs.errors import RunStoreError, SecretLeakError
 from rftlab.runs.paths import DEFAULT_RUNS_DIR, PROJECT_ROOT
 from rftlab.runs.secrets import assert_no_secrets, redact_text, redact_url
+
+if TYPE_CHECKING:
+    from rftlab.runs.store import Run, RunRecord
 
 __all__ = [
     "BACKENDS",
@@ -187,7 +190,7 @@ def family_of(experiment: str, spec: Mapping[str, Any]) -> str:
     return named if isinstance(named, str) and named else experiment.split("_", 1)[0]
 
 
-def run_info(record: Any) -> RunInfo:
+def run_info(record: RunRecord) -> RunInfo:
     """The :class:`RunInfo` of a :class:`rftlab.runs.store.RunRecord`."""
     key = f"{record.experiment}/{record.arm}/{record.run_id}"
     tags = {
@@ -373,7 +376,7 @@ def flush(timeout: float = 60.0) -> bool:
     return _SENDER.flush(timeout)
 
 
-def after_append(run_path: Path, record: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+def after_append(run_path: Path, record: RunRecord, rows: Sequence[Mapping[str, Any]]) -> None:
     """The run store's hook: ``rows`` were just appended to the run at ``run_path``; they are queued for
     the sender (the setting is checked here, so a bad one fails at once)."""
     names = selected_trackers(run_path.parent.parent.parent)
@@ -384,7 +387,7 @@ def after_append(run_path: Path, record: Any, rows: Sequence[Mapping[str, Any]])
         _SENDER.put(lambda: _each(stores, lambda t: t.log_rows(run_info(record), batch)))
 
 
-def after_finish(run_path: Path, record: Any) -> None:
+def after_finish(run_path: Path, record: RunRecord) -> None:
     """The run store's hook: the run at ``run_path`` just finished (or failed)."""
     try:
         names = selected_trackers(run_path.parent.parent.parent)
@@ -620,7 +623,7 @@ class Sent:
     points: int  # metric values sent (MLflow: only those it did not hold yet)
 
 
-def backfill(runs: Sequence[Any], names: Sequence[str]) -> list[Sent]:
+def backfill(runs: Sequence[Run], names: Sequence[str]) -> list[Sent]:
     """Send every row of ``runs`` (:class:`rftlab.runs.store.Run`) to the trackers ``names``, then mark each
     tracker run with the rftlab run's status when it has ended. MLflow receives only the ``(metric,
     step)`` points its run lacks, so a repeated backfill (or one after live tracking) sends nothing twice.
@@ -646,7 +649,7 @@ def backfill(runs: Sequence[Any], names: Sequence[str]) -> list[Sent]:
     return sent
 
 
-def _send_all(target: Any, info: RunInfo, rows: Sequence[Mapping[str, Any]]) -> int:
+def _send_all(target: Tracker, info: RunInfo, rows: Sequence[Mapping[str, Any]]) -> int:
     if isinstance(target, MlflowTracker):
         existing = target.find_run(info)
         skip = target.logged_points(existing) if existing is not None else set()

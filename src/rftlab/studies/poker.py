@@ -162,8 +162,7 @@ def arm_plans(
     out = []
     for name in spec_files:
         spec = load_poker_arm_spec(SPECS_DIR / name)
-        # ``FireworksLauncher.plan`` is annotated with the spectrum spec, but it reads only what every arm spec has
-        plan = launcher.plan(spec)  # type: ignore[arg-type]
+        plan = launcher.plan(spec)
         commands = tuple(" ".join(argv) for argv in plan.commands)
         out.append(ArmPlan(spec, plan.job_id, commands, tuple(prime_mapping(spec))))
     return tuple(out)

@@ -9,9 +9,12 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, Trajectory
+
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Renderer
 
 T = TypeVar("T")
 
@@ -33,7 +36,7 @@ DEFAULT_RENDERER = "qwen3"
 
 
 @cache
-def make_renderer(base_model: str, renderer_name: str = DEFAULT_RENDERER) -> Any:
+def make_renderer(base_model: str, renderer_name: str = DEFAULT_RENDERER) -> Renderer:
     """The cookbook renderer ``renderer_name`` on ``base_model``'s tokenizer (cached; built-in tiny models'
     tokenizers are registered first)."""
     from tinker_cookbook import renderers

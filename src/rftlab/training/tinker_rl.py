@@ -56,19 +56,39 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
 from rftlab.runs.store import Run, atomic_write_text
-from rftlab.training.cookbook_envs import run_sync
+from rftlab.training.cookbook_envs import ArmRowsDataset, run_sync
 from rftlab.types import resolve
+
+if TYPE_CHECKING:
+    import torch
+    from tinker_cookbook.rl.types import Trajectory, TrajectoryGroup
 
 DEFAULT_LORA_RANK = 32
 
 
 class ContextTooLong(ValueError):
     """A prompt longer than the model's context (the message names the row, the lengths and the model)."""
+
+
+class RecordingEnv(Protocol):
+    """A family's cookbook env as a rollout record sees it: its fields and transcript."""
+
+    def record(self) -> dict[str, Any]: ...
+
+
+class TinkerService(Protocol):
+    """The two calls of a tinker-compatible ``ServiceClient`` the loop makes; each answers a future."""
+
+    def create_lora_training_client(
+        self, base_model: str, rank: int = 32, seed: int | None = None
+    ) -> object: ...
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +122,7 @@ class TinkerTask:
     family: str = ""
     seed_tag: str = ""
 
-    def dataset(self, config: TinkerRLConfig, epochs: Sequence[int]) -> Any:
+    def dataset(self, config: TinkerRLConfig, epochs: Sequence[int]) -> ArmRowsDataset:
         raise NotImplementedError
 
     def salt(self, config: TinkerRLConfig, epoch: int) -> str:
@@ -114,7 +134,7 @@ class TinkerTask:
         return {}
 
     def epoch_row(
-        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: dict[str, Any]
+        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: CommonFields
     ) -> dict[str, Any]:
         """The epoch's metrics row (without ``seconds``, which the loop appends) from its records and the
         common fields (``common_fields``)."""
@@ -130,7 +150,7 @@ class TinkerTrainResult:
     training_client: Any = None
 
 
-def _mix(*parts: Any) -> int:
+def _mix(*parts: object) -> int:
     digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
@@ -138,7 +158,7 @@ def _mix(*parts: Any) -> int:
 class SeededSampler:
     """A sampling client whose every request carries an explicit seed (module docstring, "Determinism")."""
 
-    def __init__(self, client: Any, *key: Any):
+    def __init__(self, client: Any, *key: object):
         self.client = client
         self.key = key
         self._seen: Counter[str] = Counter()
@@ -156,7 +176,7 @@ class SeededSampler:
         )
 
 
-def check_context(config: TinkerRLConfig, dataset: Any, family: str = "") -> int:
+def check_context(config: TinkerRLConfig, dataset: ArmRowsDataset, family: str = "") -> int:
     """The longest first prompt of the arm's rows; ``ContextTooLong`` when one leaves no room for a reply."""
     longest = 0
     for builder in dataset.epoch_builders(dataset.epochs[0]):
@@ -183,7 +203,7 @@ ZERO_SD = 1e-12
 """A group whose rewards' SD is at most this has zero advantage (rewards equal up to rounding)."""
 
 
-def group_advantages(groups: Sequence[Any], kind: str) -> list[Any]:
+def group_advantages(groups: Sequence[TrajectoryGroup], kind: str) -> list[torch.Tensor]:
     """The cookbook's group-centred advantages; ``grpo`` divides each by its group's reward SD (ddof 1).
     A group whose rewards are equal (SD <= ``ZERO_SD``) gets exactly zero advantages either way."""
     from tinker_cookbook.rl.data_processing import compute_advantages
@@ -198,7 +218,7 @@ def group_advantages(groups: Sequence[Any], kind: str) -> list[Any]:
     return out
 
 
-def rollout_record(env: Any, traj: Any, advantage: float) -> dict[str, Any]:
+def rollout_record(env: RecordingEnv, traj: Trajectory, advantage: float) -> dict[str, Any]:
     """A rollout record: the env's record (its fields and the transcript ``messages``) with the advantage,
     the sampled log-probability of the whole reply sequence and the sampled token count."""
     rec = env.record()
@@ -213,7 +233,7 @@ async def run_batch(
     config: TinkerRLConfig,
     training_client: Any,
     builders: Sequence[Any],
-    seed_key: tuple[Any, ...],
+    seed_key: tuple[object, ...],
     extra_record: Callable[[Any], Mapping[str, Any]] = lambda env: {},
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """One optimiser step: sample the batch's groups, advantages, datums, ``train_step``."""
@@ -252,7 +272,17 @@ async def run_batch(
     return records, stats
 
 
-def common_fields(records: list[dict[str, Any]], batches: list[dict[str, float]]) -> dict[str, Any]:
+class CommonFields(TypedDict):
+    """``common_fields``: what every family's metrics row holds about the steps and the sampling."""
+
+    updates: int
+    grad_norm: None
+    zero_advantage_groups: int
+    datums: int
+    sampled_tokens: int
+
+
+def common_fields(records: list[dict[str, Any]], batches: list[dict[str, float]]) -> CommonFields:
     """What every family's metrics row holds about the optimiser steps and the sampling."""
     return {
         "updates": len(batches),
@@ -280,7 +310,7 @@ def train_tinker(
     task: TinkerTask,
     config: TinkerRLConfig,
     run: Run,
-    service: Any,
+    service: TinkerService,
     *,
     on_epoch_end: Callable[[int, Mapping[str, Any]], None] | None = None,
     finish: bool = True,

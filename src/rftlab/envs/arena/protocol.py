@@ -241,7 +241,7 @@ def _strict_object(raw: Any) -> ParseResult:
     return ParseResult(True, value, (), notes)
 
 
-def intent_from_json(value: Any) -> Action | None:
+def intent_from_json(value: object) -> Action | None:
     """A well-formed intent object as an ``Action`` (type upper-cased), or ``None`` when malformed."""
     if not isinstance(value, dict) or not set(value) <= INTENT_KEYS or not isinstance(value.get("type"), str):
         return None

@@ -45,7 +45,7 @@ def team_agent_ids(team: str) -> tuple[str, ...]:
     return tuple(f"{team.lower()}-{k}" for k in range(AGENTS_PER_TEAM))
 
 
-def compact_json(value: Any) -> str:
+def compact_json(value: object) -> str:
     """The spec's canonical JSON: sorted keys, no spaces, ASCII escaping."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 

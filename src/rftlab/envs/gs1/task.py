@@ -51,7 +51,7 @@ class GSM8KRowError(ValueError):
     """A GSM8K row that is not ``{"question": str, "answer": str with a '#### N' line}`` (says why)."""
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 

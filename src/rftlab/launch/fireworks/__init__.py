@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar, cast
 
 from rftlab.launch import evaluators
 from rftlab.launch.context_budget import context_check
@@ -102,9 +102,9 @@ from rftlab.launch.fireworks.poll import (
     epoch_completeness,
     epoch_metrics,
 )
-from rftlab.launch.specs import resolved_job_settings
+from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
 from rftlab.launch.spectrum.spec import SpectrumArmSpec
-from rftlab.runs import RunStore, load_run
+from rftlab.runs import Run, RunStore, load_run
 from rftlab.types import RunRef, RunStatus
 
 __all__ = [
@@ -126,6 +126,17 @@ __all__ = [
 ]
 
 
+class LaunchPlanDict(TypedDict):
+    """``LaunchPlan.to_dict``: the plan as JSON data."""
+
+    job_id: str
+    dataset_id: str
+    evaluator: str
+    commands: list[list[str]]
+    warnings: list[str]
+    key_via: str
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """The commands a launch runs, in order (argv with keys redacted) and the ids it uses."""
@@ -137,7 +148,7 @@ class LaunchPlan:
     warnings: list[str] = field(default_factory=list)
     key_via: str = "auth-file"  # how each firectl command gets the key (rftlab.launch.firectl)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LaunchPlanDict:
         return {
             "job_id": self.job_id,
             "dataset_id": self.dataset_id,
@@ -170,22 +181,27 @@ def _report_dict(report: Any) -> dict[str, Any]:
     return dict(data)
 
 
-def _default_preflight(spec: SpectrumArmSpec):
+ArmT = TypeVar("ArmT", bound=FireworksArmSpec)
+
+
+def _default_preflight(spec: FireworksArmSpec):
     from rftlab.launch.spectrum.preflight import spectrum_preflight
 
-    return spectrum_preflight(spec)
+    # the default preflight is the spectrum family's: another family passes its own (rftlab.studies.poker)
+    return spectrum_preflight(cast(SpectrumArmSpec, spec))
 
 
 @dataclass
-class FireworksLauncher:
-    """``rftlab.types.Launcher`` for Fireworks RFT. The key comes from ``$FIREWORKS_API_KEY`` only."""
+class FireworksLauncher(Generic[ArmT]):
+    """``rftlab.types.Launcher`` for Fireworks RFT. The key comes from ``$FIREWORKS_API_KEY`` only.
+    ``ArmT`` is the family's arm spec; without ``preflight`` and ``dataset_rows`` it is the spectrum one."""
 
     account_id: str | None = None
     style: str = "noun-verb"
     key_via: str = "auth-file"  # how firectl gets the key (rftlab.launch.firectl module docstring)
     firectl_factory: Callable[..., Firectl] = Firectl
-    preflight: Callable[[SpectrumArmSpec], Any] | None = None  # None: rftlab.launch.spectrum.preflight
-    dataset_rows: Callable[[SpectrumArmSpec], Iterable[Mapping[str, Any]]] | None = None
+    preflight: Callable[[ArmT], object] | None = None  # None: rftlab.launch.spectrum.preflight
+    dataset_rows: Callable[[ArmT], Iterable[Mapping[str, Any]]] | None = None
     # evaluator check before anything is created (rftlab.launch.evaluators): lookup, wait bound, pauses
     evaluator_lookup: evaluators.Lookup | None = None  # None: the fireworks-ai SDK (fetch_evaluator)
     evaluator_timeout: float = evaluators.EVALUATOR_TIMEOUT_S
@@ -211,7 +227,7 @@ class FireworksLauncher:
         )
 
     # ------------------------------------------------------------------------------------ plan
-    def plan(self, spec: SpectrumArmSpec, dataset_path: str | Path = "<dataset.jsonl>") -> LaunchPlan:
+    def plan(self, spec: ArmT, dataset_path: str | Path = "<dataset.jsonl>") -> LaunchPlan:
         """The exact commands ``launch`` runs, without running anything (``--dry-run``). The evaluator
         upload is shown for completeness: ``launch`` itself only checks that the evaluator is ACTIVE."""
         fw = _fireworks_section(spec)
@@ -245,10 +261,15 @@ class FireworksLauncher:
         commands.append(fc.argv("rftj", "create", "--job-id", job_id, *flags))
         return LaunchPlan(job_id, dataset_id, ev_name, commands, warnings, key_via=self.key_via)
 
-    def _rows(self, spec) -> list[Mapping[str, Any]]:
-        return list(self.dataset_rows(spec) if self.dataset_rows else default_dataset_rows(spec))
+    def _rows(self, spec: ArmT) -> list[Mapping[str, Any]]:
+        # the defaults are the spectrum family's: another family passes its own rows and preflight
+        return list(
+            self.dataset_rows(spec)
+            if self.dataset_rows
+            else default_dataset_rows(cast(SpectrumArmSpec, spec))
+        )
 
-    def check_spec(self, spec: SpectrumArmSpec) -> None:
+    def check_spec(self, spec: ArmT) -> None:
         """Everything that can be refused before any platform call: a local-only arm, an evaluator entry
         that does not exist, W&B settings firectl would refuse, a learning rate of 0, an output model id
         too long, a missing key or account (``LaunchRefused``)."""
@@ -271,7 +292,7 @@ class FireworksLauncher:
     # ---------------------------------------------------------------------------------- launch
     def launch(
         self,
-        spec: SpectrumArmSpec,
+        spec: ArmT,
         *,
         root: Path | str = "runs",
         resume: bool = True,
@@ -309,7 +330,7 @@ class FireworksLauncher:
             run.release()
         return ref
 
-    def _run_preflight(self, spec: SpectrumArmSpec, run) -> None:
+    def _run_preflight(self, spec: ArmT, run: Run) -> None:
         """The family's preflight plus the context-length check, saved to ``provider/preflight.json``;
         ``LaunchRefused`` (and the run failed) when any check fails."""
         report = (self.preflight or _default_preflight)(spec)
@@ -332,7 +353,7 @@ class FireworksLauncher:
                 f"{details[:600]} Details: {run.path / 'provider' / 'preflight.json'}"
             )
 
-    def _context_check(self, spec: SpectrumArmSpec) -> dict[str, Any] | None:
+    def _context_check(self, spec: ArmT) -> dict[str, Any] | None:
         """``context_budget.context_check`` on the family's rendered episodes (``None``: the family has no
         renderer yet, said in the check list instead)."""
         fw = _fireworks_section(spec)
@@ -351,7 +372,7 @@ class FireworksLauncher:
             max_output_tokens=fw.max_output_tokens,
         )
 
-    def _check_evaluator(self, spec: SpectrumArmSpec, account_id: str, run) -> str:
+    def _check_evaluator(self, spec: ArmT, account_id: str, run: Run) -> str:
         """The evaluator resource once it is ACTIVE (``evaluators.wait_until_active``), its JSON kept as
         ``provider/evaluator.json``; ``LaunchRefused`` when it is missing, failed or still building."""
         ev_id = evaluator_id(spec, account_id)
@@ -371,7 +392,7 @@ class FireworksLauncher:
         run.save_provider_snapshot("evaluator.json", dict(found))
         return f"accounts/{account_id}/evaluators/{ev_id}"
 
-    def _create_job(self, spec: SpectrumArmSpec, run, store: RunStore, failed_job: str) -> None:
+    def _create_job(self, spec: ArmT, run: Run, store: RunStore, failed_job: str) -> None:
         """Preflight, evaluator, attempt, dataset and job of a claimed run (``launch``): raises on any
         failure. Nothing is created before the evaluator is known to be ACTIVE."""
         fw = _fireworks_section(spec)
@@ -426,7 +447,7 @@ class FireworksLauncher:
             run.save_provider_snapshot("failed_attempt.json", links["attempts"][-1]["job"])
 
     def _choose_attempt(
-        self, spec, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
+        self, spec: ArmT, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
     ) -> tuple[int, Mapping[str, Any] | None, dict[str, Any]]:
         """``(attempt, existing job or None, run.json links)`` for this launch: the latest attempt of the
         spec that exists on Fireworks is reused when it is alive or completed (and matches the spec); one

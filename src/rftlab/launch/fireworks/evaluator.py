@@ -26,16 +26,16 @@ from rftlab.launch.fireworks.common import (
     LaunchRefused,
 )
 from rftlab.launch.fireworks.datasets import _RESOURCE_ID
-from rftlab.launch.spectrum.spec import SpectrumArmSpec
+from rftlab.launch.specs import FireworksArmSpec
 
 
-def _fireworks_section(spec: SpectrumArmSpec):
+def _fireworks_section(spec: FireworksArmSpec):
     if spec.fireworks is None:
         raise LaunchRefused(f"arm {spec.arm!r} has no 'fireworks' section: it runs only on the local backend")
     return spec.fireworks
 
 
-def _spec_evaluator_id(spec: SpectrumArmSpec) -> str:
+def _spec_evaluator_id(spec: FireworksArmSpec) -> str:
     """The evaluator id the spec names (last part of its evaluator resource), checked: it must already be
     in the form eval-protocol normalises ids to (lower-case letters, digits and single '-', starting with
     a letter, at most 54 characters with room for the code hash), else the upload would create an
@@ -49,7 +49,7 @@ def _spec_evaluator_id(spec: SpectrumArmSpec) -> str:
     return ev_id
 
 
-def evaluator_id(spec: SpectrumArmSpec, account_id: str = "") -> str:
+def evaluator_id(spec: FireworksArmSpec, account_id: str = "") -> str:
     """The evaluator id a job of this spec uses: the spec's id plus the first 8 hex digits of the evaluator
     code's SHA-256 (``rftlab.launch.evaluators``), so arms share an evaluator only when its code is the
     same, and an upload never replaces an evaluator another arm's job runs on."""
@@ -59,7 +59,7 @@ def evaluator_id(spec: SpectrumArmSpec, account_id: str = "") -> str:
         raise LaunchRefused(str(exc)) from None
 
 
-def evaluator_resource(spec: SpectrumArmSpec, account_id: str) -> str:
+def evaluator_resource(spec: FireworksArmSpec, account_id: str) -> str:
     """``accounts/<acct>/evaluators/<evaluator_id>`` (the spec's ``<acct>`` placeholder filled)."""
     account = _fireworks_section(spec).evaluator.split("/")[1].replace("<acct>", account_id)
     return f"accounts/{account}/evaluators/{evaluator_id(spec, account_id)}"
@@ -197,7 +197,7 @@ PASSTHROUGH_ENV = ("FIREWORKS_API_BASE",)
 
 
 def upload_evaluator(
-    spec: SpectrumArmSpec,
+    spec: FireworksArmSpec,
     account_id: str,
     *,
     runner: Callable[..., Any] | None = None,

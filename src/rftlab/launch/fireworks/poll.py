@@ -10,7 +10,7 @@ import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from rftlab.launch.firectl import (
     MAX_EPOCHS,
@@ -36,9 +36,8 @@ from rftlab.launch.fireworks.evaluator import (
     _fireworks_section,
     evaluator_resource,
 )
-from rftlab.launch.specs import resolved_job_settings
-from rftlab.launch.spectrum.spec import SpectrumArmSpec
-from rftlab.runs import RunStore
+from rftlab.launch.specs import FireworksArmSpec, resolved_job_settings
+from rftlab.runs import Run, RunStore
 from rftlab.runs.secrets import redact_text
 from rftlab.types import RunStatus
 
@@ -53,7 +52,7 @@ def _job_or_none(fc: Firectl, job_id: str) -> Mapping[str, Any] | None:
     return job
 
 
-def _latest_attempt(fc: Firectl, spec: SpectrumArmSpec) -> tuple[int, Mapping[str, Any] | None]:
+def _latest_attempt(fc: Firectl, spec: FireworksArmSpec) -> tuple[int, Mapping[str, Any] | None]:
     """``(n, job)`` of the highest attempt of the spec that exists on Fireworks (``(1, None)``: none)."""
     latest: tuple[int, Mapping[str, Any] | None] = (1, None)
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -64,7 +63,20 @@ def _latest_attempt(fc: Firectl, spec: SpectrumArmSpec) -> tuple[int, Mapping[st
     return latest
 
 
-def _attempt_record(job: Mapping[str, Any], job_id: str, store: RunStore, spec) -> dict[str, Any]:
+class AttemptRecord(TypedDict):
+    """What ``run.json`` keeps of an attempt that ended without completing (``_attempt_record``)."""
+
+    job_id: str
+    state: str
+    status: str
+    run_dir: str | None
+    job: dict[str, Any]
+    resumed_at: NotRequired[float]  # set by a launch that resumes the job (time.time())
+
+
+def _attempt_record(
+    job: Mapping[str, Any], job_id: str, store: RunStore, spec: FireworksArmSpec
+) -> AttemptRecord:
     """What ``run.json`` keeps of an attempt that ended without completing: its job id, state, status
     message, the run that recorded it (when this run store has one) and the job JSON."""
     runs, _problems = store.scan(spec.experiment, spec.arm)
@@ -79,7 +91,7 @@ def _attempt_record(job: Mapping[str, Any], job_id: str, store: RunStore, spec) 
     }
 
 
-def _call_logger(handle) -> Callable[[dict[str, Any]], None]:
+def _call_logger(handle: Run) -> Callable[[dict[str, Any]], None]:
     path = handle.path / "provider" / "firectl_calls.jsonl"
 
     def log(record: dict[str, Any]) -> None:
@@ -89,7 +101,7 @@ def _call_logger(handle) -> Callable[[dict[str, Any]], None]:
     return log
 
 
-def _append_snapshot(handle, job: Mapping[str, Any]) -> None:
+def _append_snapshot(handle: Run, job: Mapping[str, Any]) -> None:
     path = handle.path / "provider" / "job_snapshots.jsonl"
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
     handle.save_provider_snapshot("job_snapshots.jsonl", existing + json.dumps(job, sort_keys=True) + "\n")
@@ -108,14 +120,14 @@ _STATE_MAP = {
 }
 
 
-def _spec_epochs(epochs: Any) -> int | None:
+def _spec_epochs(epochs: object) -> int | None:
     """The spec's epoch count when it is a plausible one (1..MAX_EPOCHS), else ``None``."""
     if isinstance(epochs, int) and not isinstance(epochs, bool) and 1 <= epochs <= MAX_EPOCHS:
         return epochs
     return None
 
 
-def _status_of(job: Mapping[str, Any], epochs: Any) -> RunStatus:
+def _status_of(job: Mapping[str, Any], epochs: object) -> RunStatus:
     """The job's status; every number is validated against the spec (``firectl.job_progress``)."""
     state = job_state(job)
     total = _spec_epochs(epochs)
@@ -210,7 +222,7 @@ def _download_epoch(
         return rows, chunks
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -259,7 +271,7 @@ def _after_resume(status: RunStatus, provider: Mapping[str, Any], now: float) ->
     return status
 
 
-def _dataset_ids(listing: Any) -> list[str]:
+def _dataset_ids(listing: object) -> list[str]:
     items = listing.get("datasets", []) if isinstance(listing, Mapping) else listing
     out = []
     for item in items if isinstance(items, list) else []:
@@ -284,18 +296,28 @@ def _parse_rows(text: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one (a field a downloaded row may lack or garble)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def _rollout_record(row: Mapping[str, Any], index: int) -> dict[str, Any]:
+class RolloutRecord(TypedDict):
+    """One downloaded rollout (``_rollout_record``); ``row_id`` and ``unparseable`` are the row's own."""
+
+    index: int
+    row_id: Any
+    reward: float | None
+    metrics: dict[str, float]
+    unparseable: Any
+
+
+def _rollout_record(row: Mapping[str, Any], index: int) -> RolloutRecord:
     """One rollout of a downloaded ``EvaluationRow``: row id, score and per-metric values (tolerant of
     missing keys and of metrics given as ``{"score": x}`` or bare numbers)."""
     meta = _mapping(row.get("input_metadata"))
@@ -369,7 +391,7 @@ def _recorded_status(handle) -> RunStatus:
 
 def _config_mismatch(
     job: Mapping[str, Any],
-    spec: SpectrumArmSpec,
+    spec: FireworksArmSpec,
     account_id: str,
     dataset_id: str | None = None,
     evaluator: str | None = None,

@@ -23,12 +23,15 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rftlab.envs.gs1.task import MathTask, cookbook_math_prompt_format, gsm8k_problems, local_task
 from rftlab.launch.gs1.spec import GS1Spec
 from rftlab.training.gs1.rl_loop import DEFAULT_RENDERER, GS1ArmConfig
 from rftlab.training.gs1.warm_start import WarmStartResult
+
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Renderer
 
 BACKENDS = ("local", "tinker")
 LOCAL_RENDERER = "qwen3_5_disable_thinking"
@@ -58,7 +61,7 @@ class BackendUnavailable(RuntimeError):
 class GS1Backend:
     name: str
     service_client: Any
-    renderer: Any
+    renderer: Renderer
     task: MathTask
     arms: dict[str, GS1ArmConfig]
     warm_start: WarmStartResult | None = None  # local backend: the supervised warm start's result

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -58,6 +58,11 @@ from rftlab.training.gs1.rl_loop import (
     resolve,
     sample_batch,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from tinker.types import Datum
+    from tinker_cookbook.renderers import Renderer
 
 DEFAULT_TOLERANCES = {
     "baseline_loss": {"atol": 1e-6, "rtol": 1e-5},
@@ -162,7 +167,7 @@ def check_estimators_offline(bandwidth: float = 0.5, seed: int = 0) -> Preflight
 # ------------------------------------------------------------------------------------------- (b)
 
 
-def cookbook_grpo_datums(batch: SampledBatch) -> tuple[list[Any], np.ndarray, list[int]]:
+def cookbook_grpo_datums(batch: SampledBatch) -> tuple[list[Datum], np.ndarray, list[int]]:
     """The stock cookbook path on the same rollouts: ``compute_advantages`` + ``assemble_training_data``,
     with the ``rl_loop`` rule (groups whose advantages are all 0 are skipped). Returns the datums (with
     ``mask``), the per-rollout advantages in batch order and the rollout index of each datum."""
@@ -201,7 +206,7 @@ def cookbook_grpo_datums(batch: SampledBatch) -> tuple[list[Any], np.ndarray, li
     return kept, advantages, rollout_of
 
 
-def strip_mask(datum: Any):
+def strip_mask(datum: Datum) -> Datum:
     from tinker import types
 
     return types.Datum(
@@ -264,7 +269,16 @@ def _flat_gradients(grads: Mapping[str, Any]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def compare_arrays(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> dict[str, Any]:
+class ArrayComparison(TypedDict):
+    """How two arrays compare (``compare_arrays``): within tolerance, largest gap, cosine, first norm."""
+
+    allclose: bool
+    max_abs_diff: float | None
+    cosine: float
+    norm: float
+
+
+def compare_arrays(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> ArrayComparison:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     cosine = float(np.dot(a, b) / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb == 0 else 0.0)
@@ -276,7 +290,7 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> di
     }
 
 
-def reference_is_loss(data: Sequence[Any], trainer_logprobs: Sequence[np.ndarray]) -> float:
+def reference_is_loss(data: Sequence[Datum], trainer_logprobs: Sequence[np.ndarray]) -> float:
     """``-Σ exp(logp - sampler_logp)·A`` in float64 from per-token trainer logprobs (the SDK's
     ``importance_sampling`` definition: a token sum, unclipped)."""
     total = 0.0
@@ -288,7 +302,9 @@ def reference_is_loss(data: Sequence[Any], trainer_logprobs: Sequence[np.ndarray
     return total
 
 
-def reference_loss_and_gradients(model: Any, data: Sequence[Any]) -> tuple[float, dict[str, Any]]:
+def reference_loss_and_gradients(
+    model: torch.nn.Module, data: Sequence[Datum]
+) -> tuple[float, dict[str, torch.Tensor]]:
     """An independent reference for a backend exposing its torch model: our own forward pass
     (``model(input_ids).logits``, ``log_softmax`` in float64), the ``importance_sampling`` loss written
     out, and autograd; gradients of the trainable parameters by name (peft's prefix removed)."""
@@ -320,7 +336,10 @@ def reference_loss_and_gradients(model: Any, data: Sequence[Any]) -> tuple[float
 
 
 def check_loss_and_gradient(
-    make_client, ours: Sequence[Any], cookbook: Sequence[Any], tolerances: Mapping[str, Mapping[str, float]]
+    make_client,
+    ours: Sequence[Datum],
+    cookbook: Sequence[Datum],
+    tolerances: Mapping[str, Mapping[str, float]],
 ) -> PreflightCheck:
     """(c) on two fresh clients from ``make_client()`` (same base, rank and seed)."""
     if not ours:
@@ -395,7 +414,7 @@ def check_loss_and_gradient(
 
 
 def check_one_step(
-    config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask, send_seeds: bool = True
+    config: GS1ArmConfig, service_client: Any, renderer: Renderer, task: MathTask, send_seeds: bool = True
 ) -> PreflightCheck:
     """(d) one forward_backward + optim_step on one sampled example with the arm's advantage."""
     client = resolve(
@@ -432,7 +451,7 @@ def check_one_step(
 def check_restoration(
     configs: Sequence[GS1ArmConfig],
     service_client: Any,
-    datums: Sequence[Any],
+    datums: Sequence[Datum],
     spec: GS1Spec | None,
 ) -> PreflightCheck:
     """(e) both arms start from the same seed-0 LoRA initialisation on a fixed batch."""
@@ -517,7 +536,7 @@ def check_independent_samples(batch: SampledBatch, group_size: int) -> Preflight
 
 
 def fixed_batch(
-    config: GS1ArmConfig, service_client: Any, renderer: Any, task: MathTask, send_seeds: bool = True
+    config: GS1ArmConfig, service_client: Any, renderer: Renderer, task: MathTask, send_seeds: bool = True
 ) -> SampledBatch:
     """The fixed batch of (b), (c), (e) and (f): the GRPO arm's step-0 rollouts from the initial weights."""
     client = resolve(
@@ -532,7 +551,7 @@ def fixed_batch(
 def run_preflight(
     arms: Mapping[str, GS1ArmConfig],
     service_client: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     backend: str,
     spec: GS1Spec | None = None,

@@ -60,7 +60,7 @@ class EvalBlock(_Block):
 
     @field_validator("n_examples", mode="before")
     @classmethod
-    def _paired_items(cls, value: Any) -> int:
+    def _paired_items(cls, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_EVAL_ITEMS:
             shown = type(value).__name__ if isinstance(value, dict | list) else repr(value)[:40]
             raise ValueError(

@@ -32,7 +32,7 @@ FORMATS = ("FORMAT_UNSPECIFIED", "CHAT", "COMPLETION", "RL")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def create(plane: ControlPlane, account: str, body: Any) -> dict[str, Any]:
+def create(plane: ControlPlane, account: str, body: object) -> dict[str, Any]:
     body = check_fields(body, ("datasetId", "dataset", "sourceDatasetId"), "CreateDataset body")
     ds_id = check_id(body.get("datasetId"), "datasetId")
     fields = check_fields(body.get("dataset", {}), DATASET_FIELDS, "dataset")
@@ -91,7 +91,7 @@ def upload(plane: ControlPlane, account: str, ds_id: str, filename: str, data: b
 
 
 def signed_upload_urls(
-    plane: ControlPlane, kind: str, account: str, rid: str, body: Any, staging: str
+    plane: ControlPlane, kind: str, account: str, rid: str, body: object, staging: str
 ) -> dict[str, Any]:
     """``:getUploadEndpoint`` of a dataset or an evaluator: one signed PUT URL per declared file
     (``filenameToSize``) into the resource's ``staging`` folder, the sizes kept as the pending upload."""
@@ -106,7 +106,7 @@ def signed_upload_urls(
     return {"filenameToSignedUrls": urls}
 
 
-def upload_endpoint(plane: ControlPlane, account: str, ds_id: str, body: Any) -> dict[str, Any]:
+def upload_endpoint(plane: ControlPlane, account: str, ds_id: str, body: object) -> dict[str, Any]:
     """``:getUploadEndpoint`` of a dataset (files staged in ``incoming/``)."""
     return signed_upload_urls(plane, "datasets", account, ds_id, body, "incoming")
 

@@ -49,7 +49,7 @@ COLLECT_TIMEOUT_S = 300.0
 NO_CODE = "no code uploaded yet (getUploadEndpoint, PUT to the signed URL, then validateUpload)"
 
 
-def create(plane: ControlPlane, account: str, body: Any) -> dict[str, Any]:
+def create(plane: ControlPlane, account: str, body: object) -> dict[str, Any]:
     body = check_fields(body, ("evaluatorId", "evaluator"), "CreateEvaluator body")
     ev_id = check_id(body.get("evaluatorId"), "evaluatorId")
     fields = check_fields(body.get("evaluator", {}), EVALUATOR_FIELDS, "evaluator")
@@ -57,12 +57,12 @@ def create(plane: ControlPlane, account: str, body: Any) -> dict[str, Any]:
     return public(plane.add("evaluators", account, ev_id, record))
 
 
-def upload_endpoint(plane: ControlPlane, account: str, ev_id: str, body: Any) -> dict[str, Any]:
+def upload_endpoint(plane: ControlPlane, account: str, ev_id: str, body: object) -> dict[str, Any]:
     """``:getUploadEndpoint`` of an evaluator (its code tarball staged in ``upload/``)."""
     return signed_upload_urls(plane, "evaluators", account, ev_id, body, "upload")
 
 
-def validate_upload(plane: ControlPlane, account: str, ev_id: str, body: Any) -> dict[str, Any]:
+def validate_upload(plane: ControlPlane, account: str, ev_id: str, body: object) -> dict[str, Any]:
     check_fields(body, (), "ValidateUpload body")
     with plane.lock:
         record = plane.get("evaluators", account, ev_id)

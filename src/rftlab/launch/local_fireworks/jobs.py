@@ -58,13 +58,13 @@ MAX_CANDIDATES = 64
 MAX_EPOCHS = 1000
 
 
-def _integer(value: Any, lo: int, hi: int, what: str) -> int:
+def _integer(value: object, lo: int, hi: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise bad(f"{what} must be an integer from {lo} to {hi}, got {str(value)[:40]!r}")
     return value
 
 
-def _number(value: Any, lo: float, hi: float, what: str) -> float:
+def _number(value: object, lo: float, hi: float, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise bad(f"{what} must be a finite number, got {str(value)[:40]!r}")
     if not lo <= value <= hi:
@@ -72,7 +72,7 @@ def _number(value: Any, lo: float, hi: float, what: str) -> float:
     return float(value)
 
 
-def _resource(value: Any, account: str, collection: str, what: str) -> str:
+def _resource(value: object, account: str, collection: str, what: str) -> str:
     if not isinstance(value, str) or not re.fullmatch(
         rf"accounts/[A-Za-z0-9._-]+/{collection}/[a-z0-9-]+", value
     ):
@@ -111,7 +111,7 @@ def _check_nested(body: dict[str, Any]) -> None:
         _integer(body["chunkSize"], 1, 10_000, "chunkSize (or -1: no chunking)")
 
 
-def create(plane: ControlPlane, account: str, job_id: str | None, body: Any) -> dict[str, Any]:
+def create(plane: ControlPlane, account: str, job_id: str | None, body: object) -> dict[str, Any]:
     """A new job (``reinforcementFineTuningJobId`` from the query, else a random id), started at once."""
     body = check_fields(body, TOP_FIELDS, "ReinforcementFineTuningJob")
     job_id = check_id(job_id, "reinforcementFineTuningJobId") if job_id else f"rftj-{uuid.uuid4().hex[:12]}"
@@ -150,7 +150,7 @@ def set_state(
         plane.save("jobs", account, job_id)
 
 
-def cancel(plane: ControlPlane, account: str, job_id: str, body: Any) -> dict[str, Any]:
+def cancel(plane: ControlPlane, account: str, job_id: str, body: object) -> dict[str, Any]:
     check_fields(body, (), "CancelReinforcementFineTuningJob body")
     with plane.lock:
         record = plane.get("jobs", account, job_id)
@@ -165,7 +165,7 @@ def cancel(plane: ControlPlane, account: str, job_id: str, body: Any) -> dict[st
     return {}
 
 
-def resume(plane: ControlPlane, account: str, job_id: str, body: Any) -> dict[str, Any]:
+def resume(plane: ControlPlane, account: str, job_id: str, body: object) -> dict[str, Any]:
     check_fields(body, (), "ResumeReinforcementFineTuningJob body")
     with plane.lock:
         record = plane.get("jobs", account, job_id)

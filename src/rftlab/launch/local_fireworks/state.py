@@ -96,7 +96,7 @@ def make_private(tree: Path) -> None:
                 path.chmod(0o700 if path.stat().st_mode & 0o100 else 0o600)
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     private_dir(path.parent)
     text = json.dumps(obj, sort_keys=True, indent=1) + "\n"
     try:
@@ -111,7 +111,7 @@ def write_file(path: Path, data: bytes) -> None:
     atomic_write_bytes(path, data, mode=0o600, check_secrets=False, follow_symlinks=False)
 
 
-def check_id(value: Any, what: str) -> str:
+def check_id(value: object, what: str) -> str:
     if not isinstance(value, str) or not RESOURCE_ID.match(value):
         raise bad(
             f"{what} {str(value)[:80]!r} is not a valid id: lower-case letters, digits and '-', at most 63 "
@@ -120,7 +120,7 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
-def check_fields(body: Any, allowed: Iterable[str], where: str) -> dict[str, Any]:
+def check_fields(body: object, allowed: Iterable[str], where: str) -> dict[str, Any]:
     """``body`` as an object with only ``allowed`` keys (an unknown field is refused, as protobuf JSON
     parsing refuses it)."""
     if not isinstance(body, Mapping):
@@ -277,7 +277,7 @@ class ControlPlane:
         return target.path
 
     # ------------------------------------------------------------------------------- secrets
-    def secret_create(self, account: str, body: Any) -> dict[str, Any]:
+    def secret_create(self, account: str, body: object) -> dict[str, Any]:
         """Accept a secret and keep its name only: the value is dropped here and never stored,
         logged or echoed."""
         body = check_fields(body, ("name", "keyName", "value"), "secret")
@@ -301,7 +301,7 @@ class ControlPlane:
             raise ApiError(404, "NOT_FOUND", f"secret accounts/{account}/secrets/{rid} not found")
         return dict(found)
 
-    def secret_update(self, account: str, rid: str, body: Any) -> dict[str, Any]:
+    def secret_update(self, account: str, rid: str, body: object) -> dict[str, Any]:
         check_fields(body, ("name", "keyName", "value"), "secret")
         return self.secret_get(account, rid)
 

@@ -261,7 +261,7 @@ def run_frozen_eval(
 # ---------------------------------------------------------------- validation scorer (§11)
 
 
-def _canon(value: Any) -> str:
+def _canon(value: object) -> str:
     return compact_json(value)
 
 

@@ -128,7 +128,7 @@ def ask_for_a_report(client: Any, model: str, max_tokens: int) -> tuple[Any, Spe
     return _raw_json(response), env, time.monotonic() - t0
 
 
-def first_choice(body: Any) -> tuple[Mapping[str, Any] | None, str]:
+def first_choice(body: object) -> tuple[Mapping[str, Any] | None, str]:
     """``(choices[0].message, finish_reason)`` of a reply, or ``(None, why)`` when there is none."""
     choices = body.get("choices") if isinstance(body, Mapping) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -202,7 +202,7 @@ def check_tool_call(
     )
 
 
-def _number_list(value: Any) -> bool:
+def _number_list(value: object) -> bool:
     import math
 
     return isinstance(value, list) and all(

@@ -269,7 +269,7 @@ def advantages_for_rows(
     return [row for row in out if row is not None]
 
 
-def parse_batch_rows(obj: Any) -> list[dict[str, Any]]:
+def parse_batch_rows(obj: object) -> list[dict[str, Any]]:
     """Validate a batch file's content: a list of ``{prompt_id, reward, phi: [x, y], step}`` objects
     (or ``{"rows": [...]}``). Raises ``ValueError`` naming the first bad row."""
     if isinstance(obj, Mapping) and "rows" in obj:
@@ -304,7 +304,7 @@ MAX_INPUT_MAGNITUDE = 1e12  # rewards and features beyond this overflow the kern
 MAX_STEP = 10**9
 
 
-def _finite_number(value: Any) -> bool:
+def _finite_number(value: object) -> bool:
     """A number the estimators can use: not a bool, finite, at most ``MAX_INPUT_MAGNITUDE`` in size (an
     integer of 400 digits is neither, and is refused instead of overflowing ``float``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):

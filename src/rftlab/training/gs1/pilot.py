@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from rftlab.runs.store import Run, RunStore
 from rftlab.training.group_stats import pearson
 from rftlab.training.gs1.advantages import BANDWIDTHS, advantages_for_rows
 from rftlab.training.gs1.rl_loop import ArmRunResult, GS1ArmConfig, run_arm
+
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Renderer
 
 PILOT_EXPERIMENT = "gs1_vs_grpo_pilot"
 PILOT_STEPS = 2
@@ -77,7 +80,7 @@ class PilotResult:
 def run_pilot(
     arms: Mapping[str, GS1ArmConfig],
     service_client: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     store: RunStore,
     backend: str,

@@ -40,7 +40,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,10 @@ from rftlab.training.gs1.sampling import (
     sample_batch,
 )
 from rftlab.types import resolve
+
+if TYPE_CHECKING:
+    from tinker.types import Datum, ModelInput
+    from tinker_cookbook.renderers import Renderer
 
 # names that moved to ``config``, ``estimators`` and ``sampling``, still imported from here
 __all__ = [
@@ -96,7 +100,9 @@ class ResumeError(RuntimeError):
 # ------------------------------------------------------------------------------------------ datums
 
 
-def make_datum(prompt: Any, tokens: Sequence[int], logprobs: Sequence[float], advantage: float):
+def make_datum(
+    prompt: ModelInput, tokens: Sequence[int], logprobs: Sequence[float], advantage: float
+) -> Datum:
     """The cookbook ``rl_loop`` datum: input = prompt + tokens[:-1]; targets, sampler logprobs and the
     advantage are zero over the prompt (all but its last position) and set over the response.
 
@@ -136,7 +142,7 @@ class TrainingStep:
 
     metrics: dict[str, Any]
     rollouts: list[dict[str, Any]]
-    datums: list[Any] = field(default_factory=list)
+    datums: list[Datum] = field(default_factory=list)
 
 
 def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOutput:
@@ -155,7 +161,7 @@ def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOut
     return est
 
 
-def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list[Any], int, int]:
+def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list[Datum], int, int]:
     """Step 6: ``(datums, n skipped as an all-zero-advantage group, n skipped as empty responses)``.
     Marks ``in_batch`` on the records that became datums."""
     ids = [r["prompt_id"] for r in batch.records]
@@ -176,7 +182,7 @@ def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list
 
 
 def sample_train_kl(
-    datums: Sequence[Any], response_tokens: Sequence[int], trainer_outputs: Sequence[Any]
+    datums: Sequence[Datum], response_tokens: Sequence[int], trainer_outputs: Sequence[Any]
 ) -> dict[str, Any]:
     """The sampler-vs-trainer KL of one step (docs/platforms.md §3.11), over the response tokens of the
     trained datums: ``kl_sample_train_v1`` = mean(sampler logprob − trainer logprob) and
@@ -211,7 +217,7 @@ def rl_step(
     config: GS1ArmConfig,
     step: int,
     training_client: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     estimator: AdvantageEstimator,
     clock: Callable[[], float] = time.perf_counter,
@@ -422,7 +428,7 @@ def forget_state(service_client: Any, path: str | None) -> str | None:
 def run_arm(
     config: GS1ArmConfig,
     service_client: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     store: RunStore,
     backend: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,10 +17,14 @@ from rftlab.envs.gs1.task import MathTask, Problem
 from rftlab.training.gs1.advantages import prompt_features
 from rftlab.training.gs1.config import GS1ArmConfig, prompt_order, step_prompt_indices
 
+if TYPE_CHECKING:
+    from tinker.types import ModelInput
+    from tinker_cookbook.renderers import Renderer
+
 MAX_RESPONSE_CHARS = 4000  # response text kept per rollout / eval item (the full tokens are not logged)
 
 
-def sampling_params(config: GS1ArmConfig, renderer: Any, seed: int | None, greedy: bool = False):
+def sampling_params(config: GS1ArmConfig, renderer: Renderer, seed: int | None, greedy: bool = False):
     from tinker import types
 
     return types.SamplingParams(
@@ -31,7 +35,7 @@ def sampling_params(config: GS1ArmConfig, renderer: Any, seed: int | None, greed
     )
 
 
-def response_text(renderer: Any, tokens: Sequence[int]) -> str:
+def response_text(renderer: Renderer, tokens: Sequence[int]) -> str:
     from tinker_cookbook import renderers
 
     message, _ = renderer.parse_response(list(tokens))
@@ -99,7 +103,7 @@ class SampledBatch:
     ``heldout_group_stats`` are ``group_sample_stats`` of the training and held-out groups."""
 
     records: list[dict[str, Any]]
-    seqs: list[tuple[Any, list[int], list[float]]]
+    seqs: list[tuple[ModelInput, list[int], list[float]]]
     group_stats: dict[str, Any] = field(default_factory=dict)
     heldout_group_stats: dict[str, Any] = field(default_factory=dict)
 
@@ -107,8 +111,8 @@ class SampledBatch:
 def sample_requests(
     config: GS1ArmConfig,
     sampler: Any,
-    renderer: Any,
-    prompt: Any,
+    renderer: Renderer,
+    prompt: ModelInput,
     n: int,
     step: int,
     k: int,
@@ -162,7 +166,7 @@ def sample_batch(
     config: GS1ArmConfig,
     step: int,
     sampler: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     send_seeds: bool = True,
 ) -> SampledBatch:
@@ -193,7 +197,7 @@ def sample_batch(
         if heldout
     ]
     records: list[dict[str, Any]] = []
-    seqs: list[tuple[Any, list[int], list[float]]] = []
+    seqs: list[tuple[ModelInput, list[int], list[float]]] = []
     groups, heldout_groups = [], []
     for k, (problem, prompt) in enumerate(zip(problems, prompts, strict=True)):
         phi = prompt_features(prompt.length, prompt_logprobs_of(sample_futures[k][0]))
@@ -248,7 +252,7 @@ def eval_items(config: GS1ArmConfig, task: MathTask, n: int) -> list[Problem]:
 def evaluate(
     config: GS1ArmConfig,
     sampler: Any,
-    renderer: Any,
+    renderer: Renderer,
     task: MathTask,
     n_eval: int | None = None,
     send_seeds: bool = True,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tinker import types
@@ -36,6 +36,9 @@ from rftlab.training.agent_warm_start import read_manifest, save_model_dir, shuf
 from rftlab.training.backend_fields import loss_sum
 from rftlab.training.local_tinker.clients import LocalServiceClient, LocalTrainingClient
 from rftlab.training.local_tinker.model import TINY_MODEL, register_builtin_tokenizers
+
+if TYPE_CHECKING:
+    from tinker_cookbook.renderers import Renderer
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,15 @@ def renderer_for(base_model: str, renderer_name: str) -> Any:
 
 
 def build_prompt(
-    renderer: Any, problem: MathProblem, question_suffix: str = QUESTION_SUFFIX
+    renderer: Renderer, problem: MathProblem, question_suffix: str = QUESTION_SUFFIX
 ) -> types.ModelInput:
     """The generation prompt for ``problem``: one user turn, ``question + suffix`` (no few-shot prefix)."""
     return renderer.build_generation_prompt([{"role": "user", "content": problem.question + question_suffix}])
 
 
-def sft_datum(renderer: Any, problem: MathProblem, question_suffix: str = QUESTION_SUFFIX) -> types.Datum:
+def sft_datum(
+    renderer: Renderer, problem: MathProblem, question_suffix: str = QUESTION_SUFFIX
+) -> types.Datum:
     """A ``cross_entropy`` datum: the prompt unweighted, the solution line and the stop token weighted 1."""
     prompt = build_prompt(renderer, problem, question_suffix)
     stop = renderer.get_stop_sequences()
@@ -102,7 +107,7 @@ def sft_datum(renderer: Any, problem: MathProblem, question_suffix: str = QUESTI
     )
 
 
-def response_text(renderer: Any, tokens: list[int]) -> str:
+def response_text(renderer: Renderer, tokens: list[int]) -> str:
     from tinker_cookbook import renderers
 
     message, _ = renderer.parse_response(tokens)
@@ -111,7 +116,7 @@ def response_text(renderer: Any, tokens: list[int]) -> str:
 
 def sampled_reward(
     sampler: Any,
-    renderer: Any,
+    renderer: Renderer,
     problems: list[MathProblem],
     *,
     temperature: float,

@@ -85,7 +85,7 @@ def read_run_record(root: Path, model_id: str) -> dict[str, Any] | None:
     return record
 
 
-def seconds(value: Any) -> float | None:
+def seconds(value: object) -> float | None:
     """A sidecar's time field as a finite float, ``None`` when absent or damaged."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

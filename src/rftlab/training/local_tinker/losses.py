@@ -64,7 +64,7 @@ class ParsedDatum:
     inputs: dict[str, torch.Tensor]
 
 
-def _number(loss_fn: str, key: str, value: Any) -> float:
+def _number(loss_fn: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParameterError(f"loss_fn_config[{key!r}] for {loss_fn!r} must be a number, got {value!r}")
     x = float(value)

@@ -43,7 +43,7 @@ def _page(limit: Any, offset: Any) -> tuple[int, int]:
     return limit, offset
 
 
-def _strings(value: Any) -> dict[str, str] | None:
+def _strings(value: object) -> dict[str, str] | None:
     """A sidecar's ``user_metadata`` when it maps strings to strings (a damaged one: ``None``)."""
     if isinstance(value, dict) and all(isinstance(x, str) for x in (*value, *value.values())):
         return value or None
@@ -184,7 +184,7 @@ class RestViews:
             raise self._not_found(f"checkpoint {path} not found")
         self.service.log("info", "checkpoint_deleted", path=path)
 
-    def set_ttl(self, model_id: str, checkpoint_id: str, body: Any) -> None:
+    def set_ttl(self, model_id: str, checkpoint_id: str, body: object) -> None:
         """``RestClient.set_checkpoint_ttl_from_tinker_path``: a new expiry counted from now, or none."""
         from .service import ServiceError
 
@@ -199,7 +199,7 @@ class RestViews:
             raise self._not_found(f"checkpoint {path} not found")
         self.service.log("info", "checkpoint_ttl_set", path=path, ttl_seconds=body["ttl_seconds"])
 
-    def weights_info(self, body: Any) -> types.WeightsInfoResponse:
+    def weights_info(self, body: object) -> types.WeightsInfoResponse:
         """``RestClient.get_weights_info_by_tinker_path``: base model and LoRA layout of a checkpoint."""
         from .service import ServiceError
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from rftlab.rollout.poker.scoring import METRIC_KEYS
 from rftlab.training.poker.cookbook_env import PokerCookbookConfig, PokerRLDataset
-from rftlab.training.tinker_rl import TinkerRLConfig, TinkerTask, train_tinker
+from rftlab.training.tinker_rl import CommonFields, TinkerRLConfig, TinkerTask, train_tinker
 
 TRAINER_VERSION = "tinker-poker-v1"
 
@@ -59,7 +59,7 @@ class PokerTinkerTask(TinkerTask):
         return PokerRLDataset(config.task, epochs)
 
     def epoch_row(
-        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: dict[str, Any]
+        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: CommonFields
     ) -> dict[str, Any]:
         row: dict[str, Any] = {"step": epoch, "epoch": epoch, "n_rollouts": len(records)}
         for key in ("reward", *METRIC_KEYS):

@@ -27,6 +27,7 @@ from rftlab.training.spectrum.cookbook_env import SpectrumCookbookConfig, Spectr
 from rftlab.training.spectrum.rollout import summarize_rollouts
 from rftlab.training.tinker_rl import (
     DEFAULT_LORA_RANK,
+    CommonFields,
     ContextTooLong,
     SeededSampler,
     TinkerRLConfig,
@@ -78,7 +79,7 @@ class SpectrumTinkerTask(TinkerTask):
         return {"memory_carry_rate": None}
 
     def epoch_row(
-        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: dict[str, Any]
+        self, config: TinkerRLConfig, epoch: int, records: list[dict[str, Any]], common: CommonFields
     ) -> dict[str, Any]:
         row: dict[str, Any] = {"step": epoch, "epoch": epoch, "salt": self.salt(config, epoch)}
         row.update(summarize_rollouts(records))
