@@ -632,10 +632,11 @@ if study.coverage:
             f"expects {study.expected_corrupted_replies[seed0]:.2f} corrupted replies (seed 0); the lineages of seeds "
             f"{', '.join(map(str, zero)) or 'none'} "
             "drew none, and then their SFT evaluations are the scripted policy's replies, identical across lineages: the "
-            "lineage-to-lineage spread of SFT − base then comes from the base evaluations alone. The exact truth "
-            f"took {study.analysis_cpu_seconds:.0f} s of CPU together with the rest of this section's analysis."
+            "lineage-to-lineage spread of SFT − base then comes from the base evaluations alone."
         )
     )  # fmt: skip
+    # a duration is not a result: the build log gets it, never the report
+    print(f"lineage analysis with its exact truth: {study.analysis_cpu_seconds:.1f} s of CPU", file=sys.stderr)
 
 # %% [markdown]
 # ## 11. The handoff document

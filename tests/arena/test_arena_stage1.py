@@ -459,6 +459,9 @@ def test_a_new_lineage_records_its_gate_specs_hash_and_the_audit_reads_it(data, 
     result = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
     assert result.gates and len(result.runs) == 7
     assert {load_run(p).record.plan_sha256 for p in result.runs.values()} == {sha}
+    # read back, the lineage lists the same 7 runs (the audit's count must not depend on it)
+    again = run_stage1(spec, backend="simulated", store_root=tmp_path / "runs", data_dir=data)
+    assert again.runs == result.runs
     if git_toplevel(PROJECT_ROOT) is None:
         pytest.skip("the audit needs the project as a git checkout")
     audit = audit_gates(gate_path, [result])

@@ -29,6 +29,7 @@ CLEAN_LINES = [
     "The run store lives in `runs/<experiment>/<arm>/<run_id>/`.",
     "It warns when a gate has too few replies (no warning is shown here).",
     "Progress: 12 of 12 epochs done, 100% of the budget.",
+    "Poll every 60 s; a lineage took 12 steps and 2 s of latency is allowed.",
 ]
 DIRTY_LINES = {
     "absolute path": [
@@ -50,6 +51,11 @@ DIRTY_LINES = {
         "Loading weights: 100%|██████████| 25/25 [00:00<00:00, 8938.50it/s]",
         "Writing model shards:   0%|          | 0/1 [00:00<?, ?it/s]",
         "epochs:  40%|####      | 4/10 [00:12<00:18,  3.01s/it]",
+    ],
+    "duration": [
+        "The exact truth took 3 s of CPU together with the rest of this section's analysis.",
+        "The study took 1.5 minutes.",
+        "about 41 seconds of wall time",
     ],
 }
 

@@ -98,6 +98,10 @@ _WARNING = re.compile(
 )
 _RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{8}\b")  # rftlab.runs run ids: they change on every rebuild
 _PROGRESS = re.compile(r"\d+%\|[^|\n]{0,60}\||\[\d\d:\d\d<|\d\s*(?:it/s|s/it)\]")
+# a measured duration ("took 3 s", "2 s of CPU"): it changes with the machine, so a rebuild would differ
+_DURATION = re.compile(
+    r"\btook \d+(?:\.\d+)?\s*(?:ms|s|seconds?|min|minutes?)\b|\b\d+(?:\.\d+)?\s*(?:s|seconds?) of (?:CPU|wall)\b"
+)
 
 
 GLOSSARY_LINK = "../docs/glossary.md"  # from reports/, where every report lives
@@ -107,8 +111,8 @@ KERNEL_DISPLAY_NAME = "Python 3 (rftlab)"
 
 def report_problems(text: str) -> list[str]:
     """Every line of a rendered report that a reader must not see: an absolute path (a machine's folder
-    layout), a warning, a traceback, a progress bar, a run id (new on every rebuild, it would make a
-    rebuilt report differ), or a table row cut by an unescaped ``|``; as ``"line N: <kind>: <text>"``. Empty
+    layout), a warning, a traceback, a progress bar, a run id or a measured duration (new on every rebuild,
+    either would make a rebuilt report differ), or a table row cut by an unescaped ``|``; as ``"line N: <kind>: <text>"``. Empty
     when clean."""
     problems = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -117,6 +121,7 @@ def report_problems(text: str) -> list[str]:
             ("warning", _WARNING),
             ("progress bar", _PROGRESS),
             ("run id", _RUN_ID),
+            ("duration", _DURATION),
         ):
             if pattern.search(line):
                 problems.append(f"line {number}: {kind}: {line.strip()[:160]}")

@@ -87,7 +87,9 @@ def run_stage1(
     lineage_run, lineage_origin = _lineage_run(lineage, key)
     if lineage_origin == "reused" and not diagnosis_eval:
         lineage.progress(f"lineage {lineage_id} finished earlier: read back from {lineage_run.path}")
-        return _read_back(store, spec.experiment, _Lineage.read(lineage_run, "lineage.json"))
+        result = _read_back(store, spec.experiment, _Lineage.read(lineage_run, "lineage.json"))
+        result.runs["lineage"] = str(lineage_run.path)  # as a lineage run now lists it
+        return result
     if lineage_origin == "reused":
         lineage_run = None  # a diagnosis evaluation leaves the finished lineage record as it is
     work = Path(work_dir) if work_dir is not None else root / ".arena_sft_work"
