@@ -255,14 +255,8 @@ class LocalTrainingClient:
         self, name: str, ttl_seconds: int | None = None, user_metadata: dict[str, str] | None = None
     ) -> LocalFuture[types.SaveWeightsForSamplerResponse]:
         def _save() -> types.SaveWeightsForSamplerResponse:
-            check_checkpoint_name("save_weights_for_sampler", name)
-            path = self._service.checkpoints.save(
-                self.model_id,
-                "sampler_weights",
-                name,
-                self._checkpoint(with_optimizer=False),
-                ttl_seconds=ttl_seconds,
-                user_metadata=user_metadata,
+            path = self._save_checkpoint(
+                "save_weights_for_sampler", "sampler_weights", name, False, ttl_seconds, True, user_metadata
             )
             return types.SaveWeightsForSamplerResponse(path=path)
 
@@ -285,19 +279,34 @@ class LocalTrainingClient:
         empty name, or one with ``/`` or that is ``.``/``..``, is refused (``ParameterError``)."""
 
         def _save() -> types.SaveWeightsResponse:
-            check_checkpoint_name("save_state", name)
-            path = self._service.checkpoints.save(
-                self.model_id,
-                "weights",
-                name,
-                self._checkpoint(with_optimizer=True),
-                ttl_seconds=ttl_seconds,
-                overwrite=overwrite,
-                user_metadata=user_metadata,
+            path = self._save_checkpoint(
+                "save_state", "weights", name, True, ttl_seconds, overwrite, user_metadata
             )
             return types.SaveWeightsResponse(path=path)
 
         return LocalFuture.run(_save)
+
+    def _save_checkpoint(
+        self,
+        method: str,
+        kind: str,
+        name: str,
+        with_optimizer: bool,
+        ttl_seconds: int | None,
+        overwrite: bool,
+        user_metadata: dict[str, str] | None,
+    ) -> str:
+        """Check ``name`` for ``method``, then store this model's checkpoint of ``kind``; its path."""
+        check_checkpoint_name(method, name)
+        return self._service.checkpoints.save(
+            self.model_id,
+            kind,
+            name,
+            self._checkpoint(with_optimizer=with_optimizer),
+            ttl_seconds=ttl_seconds,
+            overwrite=overwrite,
+            user_metadata=user_metadata,
+        )
 
     async def save_state_async(
         self,
