@@ -10,14 +10,18 @@ upstream's and the global generator is never read or advanced.
 from __future__ import annotations
 
 import importlib
+import math
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
+from itertools import combinations
 
 from texasholdem import TexasHoldEm
 from texasholdem.card.card import Card
 from texasholdem.evaluator import evaluator
+from texasholdem.evaluator.lookup_table import LOOKUP_TABLE
 
 BUYIN, BIG_BLIND, SMALL_BLIND, PLAYERS = 1000, 10, 5, 2
 SYSTEM, BOT = 0, 1
@@ -83,9 +87,30 @@ def cards_text(cards) -> str:
     return " ".join(pretty(c) for c in cards)
 
 
-def best_rank(hole, board) -> int:
-    """Cactus-Kev rank (1 best … 7462 worst) of the best five of hole + board (≥ 3 board cards)."""
-    return evaluator.evaluate(list(hole), list(board))
+_PRIME_BITS, _SUIT_SHIFT = 0x3F, 12  # a card int's prime (its rank's) and its one-hot suit nibble
+
+
+@cache
+def _best_unsuited(primes: tuple[int, ...]) -> int:
+    """The best rank among the five-card subsets of a hand with no flush, from its rank primes (sorted).
+
+    Such a hand's rank depends on its ranks only, so one sorted tuple stands for every deal of them."""
+    return min(LOOKUP_TABLE.unsuited_lookup[math.prod(five)] for five in combinations(primes, 5))
+
+
+def best_rank(hole: Sequence[Card], board: Sequence[Card]) -> int:
+    """Cactus-Kev rank (1 best … 7462 worst) of the best five of hole + board (≥ 3 board cards).
+
+    Equal to ``texasholdem.evaluator.evaluate`` for every hand. A hand without five cards of one suit
+    has no flush among its subsets: the engine's table gives each subset's rank, and the best of them
+    is cached per rank multiset. A hand with a flush suit goes to the engine's own evaluator."""
+    cards = (*hole, *board)
+    if len(cards) < 5:
+        raise ValueError(f"a rank needs at least five cards, got {len(cards)}")
+    suits = [c >> _SUIT_SHIFT & 0xF for c in cards]
+    if any(suits.count(suit) >= 5 for suit in (1, 2, 4, 8)):
+        return evaluator.evaluate(list(hole), list(board))
+    return _best_unsuited(tuple(sorted(c & _PRIME_BITS for c in cards)))
 
 
 def strength(hole, board) -> float:

@@ -23,12 +23,12 @@ import random
 from typing import Any
 
 from texasholdem.card.card import Card
-from texasholdem.evaluator import evaluator
 
-from rftlab.envs.poker.engine import strength
+from rftlab.envs.poker.engine import best_rank, strength
 from rftlab.envs.poker.task import PokerQuery
 
 FULL_DECK = [r + s for r in "23456789TJQKA" for s in "shdc"]
+_CARDS = {text: Card(text) for text in FULL_DECK}
 
 
 NO_DECISION = {"action": "CHECK", "amount": None, "thinking": "no decision pending"}
@@ -53,15 +53,15 @@ def equity(hole: tuple[str, ...], board: tuple[str, ...], rng: random.Random, sa
     """Monte-Carlo probability of beating one uniformly random hand at showdown (ties count half)."""
     known = set(hole) | set(board)
     deck = [c for c in FULL_DECK if c not in known]
-    mine = [Card(c) for c in hole]
-    board_cards = [Card(c) for c in board]
+    mine = [_CARDS[c] for c in hole]
+    board_cards = [_CARDS[c] for c in board]
     need = 5 - len(board)
     score = 0.0
     for _ in range(samples):
         draw = rng.sample(deck, 2 + need)
-        theirs = [Card(c) for c in draw[:2]]
-        full = board_cards + [Card(c) for c in draw[2:]]
-        a, b = evaluator.evaluate(mine, full), evaluator.evaluate(theirs, full)
+        theirs = [_CARDS[c] for c in draw[:2]]
+        full = board_cards + [_CARDS[c] for c in draw[2:]]
+        a, b = best_rank(mine, full), best_rank(theirs, full)
         score += 1.0 if a < b else 0.5 if a == b else 0.0
     return score / samples
 
@@ -147,7 +147,7 @@ class Exploit:
             if "RAISE" in legal:
                 return _decision("RAISE", min(m["min_raise"], m["max_raise"]), "bet: his checks fold to bets")
             return _decision("CHECK")
-        made = strength(tuple(Card(c) for c in q.hole), tuple(Card(c) for c in q.board))
+        made = strength([_CARDS[c] for c in q.hole], [_CARDS[c] for c in q.board])
         if m["phase"] == "FLOP":
             return _decision("CALL" if made >= 0.45 or eq >= 0.55 else "FOLD", why=f"made {made:.2f}")
         return _decision("CALL" if made >= 0.70 else "FOLD", why=f"made {made:.2f} vs two pair+")
