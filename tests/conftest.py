@@ -43,6 +43,9 @@ def _offline_guards(monkeypatch, tmp_path, request):
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     # the default run store (rftlab.runs.paths.runs_root) is a fresh folder: no test writes into runs/
     monkeypatch.setenv("RFTLAB_RUNS_ROOT", str(tmp_path / "runs-store"))
+    # independent runs go one after the other here (pytest -n already uses the cores); the tests of
+    # rftlab.runs.parallel set their own worker counts
+    monkeypatch.setenv("RFTLAB_WORKERS", "1")
 
 
 @pytest.fixture

@@ -38,3 +38,29 @@ def test_bad_seeds_are_refused(tmp_path):
     spec = write_spec(tmp_path, **SMALL)
     with pytest.raises(ValueError, match="distinct"):
         simulated_lineages(spec, [1, 1], variant_dir=tmp_path)
+
+
+def test_lineages_in_two_workers_equal_the_serial_ones(stage1_data, tmp_path, monkeypatch):
+    """The same two lineages in two worker processes and one after the other: every stage's outputs are
+    equal (the checkpoint paths, which name the training client, aside)."""
+
+    def outputs(value):
+        if isinstance(value, dict):
+            return {k: outputs(v) for k, v in value.items() if not k.endswith("_path")}
+        return [outputs(v) for v in value] if isinstance(value, list) else value
+
+    spec = write_spec(tmp_path, **SMALL)
+    monkeypatch.setenv("RFTLAB_WORKERS", "1")
+    serial = simulated_lineages(
+        spec, [1, 2], store_root=tmp_path / "serial", data_dir=stage1_data, variant_dir=tmp_path / "v1"
+    )
+    monkeypatch.setenv("RFTLAB_WORKERS", "2")
+    parallel = simulated_lineages(
+        spec, [1, 2], store_root=tmp_path / "parallel", data_dir=stage1_data, variant_dir=tmp_path / "v2"
+    )
+    for seed in (1, 2):
+        a, b = serial[seed], parallel[seed]
+        assert a.lineage["lineage"] == b.lineage["lineage"]
+        for name in ("base_summary", "training_metrics", "measurements", "selection", "final_summary"):
+            assert outputs(getattr(a, name)) == outputs(getattr(b, name)), (seed, name)
+        assert a.final_summary is not None and a.training_metrics

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rftlab.runs import atomic_write_text
+from rftlab.runs.parallel import map_processes
 from rftlab.studies.arena_frozen import (
     read_rows,
 )
@@ -109,29 +110,36 @@ def simulated_lineages(
     store_root: str | Path | None = None,
     data_dir: str | Path | None = None,
     variant_dir: str | Path,
-    progress: Callable[[str], None] | None = None,
 ) -> dict[int, Stage1Result]:
     """One Stage-1 lineage of the simulated learner per seed (each a full lineage in the run store). The
     spec's own seed runs from the spec file unchanged (its lineage key and id stay those recorded);
-    every other seed from a copy in ``variant_dir`` that differs only in its seed and name."""
+    every other seed from a copy in ``variant_dir`` that differs only in its seed and name. The lineages
+    are independent, so they run in worker processes, one per core (``rftlab.runs.parallel``)."""
     from rftlab.training.arena.stage1 import load_stage1_spec
 
     spec, _ = load_stage1_spec(spec_path)
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
-    out = {}
-    for seed in seeds:
-        path = spec_path
-        if seed != spec.seed:
-            path = write_spec_variant(
-                spec_path,
-                Path(variant_dir) / f"{spec.name}-seed{seed}.json",
-                {"seed": seed, "name": f"{spec.name}-seed{seed}"},
-            )
-        out[seed] = run_stage1(
-            path, backend="simulated", store_root=store_root, data_dir=data_dir, progress=progress
+    paths = [
+        str(spec_path)
+        if seed == spec.seed
+        else write_spec_variant(
+            spec_path,
+            Path(variant_dir) / f"{spec.name}-seed{seed}.json",
+            {"seed": seed, "name": f"{spec.name}-seed{seed}"},
         )
-    return out
+        for seed in seeds
+    ]
+    root = str(store_root) if store_root is not None else None
+    data = str(data_dir) if data_dir is not None else None
+    results = map_processes(_simulated_lineage, [(path, root, data) for path in paths])
+    return dict(zip(seeds, results, strict=True))
+
+
+def _simulated_lineage(job: tuple[str, str | None, str | None]) -> Stage1Result:
+    """One ``simulated_lineages`` job in a worker: the lineage of one spec file."""
+    path, store_root, data_dir = job
+    return run_stage1(path, backend="simulated", store_root=store_root, data_dir=data_dir)
 
 
 def audit_gates(gate_spec: str | Path, results: Sequence[Stage1Result]) -> Any:

@@ -52,6 +52,7 @@ from rftlab.analysis.spectrum.study import (
 from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
 from rftlab.runs import Run, RunStore, load_run
+from rftlab.runs.parallel import map_processes
 from rftlab.runs.paths import runs_root
 from rftlab.runs.plan_audit import AUDIT_LIMITS, REBUILD_LIMIT, PlanAudit, audit_contrasts
 from rftlab.runs.registration import (
@@ -121,14 +122,23 @@ def launch_arms(
     backend: str = "local",
     root: str | Path | None = None,
     plan_sha256: str | None = None,
+    **launcher_options: Any,
 ) -> dict[str, Run]:
     """Launch (or load) every arm and return its run, keyed by arm name, in the order given
-    (``plan_sha256``: the governing plan's hash, recorded in every new run)."""
+    (``plan_sha256``: the governing plan's hash, recorded in every new run; ``launcher_options`` as for
+    ``launch_arm``). The arms are independent, so they run in worker processes, one per core
+    (``rftlab.runs.parallel``: the runs are the same with any number of workers)."""
     items = list(specs.values()) if isinstance(specs, Mapping) else [as_spec(s) for s in specs]
-    return {
-        spec.arm: load_run(launch_arm(spec, backend, root, plan_sha256=plan_sha256).ref.path)
-        for spec in items
-    }
+    root = runs_root() if root is None else root
+    jobs = [(spec, backend, str(root), plan_sha256, launcher_options) for spec in items]
+    paths = map_processes(_launched_path, jobs)
+    return {spec.arm: load_run(path) for spec, path in zip(items, paths, strict=True)}
+
+
+def _launched_path(job: tuple[SpectrumArmSpec, str, str, str | None, dict[str, Any]]) -> str:
+    """One ``launch_arms`` job in a worker: the run folder of the launched (or reused) arm."""
+    spec, backend, root, plan_sha256, options = job
+    return str(launch_arm(spec, backend, root, plan_sha256=plan_sha256, **options).ref.path)
 
 
 def arm_status(
@@ -581,12 +591,7 @@ def run_tiny_lm_study(
     specs.update(
         {k: v for k, v in replicate_specs(restricted, specs, design.pairs).items() if k not in specs}
     )
-    runs = {
-        arm: load_run(
-            launch_arm(spec, "tinker", root, base_model=warm.path, max_tokens=design.max_tokens).ref.path
-        )
-        for arm, spec in specs.items()
-    }
+    runs = launch_arms(specs, "tinker", root, base_model=warm.path, max_tokens=design.max_tokens)
     rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
     dropped = unestimable_contrasts(restricted, rollouts)
     if restricted.primary_contrast in dropped:
