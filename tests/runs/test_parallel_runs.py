@@ -17,6 +17,11 @@ def _pid(_item: object) -> int:
     return os.getpid()
 
 
+def _nested_pids(_item: object) -> list[int]:
+    """Inside a worker: the processes a nested ``map_processes`` call ran in."""
+    return map_processes(_pid, range(3))
+
+
 def test_worker_count_reads_the_setting_and_never_exceeds_the_items(monkeypatch):
     monkeypatch.delenv(WORKERS_ENV, raising=False)
     assert worker_count(100) == available_cores()
@@ -37,6 +42,12 @@ def test_map_processes_keeps_the_order_and_uses_other_processes():
     pids = map_processes(_pid, range(4), workers=2)
     assert os.getpid() not in pids
     assert map_processes(_pid, range(3), workers=1) == [os.getpid()] * 3  # one worker: here
+
+
+def test_work_nested_in_a_worker_runs_in_that_worker(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    for pids in map_processes(_nested_pids, range(2)):
+        assert len(set(pids)) == 1 and pids[0] != os.getpid()
 
 
 def test_a_workers_exception_is_raised_in_the_caller():

@@ -5,9 +5,10 @@ more than one worker it runs them in spawned processes (``spawn``: a fresh inter
 threads and the run store's locks); with one worker, or one item, it runs them here, one after the other.
 
 Each run is deterministic given its spec and seed, and nothing passes between runs, so the results do not
-depend on the number of workers or the order in which they finish (``tests/test_parallel_runs.py`` checks
+depend on the number of workers or the order in which they finish (``tests/runs/test_parallel_runs.py`` checks
 that parallel and serial launches write the same rollouts). The worker count is an implementation setting:
 ``$RFTLAB_WORKERS`` when set, else one per CPU core this process may use. It never enters a spec's hash.
+Inside a worker it is 1, so work nested in a run (a study inside a study) runs there, one after the other.
 
 ``fn`` must be a module-level function and the items picklable (a spawned process imports ``fn`` by name).
 A worker's exception is raised here once the runs already started have finished; the runs not yet started
@@ -57,21 +58,24 @@ def worker_count(items: int, workers: int | None = None) -> int:
     return max(1, min(workers, items))
 
 
-def spawn_executor(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` spawned processes, each stopped (SIGTERM) when the process that made it dies."""
+def spawn_executor(workers: int, nested_workers: int | None = None) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes, each stopped (SIGTERM) when the process that made it dies;
+    ``nested_workers`` sets ``$RFTLAB_WORKERS`` inside them (``None``: left as inherited)."""
     import multiprocessing
 
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_stop_with_parent,
-        initargs=(os.getpid(),),
+        initializer=_start_worker,
+        initargs=(os.getpid(), nested_workers),
     )
 
 
-def _stop_with_parent(parent: int) -> None:
-    """Worker initializer: ask Linux for SIGTERM when the parent dies (``prctl(PR_SET_PDEATHSIG)``); a
-    parent already gone by now stops the worker at once. Elsewhere it does nothing."""
+def _start_worker(parent: int, nested_workers: int | None) -> None:
+    """Worker initializer: the nested worker count, then ask Linux for SIGTERM when the parent dies
+    (``prctl(PR_SET_PDEATHSIG)``); a parent already gone by now stops the worker at once."""
+    if nested_workers is not None:
+        os.environ[WORKERS_ENV] = str(nested_workers)
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -88,7 +92,7 @@ def map_processes(fn: Callable[[T], R], items: Iterable[T], workers: int | None 
     n = worker_count(len(todo), workers)
     if n <= 1:
         return [fn(item) for item in todo]
-    with spawn_executor(n) as pool:
+    with spawn_executor(n, nested_workers=1) as pool:
         futures = [pool.submit(fn, item) for item in todo]
         try:
             return [future.result() for future in futures]
