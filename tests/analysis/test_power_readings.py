@@ -22,6 +22,27 @@ def test_hoeffding_power_by_size_equals_the_trinomial_grid_sum(theta, r, sizes):
     assert fast == pytest.approx(grid, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize(("p_plus", "p_minus"), [(0.1, 0.1), (0.05, 0.12), (0.0, 0.2), (0.3, 0.0)])
+def test_hoeffding_power_by_size_equals_the_per_size_sum_bit_for_bit(p_plus, p_minus):
+    """All sizes at once give exactly the docstring's sum computed one size at a time."""
+    from scipy import stats
+
+    model = power.DiscordanceModel(p_minus=p_minus, p_plus=p_plus)
+    sizes = [1, 2, 3, *range(40, 400, 13), 1319, 8000]
+    q = min(p_minus / (1.0 - p_plus), 1.0)
+    expected = []
+    for n in sizes:
+        b_lo, b_hi = (int(v) for v in stats.binom.ppf([power.EXACT_TAIL, 1.0 - power.EXACT_TAIL], n, p_plus))
+        b = np.arange(max(b_lo - 1, 0), b_hi + 1)
+        need = b - n * power.hoeffding_clearing_difference(n, 0.03, 0.05)
+        terms = stats.binom.pmf(b, n, p_plus) * stats.binom.cdf(np.ceil(need) - 1, n - b, q)
+        expected.append(float(np.sum(terms)))
+    assert power.hoeffding_power_by_size(sizes, model, 0.03, 0.05).tolist() == expected
+    assert power.hoeffding_power_by_size([], model, 0.03, 0.05).tolist() == []
+    with pytest.raises(ValueError, match="sizes must be >= 1, got 0"):
+        power.hoeffding_power_by_size([5, 0, -1], model, 0.03, 0.05)
+
+
 def test_the_two_readings_of_a_saw_tooth():
     sizes = list(range(10, 20))
     powers = [0.5, 0.79, 0.81, 0.79, 0.80, 0.85, 0.79, 0.9, 0.95, 0.97]

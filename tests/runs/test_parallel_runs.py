@@ -17,6 +17,11 @@ def _pid(_item: object) -> int:
     return os.getpid()
 
 
+def _nested_pids(_item: object) -> list[int]:
+    """Inside a worker: the processes a nested ``map_processes`` call ran in."""
+    return map_processes(_pid, range(3))
+
+
 def test_worker_count_reads_the_setting_and_never_exceeds_the_items(monkeypatch):
     monkeypatch.delenv(WORKERS_ENV, raising=False)
     assert worker_count(100) == available_cores()
@@ -37,6 +42,12 @@ def test_map_processes_keeps_the_order_and_uses_other_processes():
     pids = map_processes(_pid, range(4), workers=2)
     assert os.getpid() not in pids
     assert map_processes(_pid, range(3), workers=1) == [os.getpid()] * 3  # one worker: here
+
+
+def test_work_nested_in_a_worker_runs_in_that_worker(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    for pids in map_processes(_nested_pids, range(2)):
+        assert len(set(pids)) == 1 and pids[0] != os.getpid()
 
 
 def test_a_workers_exception_is_raised_in_the_caller():
@@ -69,3 +80,58 @@ def test_parallel_and_serial_launches_write_the_same_runs(tmp_path, monkeypatch)
     digests = _rollout_digests(serial)
     assert digests and any("rollouts" in k for k in digests)
     assert _rollout_digests(parallel) == digests
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_workers_stop_when_their_parent_is_killed_or_interrupted(tmp_path, how):
+    """A parent killed with SIGKILL (a notebook kernel restarted) or interrupted with SIGINT (the stop
+    button) leaves no worker running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's; /proc is read")
+    (tmp_path / "sleeper.py").write_text(
+        "import os, time\n"
+        "def nap(folder):\n"
+        "    open(os.path.join(folder, str(os.getpid())), 'w').close()\n"
+        "    time.sleep(120)\n"
+    )
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from rftlab.runs.parallel import map_processes\n"
+        "from sleeper import nap\n"
+        "if __name__ == '__main__':\n"
+        f"    map_processes(nap, [{str(tmp_path)!r}] * 2, workers=2)\n"
+    )
+    (tmp_path / "parent.py").write_text(script)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len([p for p in tmp_path.iterdir() if p.name.isdigit()]) < 2:
+            assert time.monotonic() < deadline, "the workers never started"
+            assert parent.poll() is None, "the parent exited early"
+            time.sleep(0.1)
+        pids = [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]
+        parent.send_signal(getattr(signal, how))  # to the parent alone, as Jupyter interrupts a kernel
+        parent.wait(timeout=20)
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in pids if _running(pid)]
+        assert alive == [], f"workers {alive} outlived their parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False

@@ -197,32 +197,55 @@ def _plugin_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Predictable mean and variance estimates ``(mu_hat_{t-1}, sigma2_hat_{t-1})`` for t = 1..n.
 
     ``mu_hat_t = (1/2 + Σ_{i<=t} x_i)/(t+1)``, ``sigma2_hat_t = (1/4 + Σ_{i<=t}(x_i - mu_hat_i)²)/(t+1)``.
+    The arrays are the size of ``x`` (a Monte Carlo batch), so each step works in place.
     """
     n = x.shape[1]
-    t = np.arange(1, n + 1, dtype=float)
-    mu_hat = (0.5 + np.cumsum(x, axis=1)) / (t + 1.0)  # mu_hat_t, t = 1..n
-    sigma2_hat = (0.25 + np.cumsum((x - mu_hat) ** 2, axis=1)) / (t + 1.0)
-    ones = np.ones((x.shape[0], 1))
-    mu_prev = np.concatenate([0.5 * ones, mu_hat[:, :-1]], axis=1)
-    sigma2_prev = np.concatenate([0.25 * ones, sigma2_hat[:, :-1]], axis=1)
-    return mu_prev, sigma2_prev
+    t_plus_1 = np.arange(2, n + 2, dtype=float)
+    mu_hat = np.cumsum(x, axis=1)  # mu_hat_t, t = 1..n
+    mu_hat += 0.5
+    mu_hat /= t_plus_1
+    sigma2_hat = np.subtract(x, mu_hat)
+    np.square(sigma2_hat, out=sigma2_hat)
+    np.cumsum(sigma2_hat, axis=1, out=sigma2_hat)
+    sigma2_hat += 0.25
+    sigma2_hat /= t_plus_1
+    return _shifted(mu_hat, 0.5), _shifted(sigma2_hat, 0.25)
+
+
+def _shifted(a: np.ndarray, first: float) -> np.ndarray:
+    """``a`` one step later along its rows: ``first``, then ``a[:, :-1]``."""
+    out = np.empty_like(a)
+    out[:, 0] = first
+    out[:, 1:] = a[:, :-1]
+    return out
 
 
 def _plugin_lambdas(x: np.ndarray, alpha: float, horizon: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Predictable bets ``lambda_dot_t = sqrt(2 ln(1/alpha)/(horizon·sigma2_hat_{t-1}))`` (untruncated)."""
-    mu_prev, sigma2_prev = _plugin_moments(x)
+    mu_prev, lam = _plugin_moments(x)
     horizon = x.shape[1] if horizon is None else horizon
-    lam = np.sqrt(2.0 * math.log(1.0 / alpha) / (horizon * sigma2_prev))
+    lam *= horizon
+    np.divide(2.0 * math.log(1.0 / alpha), lam, out=lam)
+    np.sqrt(lam, out=lam)
     return lam, mu_prev
 
 
 def _plugin_empirical_bernstein_batch(x: np.ndarray, alpha: float) -> np.ndarray:
     """``(Σ λ_i x_i - ln(1/alpha) - Σ v_i psi_E(λ_i)) / Σ λ_i`` with λ_i truncated at c = 1/2."""
     lam, mu_prev = _plugin_lambdas(x, alpha, None)
-    lam = np.minimum(lam, BET_TRUNCATION)
-    v = 4.0 * (x - mu_prev) ** 2
-    psi = (-np.log1p(-lam) - lam) / 4.0
-    return ((lam * x).sum(axis=1) - math.log(1.0 / alpha) - (v * psi).sum(axis=1)) / lam.sum(axis=1)
+    np.minimum(lam, BET_TRUNCATION, out=lam)
+    v = np.subtract(x, mu_prev, out=mu_prev)
+    np.square(v, out=v)
+    v *= 4.0
+    psi = np.negative(lam)
+    np.log1p(psi, out=psi)
+    np.negative(psi, out=psi)
+    psi -= lam
+    psi /= 4.0
+    v *= psi
+    v_psi = v.sum(axis=1)
+    lam_x = np.multiply(lam, x, out=psi).sum(axis=1)
+    return (lam_x - math.log(1.0 / alpha) - v_psi) / lam.sum(axis=1)
 
 
 def _betting_max_log_capital(
@@ -235,10 +258,12 @@ def _betting_max_log_capital(
     m = m[:, None]
     with np.errstate(divide="ignore"):
         cap = np.where(m > 0, BET_TRUNCATION / np.maximum(m, 1e-300), np.inf)
-    lam = np.minimum(lam_dot, cap)
-    log_capital = np.cumsum(np.log1p(lam * (x - m)), axis=1)
+    log_capital = np.subtract(x, m)
+    log_capital *= np.minimum(lam_dot, cap)
+    np.log1p(log_capital, out=log_capital)
+    np.cumsum(log_capital, axis=1, out=log_capital)
     if not_seen is not None:
-        log_capital = np.where(not_seen, -np.inf, log_capital)
+        np.copyto(log_capital, -np.inf, where=not_seen)
     return np.maximum(log_capital.max(axis=1), 0.0)  # K_0 = 1
 
 

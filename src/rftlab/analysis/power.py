@@ -461,18 +461,22 @@ def hoeffding_power_by_size(
     probability is ``Σ_b P(B = b)·P(C ≤ ⌈b − n·c(n)⌉ − 1 | b)``, summed over the ``b`` between the ``tail``
     quantiles (as ``trinomial_grid``). A second computation beside ``exact_pass_rate``'s grid sum, fast
     enough to scan every size up to tens of thousands (``sizes_reaching_power``)."""
-    out = np.empty(len(sizes))
+    ns = np.asarray([int(n) for n in sizes], dtype=np.int64)
+    if ns.size and ns.min() < 1:
+        raise ValueError(f"sizes must be >= 1, got {int(ns[np.argmax(ns < 1)])}")
     q = model.p_minus / (1.0 - model.p_plus) if model.p_plus < 1.0 else 0.0
-    for k, n in enumerate(sizes):
-        if n < 1:
-            raise ValueError(f"sizes must be >= 1, got {n}")
-        b_lo, b_hi = (int(v) for v in sps.binom.ppf([tail, 1.0 - tail], n, model.p_plus))
-        b = np.arange(max(b_lo - 1, 0), b_hi + 1)
-        need = b - n * hoeffding_clearing_difference(n, margin, alpha)  # C must be strictly below this
-        out[k] = float(
-            np.sum(sps.binom.pmf(b, n, model.p_plus) * sps.binom.cdf(np.ceil(need) - 1, n - b, min(q, 1.0)))
-        )
-    return out
+    # every size's b range at once (the same elementwise pmf and cdf), then one sum per size's slice
+    quantiles = sps.binom.ppf(np.array([[tail], [1.0 - tail]]), ns, model.p_plus)
+    b_lo = np.maximum(quantiles[0].astype(np.int64) - 1, 0)
+    counts = np.maximum(quantiles[1].astype(np.int64) - b_lo + 1, 0)
+    starts = np.cumsum(counts) - counts
+    which = np.repeat(np.arange(ns.size), counts)
+    b = np.arange(int(counts.sum()), dtype=np.int64) - starts[which] + b_lo[which]
+    clearing = np.array([hoeffding_clearing_difference(int(n), margin, alpha) for n in ns])
+    n_b = ns[which]
+    need = b - n_b * clearing[which]  # C must be strictly below this
+    terms = sps.binom.pmf(b, n_b, model.p_plus) * sps.binom.cdf(np.ceil(need) - 1, n_b - b, min(q, 1.0))
+    return np.array([float(np.sum(terms[s : s + c])) for s, c in zip(starts, counts, strict=True)])
 
 
 @dataclass(frozen=True)

@@ -475,24 +475,28 @@ def schedule(todo: list[Any], costs: dict[str, float]) -> list[Any]:
 def _run(todo: list[_Job], jobs: int, out_dir: Path, quick: bool, progress: bool, cwd, env):
     """Yield ``(job, BuiltReport)`` as each notebook finishes: in this process when one worker suffices,
     else in ``jobs`` spawned worker processes (each kernel gets its own process and environment). On a
-    failure the notebooks not yet started are cancelled and the error is raised."""
+    failure the notebooks not yet started are cancelled and the error is raised; an interrupt stops the
+    workers at once, and a worker stops when the build's process dies (``rftlab.runs.parallel``)."""
     if jobs <= 1 or len(todo) <= 1:
         for job in todo:
             yield job, _execute_and_render(job, out_dir, quick, progress, cwd, env)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+    from rftlab.runs.parallel import spawn_executor, terminate
+
+    with spawn_executor(min(jobs, len(todo))) as pool:
         futures = {
             pool.submit(_execute_and_render, job, out_dir, quick, False, cwd, env): job for job in todo
         }
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
-        except BaseException:
+        except Exception:
             pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        except BaseException:  # an interrupt: stop the notebooks under way too
+            terminate(pool)
             raise
 
 

@@ -5,19 +5,26 @@ more than one worker it runs them in spawned processes (``spawn``: a fresh inter
 threads and the run store's locks); with one worker, or one item, it runs them here, one after the other.
 
 Each run is deterministic given its spec and seed, and nothing passes between runs, so the results do not
-depend on the number of workers or the order in which they finish (``tests/test_parallel_runs.py`` checks
+depend on the number of workers or the order in which they finish (``tests/runs/test_parallel_runs.py`` checks
 that parallel and serial launches write the same rollouts). The worker count is an implementation setting:
 ``$RFTLAB_WORKERS`` when set, else one per CPU core this process may use. It never enters a spec's hash.
+Inside a worker it is 1, so work nested in a run (a study inside a study) runs there, one after the other.
 
 ``fn`` must be a module-level function and the items picklable (a spawned process imports ``fn`` by name).
 A worker's exception is raised here once the runs already started have finished; the runs not yet started
-are cancelled. A finished run is kept in the store, so a second call reuses it.
+are cancelled. An interrupt (a notebook's stop button, Ctrl-C) stops the workers at once. A worker also
+stops when the process that started it dies (on Linux the kernel sends it SIGTERM: a killed or restarted
+notebook kernel leaves no worker training behind). A run a stopped worker leaves unfinished is resumed or
+restarted by the next launch, as after any crash; a finished run is kept, so a second call reuses it.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -51,19 +58,58 @@ def worker_count(items: int, workers: int | None = None) -> int:
     return max(1, min(workers, items))
 
 
+def spawn_executor(workers: int, nested_workers: int | None = None) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes, each stopped (SIGTERM) when the process that made it dies;
+    ``nested_workers`` sets ``$RFTLAB_WORKERS`` inside them (``None``: left as inherited)."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), nested_workers),
+    )
+
+
+def _start_worker(parent: int, nested_workers: int | None) -> None:
+    """Worker initializer: the nested worker count, then ask Linux for SIGTERM when the parent dies
+    (``prctl(PR_SET_PDEATHSIG)``); a parent already gone by now stops the worker at once."""
+    if nested_workers is not None:
+        os.environ[WORKERS_ENV] = str(nested_workers)
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def map_processes(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None) -> list[R]:
     """``[fn(item) for item in items]``, in ``worker_count`` spawned processes when that is above one."""
     todo = list(items)
     n = worker_count(len(todo), workers)
     if n <= 1:
         return [fn(item) for item in todo]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with spawn_executor(n, nested_workers=1) as pool:
         futures = [pool.submit(fn, item) for item in todo]
         try:
             return [future.result() for future in futures]
-        except BaseException:
+        except Exception:
             pool.shutdown(wait=True, cancel_futures=True)  # the runs not started are not started
             raise
+        except BaseException:  # an interrupt: stop the runs under way too
+            terminate(pool)
+            raise
+
+
+def terminate(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and stop every worker of ``pool`` now (SIGTERM)."""
+    processes = list(getattr(pool, "_processes", None) or {})  # pid -> process (no public accessor in 3.11)
+    for pid in processes:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    pool.shutdown(wait=True, cancel_futures=True)
