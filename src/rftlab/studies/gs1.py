@@ -44,6 +44,7 @@ from typing import Any
 from rftlab.analysis.gs1 import ESS_METRIC, GS1StudySpec, StudyDecision
 from rftlab.analysis.gs1.seeds import RunLevelPlan
 from rftlab.launch.gs1 import ARMS, DEFAULT_SPEC, REVISED_SPEC, RUN_PLAN
+from rftlab.runs.parallel import map_processes
 from rftlab.runs.paths import PROJECT_ROOT, display_path, notebook_runs_root
 from rftlab.studies.gs1_decision import decide, decision_record, design
 from rftlab.studies.gs1_results import (
@@ -436,15 +437,37 @@ def study_seeds(
     if len(spec_seed) != 1:
         raise ValueError(f"the arms must share their seed to pair by seed, got {sorted(spec_seed)}")
     own = spec_seed.pop()
-    out = []
-    for s in plan.seeds:
-        if s == own:
-            results = dict(seed0)
-        else:
-            results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=s)
-            results[BASE] = evaluate_base(backend, store, seed=s)
-        out.append(seed_result(spec, s, results))
+    others = [s for s in plan.seeds if s != own]
+    recipe = getattr(backend, "recipe", None)
+    key = recipe.key() if recipe is not None else f"backend object {id(backend)}"
+    _BACKENDS[key] = backend  # this process runs its seeds on the backend it has
+    # the seeds are independent: in worker processes, each building the backend from its recipe; a
+    # backend built by hand, or a progress callback, keeps them here
+    parallel = recipe is not None and progress is None
+    jobs = [(key, recipe, store, bandwidth, spec, s, None if parallel else progress) for s in others]
+    try:
+        trained = dict(
+            zip(others, map_processes(_seed_runs, jobs, workers=None if parallel else 1), strict=True)
+        )
+    finally:
+        _BACKENDS.pop(key, None)
+    out = [seed_result(spec, s, dict(seed0) if s == own else trained[s]) for s in plan.seeds]
     return run_level(spec, plan, out)
+
+
+_BACKENDS: dict[str, Any] = {}
+"""The backends this process has, by recipe key (``study_seeds``; a worker builds its own once)."""
+
+
+def _seed_runs(job: tuple[str, Any, Any, float, GS1StudySpec, int, Any]) -> dict[str, Any]:
+    """One seed of ``study_seeds``: both arms trained with that seed and the base evaluated with it."""
+    key, recipe, store, bandwidth, spec, seed, progress = job
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = recipe.build()
+    results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=seed)
+    results[BASE] = evaluate_base(backend, store, seed=seed)
+    return results
 
 
 def run_study(

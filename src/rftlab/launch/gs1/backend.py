@@ -19,6 +19,7 @@ either. Nothing here runs at import time, and tests inject fakes instead of call
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,27 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot be built here (no credentials, missing component)."""
 
 
+@dataclass(frozen=True)
+class BackendRecipe:
+    """What ``make_gs1_backend`` was called with: a worker process builds the same backend from it."""
+
+    name: str
+    spec: GS1Spec
+    root: str
+    quick: bool
+    overrides: dict[str, Any] | None = None
+
+    def key(self) -> str:
+        """One line naming the backend; equal recipes build the same backend."""
+        spec = self.spec.model_dump(mode="json")
+        return json.dumps(
+            [self.name, spec, self.root, self.quick, self.overrides], sort_keys=True, default=str
+        )
+
+    def build(self) -> GS1Backend:
+        return make_gs1_backend(self.name, self.spec, self.root, self.quick, self.overrides)
+
+
 @dataclass
 class GS1Backend:
     name: str
@@ -71,6 +93,8 @@ class GS1Backend:
     # check (c) of the preflight (loss and gradient against references): a float64 twin of the local
     # service, so float32 rounding of a loss whose terms cancel decides nothing; None: service_client
     reference_client: Any = None
+    # how to build this backend again in another process (make_gs1_backend sets it; None: built by hand)
+    recipe: BackendRecipe | None = None
 
 
 TOKENIZER_ENV = "RFTLAB_TOKENIZER"  # a local tokenizer folder for the tinker backend (no Hub access needed)
@@ -352,5 +376,13 @@ def make_gs1_backend(
     if task is None:
         task = local_task(max(cfg.n_train for cfg in arms.values()))
     return GS1Backend(
-        name, service, renderer, task, arms, warm, send_seeds=name != "tinker", reference_client=reference
+        name,
+        service,
+        renderer,
+        task,
+        arms,
+        warm,
+        send_seeds=name != "tinker",
+        reference_client=reference,
+        recipe=BackendRecipe(name, spec, str(root), quick, dict(overrides) if overrides else None),
     )
