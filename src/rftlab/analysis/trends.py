@@ -29,14 +29,14 @@ class EarlyLate:
     delta: float
 
 
-def early_late_halves(y: Sequence[float]) -> EarlyLate:
+def early_late_halves(y: Sequence[float] | np.ndarray) -> EarlyLate:
     """``early = mean(y[:T//2])``, ``late = mean(y[T//2:])`` (the same split as ``memory_gain``)."""
-    y = np.asarray(y, dtype=float)
-    if y.size < 2:
-        raise ValueError(f"need at least 2 points for early/late halves, got {y.size}")
-    h = y.size // 2
-    early, late = float(np.mean(y[:h])), float(np.mean(y[h:]))
-    return EarlyLate(n=int(y.size), early=early, late=late, delta=late - early)
+    values = np.asarray(y, dtype=float)
+    if values.size < 2:
+        raise ValueError(f"need at least 2 points for early/late halves, got {values.size}")
+    h = values.size // 2
+    early, late = float(np.mean(values[:h])), float(np.mean(values[h:]))
+    return EarlyLate(n=int(values.size), early=early, late=late, delta=late - early)
 
 
 @dataclass(frozen=True)
@@ -80,51 +80,51 @@ def fit_trend(
     """
     import statsmodels.api as sm
 
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
+    xs = np.asarray(x, dtype=float)
+    ys = np.asarray(y, dtype=float)
+    if xs.shape != ys.shape or xs.ndim != 1:
         raise ValueError("x and y must be 1-d and of the same length")
-    if x.size < 3:
-        raise ValueError(f"need at least 3 points for a slope with a CI, got {x.size}")
+    if xs.size < 3:
+        raise ValueError(f"need at least 3 points for a slope with a CI, got {xs.size}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level={level} must be in (0, 1)")
     if hac_maxlags is not None and (
         isinstance(hac_maxlags, bool)
         or not isinstance(hac_maxlags, int | np.integer)
-        or not 0 <= hac_maxlags < x.size
+        or not 0 <= hac_maxlags < xs.size
     ):
         raise ValueError(
-            f"hac_maxlags={hac_maxlags} must be an integer from 0 to {x.size - 1} (fewer lags than the "
-            f"{x.size} points; a few lags, e.g. floor(4(n/100)^(2/9)), is the usual choice)"
+            f"hac_maxlags={hac_maxlags} must be an integer from 0 to {xs.size - 1} (fewer lags than the "
+            f"{xs.size} points; a few lags, e.g. floor(4(n/100)^(2/9)), is the usual choice)"
         )
-    if np.ptp(x) == 0:
+    if np.ptp(xs) == 0:
         raise ValueError("x is constant; no slope can be fitted")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
         raise ValueError("x and y must be finite")
-    design = sm.add_constant(x)
+    design = sm.add_constant(xs)
     if hac_maxlags is None:
-        result, se_type = sm.OLS(y, design).fit(), "OLS"
+        result, se_type = sm.OLS(ys, design).fit(), "OLS"
     else:
-        result = sm.OLS(y, design).fit(cov_type="HAC", cov_kwds={"maxlags": hac_maxlags}, use_t=True)
+        result = sm.OLS(ys, design).fit(cov_type="HAC", cov_kwds={"maxlags": hac_maxlags}, use_t=True)
         se_type = f"HAC(maxlags={hac_maxlags})"
     ci = result.conf_int(alpha=1.0 - level)[1]
     # scipy's theilslopes takes the confidence *level* as its `alpha` argument
-    ts = sps.theilslopes(y, x, alpha=level)
-    halves = early_late_halves(y)
+    ts_slope, _, ts_low, ts_high = np.asarray(sps.theilslopes(ys, xs, alpha=level), dtype=float)
+    halves = early_late_halves(ys)
     return TrendFit(
-        n=int(x.size),
+        n=int(xs.size),
         slope=float(result.params[1]),
         slope_se=float(result.bse[1]),
         slope_ci=(float(ci[0]), float(ci[1])),
         p_value=float(result.pvalues[1]),
-        r2=float(result.rsquared) if np.ptp(y) > 0 else 0.0,
+        r2=float(result.rsquared) if np.ptp(ys) > 0 else 0.0,
         intercept=float(result.params[0]),
         df_resid=float(result.df_resid),
         early=halves.early,
         late=halves.late,
         delta=halves.delta,
-        theil_sen_slope=float(ts.slope),
-        theil_sen_ci=(float(ts.low_slope), float(ts.high_slope)),
+        theil_sen_slope=float(ts_slope),
+        theil_sen_ci=(float(ts_low), float(ts_high)),
         level=level,
         se_type=se_type,
     )
@@ -234,7 +234,9 @@ def pooled_slope(
 ) -> PooledSlope:
     """Pool per-run slopes with weights ``1/se²``: ``b = Σ w b_r / Σ w``, ``se = 1/sqrt(Σ w)``, normal CI."""
     if ses is None:
-        fits = list(slopes)
+        fits = [f for f in slopes if isinstance(f, TrendFit)]
+        if len(fits) != len(slopes):
+            raise ValueError("without ses, every slope must be a TrendFit (its slope and standard error)")
         b = np.array([f.slope for f in fits], dtype=float)
         se = np.array([f.slope_se for f in fits], dtype=float)
     else:
@@ -247,7 +249,7 @@ def pooled_slope(
     w = 1.0 / se**2
     pooled = float(np.sum(w * b) / np.sum(w))
     pooled_se = float(1.0 / math.sqrt(np.sum(w)))
-    z = sps.norm.ppf(0.5 + level / 2.0)
+    z = float(sps.norm.ppf(0.5 + level / 2.0))
     sign = np.sign(pooled)
     agreement = float(np.mean(np.sign(b) == sign)) if sign != 0 else 0.0
     return PooledSlope(
