@@ -235,12 +235,8 @@ def register_subcommands(commands: argparse._SubParsersAction) -> None:
 
 
 def _build_sft(args: argparse.Namespace) -> int:
-    from rftlab.rollout.arena.sft_data import (
-        STAGE1_CONFIG,
-        STAGE1_STRUCTURAL_SHA256,
-        SftConfig,
-        write_dataset,
-    )
+    from rftlab.rollout.arena.sft_data import SftConfig
+    from rftlab.studies.arena import build_sft
 
     try:
         config = SftConfig(
@@ -252,18 +248,17 @@ def _build_sft(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     out = Path(args.out)
-    manifest = write_dataset(out, config)
+    built = build_sft(out, config)
+    manifest = built.manifest
     if args.json:
         print_json(manifest)
         return 0
     print(f"wrote {manifest['num_examples']} rows to {out} ({manifest['examples_by_split']})")
     print(f"content_sha256     {manifest['content_sha256']}")
     print(f"structural_sha256  {manifest['structural_sha256']['all']}")
-    if config == STAGE1_CONFIG:
-        ok = manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256
-        print(f"fidelity digest (docs/arena.md §9.6): {'MATCH' if ok else 'MISMATCH'}")
-        return 0 if ok else 1
-    return 0
+    if built.digest.verdict is not None:
+        print(f"fidelity digest (docs/arena.md §9.6): {built.digest.verdict}")
+    return built.digest.exit_code
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -132,14 +132,10 @@ def _load(path: str, overrides: list[str] | None = None):
 
 
 def provenance(base_spec, overrides: list) -> dict:
-    """What a run made with ``--set`` records: the overrides (values as JSON) and the base spec's hash
-    (every family's launch uses it)."""
-    from rftlab.launch.overrides import parse_override
+    """The ``provider`` fields of a run made with ``--set`` (``rftlab.launch.overrides.override_provenance``)."""
+    from rftlab.launch.overrides import override_provenance
 
-    if not overrides:
-        return {}
-    parsed = [parse_override(o) if isinstance(o, str) else o for o in overrides]
-    return {"overrides": [o.text for o in parsed], "base_spec_sha256": base_spec.sha256()}
+    return override_provenance(base_spec, overrides).provider_fields()
 
 
 def _cmd_launch(args: argparse.Namespace) -> int:

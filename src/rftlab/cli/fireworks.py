@@ -203,7 +203,7 @@ def _upload(args: argparse.Namespace) -> int:
 
 
 def _poll(args: argparse.Namespace) -> int:
-    from rftlab.launch.fireworks import LaunchRefused
+    from rftlab.launch.fireworks import LaunchRefused, poll_outcome
     from rftlab.runs import CorruptRunError, load_run
     from rftlab.runs.secrets import redact_text
     from rftlab.types import RunRef
@@ -232,7 +232,8 @@ def _poll(args: argparse.Namespace) -> int:
     except LaunchRefused as exc:
         raise UsageError(str(exc)) from None
     status = result.status
-    code = poll_exit_code(result, once=args.once)
+    outcome = poll_outcome(result, once=args.once)
+    code = outcome.exit_code
     payload = {
         "state": status.state,
         "epochs_done": status.progress,
@@ -247,33 +248,10 @@ def _poll(args: argparse.Namespace) -> int:
     if args.json:
         print_json(payload)
     else:
-        print(f"{record.arm}: {_outcome(result, code)}, epochs recorded {result.epochs_recorded}")
+        print(f"{record.arm}: {outcome.words}, epochs recorded {result.epochs_recorded}")
         if status.message:
             print(redact_text(status.message), file=sys.stderr)
     return code
-
-
-def poll_exit_code(result, once: bool = False) -> int:
-    """0 finished (or, with ``once``, still in progress), 1 failed or cancelled, 3 stall or poll errors."""
-    state = result.status.state
-    if result.stalled or state == "unknown":
-        return 3
-    if state in ("failed", "cancelled"):
-        return 1
-    if state == "completed" and result.done:
-        return 0
-    return 0 if once else 3  # a watch that stopped on a job still in progress: resume it
-
-
-def _outcome(result, code: int) -> str:
-    state = result.status.state
-    if result.stalled:
-        return "stalled (the job was not cancelled; run the same command to resume)"
-    if code == 3:
-        return f"{state} (stopped after repeated poll errors; run the same command to resume)"
-    if state == "completed" and not result.done:
-        return "completed, waiting for epoch datasets"
-    return state
 
 
 def _sleep(seconds: float) -> None:

@@ -55,40 +55,6 @@ def _cmd_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
-def _r4(x):
-    return None if x is None else round(float(x), 4) + 0.0  # + 0.0 turns -0.0 into 0.0
-
-
-def bench_baselines(runs: int = 5) -> dict[str, dict]:
-    """Reference-policy summary on the official corpus: run 0 .. runs-1 and the stateless baseline."""
-    from rftlab.policies.spectrum.reference import BENCH_POLICIES
-    from rftlab.rollout.spectrum.evaluation import evaluate_bench90
-
-    out: dict[str, dict] = {}
-    for name, factory in BENCH_POLICIES.items():
-        res = evaluate_bench90(factory, runs=range(runs), baseline=True)
-        run0 = res["runs"][0]
-        gains = [r["normalized_gain"] for r in res["runs"] if r["normalized_gain"] is not None]
-        out[name] = {
-            "mean_available_iou": _r4(res["mean_available_iou"]),
-            "run0_available_iou": _r4(run0["mean_available_iou"]),
-            "stateless_available_iou": _r4(res["baseline"]["mean_available_iou"]),
-            "mean_occupied_iou": _r4(res["mean_occupied_iou"]),
-            "stateless_occupied_iou": _r4(res["baseline"]["mean_occupied_iou"]),
-            "first_half_score": run0["first_half_score"],
-            "second_half_score": run0["second_half_score"],
-            "learning_delta": run0["learning_delta"],
-            "normalized_gain": _r4(sum(gains) / len(gains)) if gains else None,
-            "run0_available_by_stage": {k: _r4(v) for k, v in run0["available_by_stage"].items()},
-            "stateless_available_by_stage": {
-                k: _r4(v) for k, v in res["baseline"]["available_by_stage"].items()
-            },
-            "run0_occupied_by_stage": {k: _r4(v) for k, v in run0["occupied_by_stage"].items()},
-            "runs": runs,
-        }
-    return out
-
-
 def _print_table(results: dict[str, dict], keys: list[str]) -> None:
     width = max(len(k) for k in results) + 2
     print("policy".ljust(width) + "".join(k.rjust(max(len(k), 8) + 2) for k in keys))
@@ -103,7 +69,9 @@ def _print_table(results: dict[str, dict], keys: list[str]) -> None:
 
 def _cmd_baselines(args: argparse.Namespace) -> int:
     if args.variant == "bench":
-        results = bench_baselines(args.runs)
+        from rftlab.studies.spectrum_env import bench_baselines
+
+        results = {name: row.to_dict() for name, row in bench_baselines(args.runs).items()}
         keys = ["mean_available_iou", "stateless_available_iou", "mean_occupied_iou", "learning_delta"]
     else:
         from rftlab.analysis.spectrum.summaries import rft_baselines
@@ -147,10 +115,9 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
 
 
 def _cmd_dataset(args: argparse.Namespace) -> int:
-    import shutil
-
     from rftlab.rollout.spectrum.dataset import dataset_jsonl, dataset_rows
     from rftlab.runs import atomic_writer
+    from rftlab.studies.spectrum_env import dataset_estimate
 
     out = _out_path(args.out)
     rows = dataset_rows(
@@ -163,12 +130,11 @@ def _cmd_dataset(args: argparse.Namespace) -> int:
     )
     first_row = next(rows)
     first_line = dataset_jsonl([first_row]).encode("utf-8")
-    needed = len(first_line) * args.n
-    free = shutil.disk_usage(out.parent).free
-    if needed > free:
+    size = dataset_estimate(first_line, args.n, out.parent)
+    if not size.fits:
         raise UsageError(
-            f"--n {args.n}: the dataset needs about {needed / 1e6:.0f} MB but {out.parent} has "
-            f"{free / 1e6:.0f} MB free; lower --n or choose another --out"
+            f"--n {args.n}: the dataset needs about {size.needed_bytes / 1e6:.0f} MB but {out.parent} has "
+            f"{size.free_bytes / 1e6:.0f} MB free; lower --n or choose another --out"
         )
     last_id = first_row["input_metadata"]["row_id"]
     with atomic_writer(out, make_parents=False, where=f"--out {args.out}") as handle:

@@ -15,6 +15,10 @@ it expands to the grid of every combination, in the file's key order, the last k
 
     spec = override_spec(load_arm_spec(path), ["rows=3", "fireworks.lora_rank=8"])
     specs = sweep_specs(spec, load_sweep("sweep.json"))  # [(overrides, spec), ...]
+
+A run made with overrides records where its spec came from (``override_provenance``): the overrides as
+``KEY=VALUE`` texts with JSON values, and the hash of the spec they were applied to. Every family's launch
+keeps both in the run's ``provider`` (``provider.overrides``, ``provider.base_spec_sha256``).
 """
 
 from __future__ import annotations
@@ -25,16 +29,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "MAX_SWEEP_SPECS",
     "Override",
+    "Provenance",
     "apply_overrides",
     "expand_sweep",
     "load_sweep",
+    "override_provenance",
     "override_spec",
     "parse_override",
     "spec_data",
@@ -157,6 +163,42 @@ def override_spec(spec: SpecT, overrides: Sequence[str | Override]) -> SpecT:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ValueError(_refusal(model, parsed, exc)) from None
+
+
+class HashedSpec(Protocol):
+    """An arm spec as provenance reads it: anything with a content hash."""
+
+    def sha256(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an overridden spec came from: the override texts and the base spec's hash.
+
+    Both are empty for a spec used as its file says.
+    """
+
+    overrides: tuple[str, ...] = ()
+    """each override as ``KEY=VALUE`` with the value as JSON (``Override.text``)"""
+    base_spec_sha256: str = ""
+    """the hash of the spec before the overrides"""
+
+    def provider_fields(self) -> dict[str, str | list[str]]:
+        """The fields a run's ``provider`` records: none without overrides."""
+        if not self.overrides:
+            return {}
+        return {"overrides": list(self.overrides), "base_spec_sha256": self.base_spec_sha256}
+
+
+def override_provenance(base_spec: HashedSpec, overrides: Sequence[str | Override]) -> Provenance:
+    """The provenance of ``base_spec`` with ``overrides`` applied (empty without overrides).
+
+    ``ValueError`` (one line) for an override that does not parse.
+    """
+    parsed = [_as_override(o) for o in overrides]
+    if not parsed:
+        return Provenance()
+    return Provenance(tuple(o.text for o in parsed), base_spec.sha256())
 
 
 def _read_sweep_text(path: Path) -> Any:

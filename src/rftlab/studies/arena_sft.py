@@ -4,6 +4,7 @@
 audits it, also on a copy with one changed byte. It runs three scripted providers on the frozen cases,
 in process and through the local policy server. It compares them and applies the gates. It runs the two
 Stage-1 lineages, the lineage study and the handoff. The notebook only displays the typed result.
+``build_sft`` writes the data once and checks its Stage-1 digests (``rftlab arena build-sft``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,52 @@ class _Clock:
             return fn(*args, **kwargs)
         finally:
             self.seconds[label] = time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class Stage1Digest:
+    """How a build's structural digests compare with the Stage-1 values (docs/arena.md §9.6)."""
+
+    is_stage1: bool
+    """the build used the Stage-1 configuration"""
+    digest_match: bool
+    """every structural digest equals the seed's Stage-1 value"""
+
+    @property
+    def verdict(self) -> str | None:
+        """``MATCH`` or ``MISMATCH`` for a Stage-1 build; ``None`` for another configuration."""
+        if not self.is_stage1:
+            return None
+        return "MATCH" if self.digest_match else "MISMATCH"
+
+    @property
+    def exit_code(self) -> int:
+        """1 for a Stage-1 build whose digests differ from the seed's, else 0."""
+        return 1 if self.verdict == "MISMATCH" else 0
+
+
+def stage1_digest(config: SftConfig, manifest: Mapping[str, Any]) -> Stage1Digest:
+    """Compare a build's manifest with the Stage-1 structural digests (none recorded: no match)."""
+    from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256
+
+    digests = manifest.get("structural_sha256")
+    return Stage1Digest(config == STAGE1_CONFIG, digests == STAGE1_STRUCTURAL_SHA256)
+
+
+@dataclass(frozen=True)
+class SftBuild:
+    """The SFT data written by ``build_sft``: its manifest and its Stage-1 digest check."""
+
+    manifest: dict[str, Any]
+    digest: Stage1Digest
+
+
+def build_sft(out: str | Path, config: SftConfig) -> SftBuild:
+    """Write the SFT data of ``config`` into ``out`` and check its structural digests."""
+    from rftlab.rollout.arena.sft_data import write_dataset
+
+    manifest = write_dataset(out, config)
+    return SftBuild(manifest, stage1_digest(config, manifest))
 
 
 @dataclass(frozen=True)
@@ -346,11 +393,11 @@ def build_sft_data(work: Path, config: SftConfig, clock: _Clock | None = None) -
     """Build the data twice in ``work``, audit it, and audit a copy with one changed byte."""
     from rftlab.analysis.arena.audit import audit_dataset, write_audit
     from rftlab.analysis.arena.handoff import immutable_inputs
-    from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256, write_dataset
+    from rftlab.rollout.arena.sft_data import write_dataset
 
     clock = clock or _Clock()
-    is_stage1 = config == STAGE1_CONFIG
-    manifest = clock.timed("build", write_dataset, work / "data", config)
+    built = clock.timed("build", build_sft, work / "data", config)
+    manifest, is_stage1 = built.manifest, built.digest.is_stage1
     write_dataset(work / "data_rebuild", config)
     identical = all(
         (work / "data" / name).read_bytes() == (work / "data_rebuild" / name).read_bytes()
@@ -369,7 +416,7 @@ def build_sft_data(work: Path, config: SftConfig, clock: _Clock | None = None) -
         is_stage1=is_stage1,
         manifest=manifest,
         rebuild_identical=identical,
-        digest_match=manifest["structural_sha256"] == STAGE1_STRUCTURAL_SHA256,
+        digest_match=built.digest.digest_match,
         inputs=immutable_inputs(manifest),
         audit=audit,
         tamper_position=position,

@@ -6,10 +6,16 @@ the paired readings the notebook prints. ``run_bench_study`` plays the bench pol
 policies through the bridge on the official 90-scan schedule. ``keep_bench90`` keeps those episodes in
 the run store (``save_bench90_rollouts``). ``bench_shaped_eval`` runs the reference policies through
 eval-protocol offline. Every result is a frozen dataclass with named fields.
+
+The CLI calls two more. ``bench_baselines`` gives the bench policies' scores at 4 dp
+(``rftlab spectrum baselines --variant bench``). ``dataset_estimate`` weighs a dataset's size against
+the free disk (``rftlab spectrum dataset``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +41,16 @@ __all__ = [
     "NUM_SCANS",
     "RFT_POLICY_NAMES",
     "AvailableReading",
+    "BenchBaseline",
     "BenchScore",
     "BenchStudy",
+    "DatasetEstimate",
     "KeptBench",
     "PolicySummary",
     "RewardStudy",
+    "bench_baselines",
     "bench_shaped_eval",
+    "dataset_estimate",
     "keep_bench90",
     "run_bench_study",
     "run_reward_study",
@@ -300,6 +310,88 @@ def run_bench_study(runs: int, bridge_policies: Sequence[str]) -> BenchStudy:
         for name in bridge_policies
     }
     return BenchStudy(runs, bench, bridge)
+
+
+@dataclass(frozen=True)
+class BenchBaseline:
+    """A bench policy on permuted runs ``0..runs−1`` and on the stateless baseline, at 4 dp.
+
+    The means and the normalized gain are ``BenchScore``'s. The halves, the learning delta and the
+    stage means of ``run0_*`` are run 0's. The halves and the delta are not rounded.
+    """
+
+    mean_available_iou: float
+    run0_available_iou: float
+    stateless_available_iou: float
+    mean_occupied_iou: float
+    stateless_occupied_iou: float
+    first_half_score: float
+    second_half_score: float
+    learning_delta: float
+    normalized_gain: float | None
+    run0_available_by_stage: dict[str, float]
+    stateless_available_by_stage: dict[str, float]
+    run0_occupied_by_stage: dict[str, float]
+    runs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field in order (what ``--json`` prints)."""
+        return dataclasses.asdict(self)
+
+
+def _r4(x: float) -> float:
+    """``x`` rounded to 4 dp; adding 0.0 turns -0.0 into 0.0."""
+    return round(float(x), 4) + 0.0
+
+
+def _r4_stages(stages: Mapping[str, float]) -> dict[str, float]:
+    return {stage: _r4(value) for stage, value in stages.items()}
+
+
+def _bench_baseline(name: str, result: Mapping[str, Any], runs: int) -> BenchBaseline:
+    score = _score(name, result)
+    run0, stateless = result["runs"][0], result["baseline"]
+    return BenchBaseline(
+        mean_available_iou=_r4(score.available),
+        run0_available_iou=_r4(run0["mean_available_iou"]),
+        stateless_available_iou=_r4(stateless["mean_available_iou"]),
+        mean_occupied_iou=_r4(score.occupied),
+        stateless_occupied_iou=_r4(stateless["mean_occupied_iou"]),
+        first_half_score=run0["first_half_score"],
+        second_half_score=run0["second_half_score"],
+        learning_delta=run0["learning_delta"],
+        normalized_gain=None if score.normalized_gain is None else _r4(score.normalized_gain),
+        run0_available_by_stage=_r4_stages(run0["available_by_stage"]),
+        stateless_available_by_stage=_r4_stages(stateless["available_by_stage"]),
+        run0_occupied_by_stage=_r4_stages(run0["occupied_by_stage"]),
+        runs=runs,
+    )
+
+
+def bench_baselines(runs: int = 5) -> dict[str, BenchBaseline]:
+    """Every bench reference policy on permuted runs ``0..runs−1`` and the stateless baseline."""
+    return {
+        name: _bench_baseline(name, evaluate_bench90(factory, runs=range(runs), baseline=True), runs)
+        for name, factory in BENCH_POLICIES.items()
+    }
+
+
+@dataclass(frozen=True)
+class DatasetEstimate:
+    """The disk a dataset needs, against the free space of the folder it goes to."""
+
+    needed_bytes: int
+    """the first row's bytes times the number of rows"""
+    free_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.free_bytes
+
+
+def dataset_estimate(first_line: bytes, rows: int, folder: str | Path) -> DatasetEstimate:
+    """The size of ``rows`` rows as long as ``first_line``, against the free space of ``folder``."""
+    return DatasetEstimate(len(first_line) * rows, shutil.disk_usage(folder).free)
 
 
 @dataclass(frozen=True)

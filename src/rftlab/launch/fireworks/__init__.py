@@ -114,6 +114,7 @@ __all__ = [
     "LaunchPlan",
     "LaunchRefused",
     "MIN_POLL_INTERVAL_S",
+    "PollOutcome",
     "WatchResult",
     "arm_dataset_id",
     "dataset_text",
@@ -122,6 +123,7 @@ __all__ = [
     "evaluator_id",
     "evaluator_resource",
     "evaluator_upload_argv",
+    "poll_outcome",
     "upload_evaluator",
 ]
 
@@ -171,6 +173,37 @@ class WatchResult:
     missing_epochs: list[int] = field(default_factory=list)
     done: bool = False  # the run is finished (or failed): nothing more to poll
     incomplete_epochs: list[int] = field(default_factory=list)  # recorded with rollouts missing
+
+
+RESUME_HINT = "run the same command to resume"
+
+
+@dataclass(frozen=True)
+class PollOutcome:
+    """What the end of a watch means for the person polling: an exit code and the words for it."""
+
+    exit_code: int
+    """0 finished (or still in progress after one poll), 1 failed or cancelled, 3 stopped, resumable"""
+    words: str
+    """the outcome as ``poll`` prints it: the state, and what to do when the watch stopped early"""
+
+
+def poll_outcome(result: WatchResult, once: bool = False) -> PollOutcome:
+    """The outcome of a watch that ended with ``result`` (``once``: it was a single poll).
+
+    A stall or repeated poll errors stop the watch with exit code 3. The run stays resumable then. A
+    failed or cancelled job gives 1. A finished run gives 0, and so does a single poll of a live job.
+    """
+    state = result.status.state
+    if result.stalled:
+        return PollOutcome(3, f"stalled (the job was not cancelled; {RESUME_HINT})")
+    if state in ("failed", "cancelled"):
+        return PollOutcome(1, state)
+    finished = state == "completed" and result.done
+    if state != "unknown" and (finished or once):
+        waiting = state == "completed" and not result.done
+        return PollOutcome(0, "completed, waiting for epoch datasets" if waiting else state)
+    return PollOutcome(3, f"{state} (stopped after repeated poll errors; {RESUME_HINT})")
 
 
 def _report_dict(report: Any) -> dict[str, Any]:
