@@ -1,5 +1,6 @@
-"""``bench_baselines`` and ``dataset_estimate`` (``rftlab.studies.spectrum_env``), what ``rftlab spectrum
-baselines --variant bench`` and ``rftlab spectrum dataset`` print and refuse."""
+"""``bench_baselines`` (``rftlab.studies.spectrum_env``) and ``dataset_estimate``
+(``rftlab.rollout.spectrum.dataset``): what ``rftlab spectrum baselines --variant bench`` and
+``rftlab spectrum dataset`` print and refuse."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import shutil
 import pytest
 
 from rftlab.policies.spectrum.reference import BENCH_POLICIES
+from rftlab.rollout.spectrum.dataset import dataset_estimate
 from rftlab.rollout.spectrum.evaluation import evaluate_bench90
-from rftlab.studies.spectrum_env import BenchBaseline, bench_baselines, dataset_estimate
+from rftlab.studies.spectrum_env import BenchBaseline, bench_baselines
 
 STAGES = {"five_ch_wide", "five_plus_four_mixed", "full_grid_active"}
 

@@ -115,9 +115,8 @@ def _cmd_bench90(args: argparse.Namespace) -> int:
 
 
 def _cmd_dataset(args: argparse.Namespace) -> int:
-    from rftlab.rollout.spectrum.dataset import dataset_jsonl, dataset_rows
+    from rftlab.rollout.spectrum.dataset import dataset_estimate, dataset_jsonl, dataset_rows
     from rftlab.runs import atomic_writer
-    from rftlab.studies.spectrum_env import dataset_estimate
 
     out = _out_path(args.out)
     rows = dataset_rows(

@@ -7,15 +7,13 @@ policies through the bridge on the official 90-scan schedule. ``keep_bench90`` k
 the run store (``save_bench90_rollouts``). ``bench_shaped_eval`` runs the reference policies through
 eval-protocol offline. Every result is a frozen dataclass with named fields.
 
-The CLI calls two more. ``bench_baselines`` gives the bench policies' scores at 4 dp
-(``rftlab spectrum baselines --variant bench``). ``dataset_estimate`` weighs a dataset's size against
-the free disk (``rftlab spectrum dataset``).
+The CLI calls one more: ``bench_baselines`` gives the bench policies' scores at 4 dp
+(``rftlab spectrum baselines --variant bench``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +42,11 @@ __all__ = [
     "BenchBaseline",
     "BenchScore",
     "BenchStudy",
-    "DatasetEstimate",
     "KeptBench",
     "PolicySummary",
     "RewardStudy",
     "bench_baselines",
     "bench_shaped_eval",
-    "dataset_estimate",
     "keep_bench90",
     "run_bench_study",
     "run_reward_study",
@@ -374,24 +370,6 @@ def bench_baselines(runs: int = 5) -> dict[str, BenchBaseline]:
         name: _bench_baseline(name, evaluate_bench90(factory, runs=range(runs), baseline=True), runs)
         for name, factory in BENCH_POLICIES.items()
     }
-
-
-@dataclass(frozen=True)
-class DatasetEstimate:
-    """The disk a dataset needs, against the free space of the folder it goes to."""
-
-    needed_bytes: int
-    """the first row's bytes times the number of rows"""
-    free_bytes: int
-
-    @property
-    def fits(self) -> bool:
-        return self.needed_bytes <= self.free_bytes
-
-
-def dataset_estimate(first_line: bytes, rows: int, folder: str | Path) -> DatasetEstimate:
-    """The size of ``rows`` rows as long as ``first_line``, against the free space of ``folder``."""
-    return DatasetEstimate(len(first_line) * rows, shutil.disk_usage(folder).free)
 
 
 @dataclass(frozen=True)

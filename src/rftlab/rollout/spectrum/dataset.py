@@ -11,7 +11,10 @@ instruction; the echo block's own carry-over line is env text and appears in bot
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rftlab.envs.spectrum.rft import CH_BW, MAX_REPORT, MEMORY_CHANNELS, NOTEPAD_MAX_CHARS, SpectrumRFTConfig
@@ -148,3 +151,21 @@ def dataset_rows(
 
 def dataset_jsonl(rows: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+@dataclass(frozen=True)
+class DatasetEstimate:
+    """The disk a dataset needs, against the free space of the folder it goes to."""
+
+    needed_bytes: int
+    """the first row's bytes times the number of rows"""
+    free_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.free_bytes
+
+
+def dataset_estimate(first_line: bytes, rows: int, folder: str | Path) -> DatasetEstimate:
+    """The size of ``rows`` rows as long as ``first_line``, against the free space of ``folder``."""
+    return DatasetEstimate(len(first_line) * rows, shutil.disk_usage(folder).free)
