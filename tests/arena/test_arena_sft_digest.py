@@ -15,7 +15,7 @@ from rftlab.rollout.arena.sft_data import (
     structural_sha256,
 )
 from rftlab.studies.arena import Stage1Digest, build_sft
-from rftlab.studies.arena_sft import stage1_digest
+from rftlab.studies.arena_sft_data import stage1_digest
 
 TINY = SftConfig(num_seeds=4, targeted_mechanics_per_kind=1, targeted_silence_examples=2)
 

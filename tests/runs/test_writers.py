@@ -37,7 +37,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("src/rftlab/cli/runs.py", "_save_figure"): (
         "savefig renders into an in-memory buffer; the file itself is written by atomic_write_bytes"
     ),
-    ("src/rftlab/studies/arena_sft.py", "build_sft_data"): (
+    ("src/rftlab/studies/arena_sft_data.py", "build_sft_data"): (
         "deliberately corrupts a copy of the data in the study's temporary folder to show that the audit "
         "catches it"
     ),

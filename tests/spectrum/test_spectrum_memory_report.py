@@ -21,7 +21,6 @@ from rftlab.analysis.spectrum.study import (
 from rftlab.policies.spectrum.simulated import PARAM_NAMES
 from rftlab.rollout.spectrum.ceilings import ceiling_table
 from rftlab.runs.paths import PROJECT_ROOT
-from rftlab.studies.spectrum import TinyLMDesign, TinyLMStudy
 from rftlab.studies.spectrum_memory import (
     METRICS,
     SEED_SIZES,
@@ -36,6 +35,7 @@ from rftlab.studies.spectrum_memory import (
     run_memory_report,
     tiny_side_by_side,
 )
+from rftlab.studies.spectrum_tiny_lm import TinyLMDesign, TinyLMStudy
 from rftlab.training.spectrum.grpo import final_theta
 
 PLAN = PROJECT_ROOT / "data" / "specs" / "study_spectrum_memory.json"

@@ -1,4 +1,4 @@
-"""The memory study on a tiny language model (``rftlab.studies.spectrum.run_tiny_lm_study``): the plan
+"""The memory study on a tiny language model (``rftlab.studies.spectrum_tiny_lm.run_tiny_lm_study``): the plan
 restricted to the design's arms, the stop with a diagnosis, and the whole path at test size."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from rftlab.analysis.spectrum.plan import load_study_plan
 from rftlab.runs.paths import SPECS_DIR
-from rftlab.studies.spectrum import TINY_LM_EXPERIMENT, TinyLMDesign, restrict_plan, run_tiny_lm_study
+from rftlab.studies.spectrum_tiny_lm import TINY_LM_EXPERIMENT, TinyLMDesign, restrict_plan, run_tiny_lm_study
 
 PLAN = SPECS_DIR / "study_spectrum_memory.json"
 

@@ -8,7 +8,8 @@ The driver is split in parts, all re-exported here:
 - ``rftlab.studies.arena_lineage``: ``run_stage1``, the seed's Stage-1 order of work as one lineage;
 - ``rftlab.studies.arena_lineage_store``: a lineage's run-store side (``Stage1Result``, the lineage key);
 - ``rftlab.studies.arena_lineages``: several lineages, their tables, the lineage study, the gates' audit;
-- ``rftlab.studies.arena_sft``: notebook ``05_arena``'s study (``sft_study``) and ``build_sft``;
+- ``rftlab.studies.arena_sft``: notebook ``05_arena``'s study (``sft_study``); ``rftlab.studies.arena_sft_data``:
+  the data build and its checks (``build_sft``, ``build_sft_data``);
 - ``rftlab.studies.arena_env``: notebook ``04_arena_env``'s study, one function per section.
 
 This module adds ``sft_smoke``, the overfit check alone (``rftlab arena sft-smoke``). Bad input raises
@@ -58,12 +59,9 @@ from rftlab.studies.arena_sft import (
     ConditionRow,
     FrozenCheck,
     LineageRow,
-    SftBuild,
-    SftDataCheck,
-    Stage1Digest,
-    build_sft,
     sft_study,
 )
+from rftlab.studies.arena_sft_data import SftBuild, SftDataCheck, Stage1Digest, build_sft
 from rftlab.training.arena.sft import OverfitResult
 
 __all__ = [

@@ -4,19 +4,17 @@
 audits it, also on a copy with one changed byte. It runs three scripted providers on the frozen cases,
 in process and through the local policy server. It compares them and applies the gates. It runs the two
 Stage-1 lineages, the lineage study and the handoff. The notebook only displays the typed result.
-``build_sft`` writes the data once and checks its Stage-1 digests (``rftlab arena build-sft``).
+The data build and its checks are ``rftlab.studies.arena_sft_data``.
 """
 
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from rftlab.analysis.arena.audit import AuditReport
 from rftlab.analysis.arena.gates import GateEvaluation
 from rftlab.analysis.paired import SignTest
 from rftlab.envs.arena.cases import FROZEN_CASE_COUNT
@@ -33,9 +31,8 @@ from rftlab.studies.arena_lineages import (
     simulated_lineages,
     write_spec_variant,
 )
+from rftlab.studies.arena_sft_data import Clock, SftDataCheck, build_sft_data
 from rftlab.training.arena.stage1 import Stage1Spec
-
-T = TypeVar("T")
 
 # Smoke-size changes to the two lineage specs in quick mode (``write_spec_variant``).
 QUICK_LOCAL_CHANGES: dict[str, Any] = {
@@ -54,89 +51,6 @@ QUICK_SIMULATED_CHANGES: dict[str, Any] = {
 }
 # The three scripted providers of the frozen evaluation, in display order.
 PROVIDER_LABELS: tuple[str, ...] = ("oracle", "scripted", "scripted, inbox ignored")
-
-
-class _Clock:
-    """Wall time per step, for the build log (durations are not results)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def timed(self, label: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        started = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.seconds[label] = time.perf_counter() - started
-
-
-@dataclass(frozen=True)
-class Stage1Digest:
-    """How a build's structural digests compare with the Stage-1 values (docs/arena.md §9.6)."""
-
-    is_stage1: bool
-    """the build used the Stage-1 configuration"""
-    digest_match: bool
-    """every structural digest equals the seed's Stage-1 value"""
-
-    @property
-    def verdict(self) -> str | None:
-        """``MATCH`` or ``MISMATCH`` for a Stage-1 build; ``None`` for another configuration."""
-        if not self.is_stage1:
-            return None
-        return "MATCH" if self.digest_match else "MISMATCH"
-
-    @property
-    def exit_code(self) -> int:
-        """1 for a Stage-1 build whose digests differ from the seed's, else 0."""
-        return 1 if self.verdict == "MISMATCH" else 0
-
-
-def stage1_digest(config: SftConfig, manifest: Mapping[str, Any]) -> Stage1Digest:
-    """Compare a build's manifest with the Stage-1 structural digests (none recorded: no match)."""
-    from rftlab.rollout.arena.sft_data import STAGE1_CONFIG, STAGE1_STRUCTURAL_SHA256
-
-    digests = manifest.get("structural_sha256")
-    return Stage1Digest(config == STAGE1_CONFIG, digests == STAGE1_STRUCTURAL_SHA256)
-
-
-@dataclass(frozen=True)
-class SftBuild:
-    """The SFT data written by ``build_sft``: its manifest and its Stage-1 digest check."""
-
-    manifest: dict[str, Any]
-    digest: Stage1Digest
-
-
-def build_sft(out: str | Path, config: SftConfig) -> SftBuild:
-    """Write the SFT data of ``config`` into ``out`` and check its structural digests."""
-    from rftlab.rollout.arena.sft_data import write_dataset
-
-    manifest = write_dataset(out, config)
-    return SftBuild(manifest, stage1_digest(config, manifest))
-
-
-@dataclass(frozen=True)
-class SftDataCheck:
-    """The built SFT data and its audit (the notebook's sections 1 and 2)."""
-
-    config: SftConfig
-    is_stage1: bool
-    manifest: dict[str, Any]
-    rebuild_identical: bool
-    """the second build gave byte-identical files"""
-    digest_match: bool
-    """the structural digest equals the seed's Stage-1 value"""
-    inputs: list[dict[str, str]]
-    """the seed's immutable inputs against this build (``immutable_inputs``)"""
-    audit: AuditReport
-    tamper_position: int
-    """the byte of ``validation.jsonl`` changed in the tampered copy"""
-    tamper_audit: AuditReport
-
-    @property
-    def unmet_inputs(self) -> list[str]:
-        return [r["item"] for r in self.inputs if r["met"] != "yes"]
 
 
 @dataclass(frozen=True)
@@ -389,41 +303,6 @@ def uncorrupted_seeds(results: Mapping[int, Stage1Result]) -> list[int]:
     return [s for s, r in results.items() if r.final_summary and clean(r.final_summary["replies"])]
 
 
-def build_sft_data(work: Path, config: SftConfig, clock: _Clock | None = None) -> SftDataCheck:
-    """Build the data twice in ``work``, audit it, and audit a copy with one changed byte."""
-    from rftlab.analysis.arena.audit import audit_dataset, write_audit
-    from rftlab.analysis.arena.handoff import immutable_inputs
-    from rftlab.rollout.arena.sft_data import write_dataset
-
-    clock = clock or _Clock()
-    built = clock.timed("build", build_sft, work / "data", config)
-    manifest, is_stage1 = built.manifest, built.digest.is_stage1
-    write_dataset(work / "data_rebuild", config)
-    identical = all(
-        (work / "data" / name).read_bytes() == (work / "data_rebuild" / name).read_bytes()
-        for name in [*manifest["files"], "manifest.json"]
-    )
-    audit = clock.timed("audit", audit_dataset, work / "data", require_split_action_coverage=is_stage1)
-    write_audit(audit, work / "data" / "audit.json")  # what `rftlab arena audit` writes; the handoff reads it
-    tampered = work / "data_tampered"
-    shutil.copytree(work / "data", tampered)
-    raw = bytearray((tampered / "validation.jsonl").read_bytes())
-    position = len(raw) // 2
-    raw[position] = ord("7") if raw[position] != ord("7") else ord("8")
-    (tampered / "validation.jsonl").write_bytes(bytes(raw))
-    return SftDataCheck(
-        config=config,
-        is_stage1=is_stage1,
-        manifest=manifest,
-        rebuild_identical=identical,
-        digest_match=built.digest.digest_match,
-        inputs=immutable_inputs(manifest),
-        audit=audit,
-        tamper_position=position,
-        tamper_audit=audit_dataset(tampered),
-    )
-
-
 def communication_effects(summaries: Mapping[str, Mapping[str, Any]]) -> list[CommunicationEffect]:
     """Every policy's paired message-condition differences with the exact sign test of the case differences."""
     from rftlab.analysis.paired import sign_test
@@ -468,7 +347,7 @@ def _without_model(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return [{k: v for k, v in r.items() if k != "model"} for r in records]
 
 
-def frozen_check(work: Path, case_stride: int, clock: _Clock | None = None) -> FrozenCheck:
+def frozen_check(work: Path, case_stride: int, clock: Clock | None = None) -> FrozenCheck:
     """The three scripted providers on every ``case_stride``-th frozen case, served once over HTTP, then
     compared and gated (the registered gate spec)."""
     from rftlab.analysis.arena.compare import compare_evaluations, evaluation_from_records
@@ -476,7 +355,7 @@ def frozen_check(work: Path, case_stride: int, clock: _Clock | None = None) -> F
     from rftlab.envs.arena.cases import frozen_cases, manifest_sha256
     from rftlab.policies.arena.providers import OracleProvider, Provider, ScriptedProvider
 
-    clock = clock or _Clock()
+    clock = clock or Clock()
     cases = list(range(0, FROZEN_CASE_COUNT, case_stride))
     validation_rows = read_rows(work / "data" / "validation.jsonl")
     providers: dict[str, Provider] = {
@@ -572,7 +451,7 @@ def sft_study(
     if quick:  # smoke-size copies of the two lineage specs
         local_path = write_spec_variant(local_path, work / "local.json", QUICK_LOCAL_CHANGES)
         simulated_path = write_spec_variant(simulated_path, work / "simulated.json", QUICK_SIMULATED_CHANGES)
-    clock = _Clock()
+    clock = Clock()
     config = SftConfig(
         num_seeds=num_seeds,
         targeted_mechanics_per_kind=mechanics_per_kind,

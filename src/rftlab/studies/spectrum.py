@@ -26,8 +26,8 @@ The family's modules, layer by layer (``tests/test_layers.py`` keeps this list c
 - analysis: ``rftlab.analysis.spectrum`` (the study plan, study summaries and contrasts, design power,
   episode summaries)
 - studies: ``rftlab.studies.spectrum``, ``rftlab.studies.spectrum_env`` (the environment study of
-  notebook 01, bench90 rollouts), ``rftlab.studies.spectrum_memory`` (what notebook 02 reads of the memory
-  study)
+  notebook 01, bench90 rollouts), ``rftlab.studies.spectrum_tiny_lm`` (the memory study's arms on a tiny
+  language model), ``rftlab.studies.spectrum_memory`` (what notebook 02 reads of the memory study)
 - cli: ``rftlab.cli.spectrum``
 """
 
@@ -47,7 +47,6 @@ from rftlab.analysis.spectrum.study import (
     small_k_sensitivity,
     study_contrasts,
     truth_checks,
-    unestimable_contrasts,
 )
 from rftlab.launch import launcher_for
 from rftlab.launch.spectrum.spec import SpectrumArmSpec, load_arm_spec
@@ -233,7 +232,7 @@ class MemoryStudy:
         return self.plan.plan.family_of(contrast_id)
 
 
-def _rollouts(run: Run) -> list[list[dict[str, Any]]]:
+def rollouts_of(run: Run) -> list[list[dict[str, Any]]]:
     return [run.rollouts(e) for e in range(len(run.metrics()))]
 
 
@@ -269,13 +268,13 @@ def run_memory_study(
     plan = loaded.plan
     specs = study_specs(plan, spec_dir, size_overrides)
     runs = launch_arms(specs, backend, root, plan_sha256=loaded.sha256)
-    rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
+    rollouts = {arm: rollouts_of(run) for arm, run in runs.items()}
     design = replicate_design(plan, rollouts)
     extra = {k: v for k, v in replicate_specs(plan, specs, design.runs).items() if k not in specs}
     if extra:
         new = launch_arms(extra, backend, root, plan_sha256=loaded.sha256)
         runs.update(new)
-        rollouts.update({arm: _rollouts(run) for arm, run in new.items()})
+        rollouts.update({arm: rollouts_of(run) for arm, run in new.items()})
         specs.update(extra)
     study = MemoryStudy(loaded, specs, runs, rollouts, design, study_contrasts(plan, rollouts), version)
     study.audit = plan_audit(study)
@@ -389,7 +388,7 @@ def simulation_truth(
         raise ValueError("the simulation truth exists only for the simulated policy (backend 'local')")
     specs = truth_specs(study, n_pairs, first_seed)
     runs = launch_arms(specs, backend, root)
-    rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
+    rollouts = {arm: rollouts_of(run) for arm, run in runs.items()}
     arms = study.plan.plan.replicates.arms
     pairs = [
         {arm: f"{arm}_truth_seed{seed}" for arm in arms} for seed in range(first_seed, first_seed + n_pairs)
@@ -437,7 +436,7 @@ def more_pairs(
         if arm not in study.specs
     }
     runs = launch_arms(extra, backend, root)
-    rollouts = {**study.rollouts, **{arm: _rollouts(run) for arm, run in runs.items()}}
+    rollouts = {**study.rollouts, **{arm: rollouts_of(run) for arm, run in runs.items()}}
     pooled = study_contrasts(wider, rollouts)
     rows = small_k_sensitivity(wider, rollouts, pooled)
     truths = {t.contrast.id: t.truth for t in truth}
@@ -450,152 +449,3 @@ def more_pairs(
             else tuple(bool(lo <= value <= hi) for lo, hi in (row["CI, plan (HK)"], row["CI, truncated HK"]))
         )
     return MorePairs(pairs, rows, covers)
-
-
-# ------------------------------------------------------------------------------ a tiny language model
-
-TINY_LM_EXPERIMENT = "spectrum_memory_tiny_lm"
-
-
-@dataclass(frozen=True)
-class TinyLMDesign:
-    """The memory study's arms on a tiny language model through the Tinker API (docs/spectrum.md, "A tiny
-    language model"): the plan's arms ``arms`` at these sizes, ``pairs`` seed-matched C/B′ pairs, the
-    warm start, and the valid-call rate below which the study stops with a diagnosis. Every field is part
-    of the design the report prints; none is an implementation setting."""
-
-    arms: tuple[str, ...] = ("probe", "C", "B_prime")
-    pairs: int = 3
-    rows: int = 4
-    candidates: int = 4
-    num_scans: int = 4
-    epochs: int = 3
-    temperature: float = 0.7
-    max_tokens: int = 160
-    warm_rows: int = 8
-    warm_held_out: int = 2
-    warm_steps: int = 180
-    warm_batch: int = 8
-    warm_learning_rate: float = 3e-3
-    min_valid_rate: float = 0.5
-
-    def size_overrides(self) -> dict[str, Any]:
-        return {
-            "experiment": TINY_LM_EXPERIMENT,
-            "rows": self.rows,
-            "response_candidates": self.candidates,
-            "num_scans": self.num_scans,
-            "epochs": self.epochs,
-            "temperature": self.temperature,
-        }
-
-
-@dataclass
-class TinyLMStudy:
-    """The tiny-LM study as run: the design, the warm start, and (unless the warm start's valid-call rate
-    stopped it) every arm's run, per-epoch rollouts and the restricted plan's contrasts."""
-
-    design: TinyLMDesign
-    plan: LoadedPlan
-    restricted: StudyPlan
-    warm_start: Any  # rftlab.training.agent_warm_start.AgentWarmStartResult
-    specs: dict[str, SpectrumArmSpec]
-    runs: dict[str, Run]
-    rollouts: dict[str, list[list[dict[str, Any]]]]
-    contrasts: list[ContrastResult]
-    not_estimable: dict[str, str]  # contrast id → why it has no interval (left out of the analysis)
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the warm-started model wrote too few valid calls for RL to be worth running."""
-        return not self.runs
-
-    def epoch_rows(self) -> list[dict[str, Any]]:
-        """One row per arm and epoch from the runs' metrics: reward, the plan's metrics, the valid-call rate,
-        model calls per episode, zero-advantage groups, sampled tokens and seconds."""
-        keys = {
-            "reward": "reward",
-            "mean_occ": "occ",
-            "memory_gain": "memory_gain",
-            "carry_rate": "carry",
-            "valid_submit_rate": "valid-call rate",
-            "mean_model_calls": "model calls / episode",
-            "zero_advantage_groups": "zero-advantage groups",
-            "sampled_tokens": "sampled tokens",
-        }
-        rows = []
-        for arm, run in self.runs.items():
-            for m in run.metrics():
-                rows.append({"arm": arm, "epoch": int(m["epoch"]), **{v: m.get(k) for k, v in keys.items()}})
-        return rows
-
-
-def restrict_plan(
-    plan: StudyPlan, arms: Iterable[str], epochs: int, pairs: int, drop: Iterable[str] = ()
-) -> StudyPlan:
-    """The plan's contrasts among ``arms`` only, less those in ``drop`` (Holm over the confirmatory ones
-    left), at ``epochs`` and exactly ``pairs`` replicate pairs; validated as a plan (so dropping the
-    primary contrast is a ``ValueError``)."""
-    keep, gone = set(arms), set(drop)
-    data = plan.model_dump()
-    data["arms"] = [a for a in plan.arms if a in keep]
-    data["contrasts"] = [
-        c for c in data["contrasts"] if {c["treatment"], c["control"]} <= keep and c["id"] not in gone
-    ]
-    kept = {c["id"] for c in data["contrasts"]}
-    data["seen_before"] = [c for c in data.get("seen_before", ()) if c in kept]
-    data["epochs"] = epochs
-    data["replicates"] = {**data["replicates"], "min_runs": pairs, "max_runs": pairs}
-    return StudyPlan.model_validate(data)
-
-
-def _tiny_warm_start(design: TinyLMDesign, specs: Mapping[str, SpectrumArmSpec], root: Path) -> Any:
-    from rftlab.launch.spectrum.tinker import local_storage_dir
-    from rftlab.training.agent_warm_start import AgentWarmStartConfig
-    from rftlab.training.local_tinker.model import AGENT_MODEL
-    from rftlab.training.spectrum.cookbook_env import SpectrumCookbookConfig
-    from rftlab.training.spectrum.warm_start import WarmStartRows, prepare_spectrum_base
-
-    configs = [SpectrumCookbookConfig.from_arm_spec(s, base_model=AGENT_MODEL) for s in specs.values()]
-    config = AgentWarmStartConfig(
-        base_model=AGENT_MODEL,
-        batch_size=design.warm_batch,
-        learning_rate=design.warm_learning_rate,
-        steps=design.warm_steps,
-        eval_every=max(design.warm_steps // 3, 1),
-        temperature=design.temperature,
-        max_tokens=design.max_tokens,
-    )
-    rows = WarmStartRows(rows=design.warm_rows, held_out=design.warm_held_out)
-    return prepare_spectrum_base(local_storage_dir(root) / "warm_start_tiny_lm", configs, rows, config)
-
-
-def run_tiny_lm_study(
-    plan_path: str | Path,
-    spec_dir: str | Path,
-    design: TinyLMDesign = TinyLMDesign(),
-    root: str | Path | None = None,
-) -> TinyLMStudy:
-    """Warm-start the tiny model on reference transcripts, stop there when its held-out valid-call rate is
-    below ``design.min_valid_rate``, else run every arm and replicate pair through the Tinker API (the
-    in-process service unless ``TINKER_BASE_URL`` or ``TINKER_API_KEY`` say otherwise) and compute the
-    plan's contrasts among the design's arms. A contrast with no interval (a paired difference that never
-    varied) is left out, with Holm over the confirmatory ones left, and named in ``not_estimable``."""
-    loaded, _ = load_registered_plan(plan_path)
-    restricted = restrict_plan(loaded.plan, design.arms, design.epochs, design.pairs)
-    root = Path(runs_root() if root is None else root)
-    specs = study_specs(restricted, spec_dir, design.size_overrides())
-    warm = _tiny_warm_start(design, specs, root)
-    if warm.valid_rate < design.min_valid_rate:
-        return TinyLMStudy(design, loaded, restricted, warm, specs, {}, {}, [], {})
-    specs.update(
-        {k: v for k, v in replicate_specs(restricted, specs, design.pairs).items() if k not in specs}
-    )
-    runs = launch_arms(specs, "tinker", root, base_model=warm.path, max_tokens=design.max_tokens)
-    rollouts = {arm: _rollouts(run) for arm, run in runs.items()}
-    dropped = unestimable_contrasts(restricted, rollouts)
-    if restricted.primary_contrast in dropped:
-        return TinyLMStudy(design, loaded, restricted, warm, specs, runs, rollouts, [], dropped)
-    analysed = restrict_plan(restricted, design.arms, design.epochs, design.pairs, drop=dropped)
-    contrasts = study_contrasts(analysed, rollouts)
-    return TinyLMStudy(design, loaded, analysed, warm, specs, runs, rollouts, contrasts, dropped)

@@ -59,14 +59,12 @@ from rftlab.studies.spectrum import (
     AuditStatement,
     MemoryStudy,
     MorePairs,
-    TinyLMDesign,
-    TinyLMStudy,
     audit_statement,
     more_pairs,
     run_memory_study,
-    run_tiny_lm_study,
     simulation_truth,
 )
+from rftlab.studies.spectrum_tiny_lm import TinyLMDesign, TinyLMStudy, run_tiny_lm_study
 from rftlab.training.spectrum.calibration import calibration_check
 from rftlab.training.spectrum.grpo import final_theta
 
