@@ -438,33 +438,32 @@ def study_seeds(
         raise ValueError(f"the arms must share their seed to pair by seed, got {sorted(spec_seed)}")
     own = spec_seed.pop()
     others = [s for s in plan.seeds if s != own]
+    # the seeds are independent: in worker processes, each building the backend from the recipe
+    # make_gs1_backend recorded; a backend built by hand, or a progress callback, keeps them here
     recipe = getattr(backend, "recipe", None)
-    key = recipe.key() if recipe is not None else f"backend object {id(backend)}"
-    _BACKENDS[key] = backend  # this process runs its seeds on the backend it has
-    # the seeds are independent: in worker processes, each building the backend from its recipe; a
-    # backend built by hand, or a progress callback, keeps them here
     parallel = recipe is not None and progress is None
-    jobs = [(key, recipe, store, bandwidth, spec, s, None if parallel else progress) for s in others]
-    try:
-        trained = dict(
-            zip(others, map_processes(_seed_runs, jobs, workers=None if parallel else 1), strict=True)
-        )
-    finally:
-        _BACKENDS.pop(key, None)
+    source = recipe if parallel else backend
+    jobs = [(source, store, bandwidth, spec, s, progress) for s in others]
+    trained = dict(zip(others, map_processes(_seed_runs, jobs, workers=None if parallel else 1), strict=True))
     out = [seed_result(spec, s, dict(seed0) if s == own else trained[s]) for s in plan.seeds]
     return run_level(spec, plan, out)
 
 
-_BACKENDS: dict[str, Any] = {}
-"""The backends this process has, by recipe key (``study_seeds``; a worker builds its own once)."""
+_BUILT: dict[str, Any] = {}
+"""In a worker process: the backend each recipe built there, by ``BackendRecipe.key``."""
 
 
-def _seed_runs(job: tuple[str, Any, Any, float, GS1StudySpec, int, Any]) -> dict[str, Any]:
-    """One seed of ``study_seeds``: both arms trained with that seed and the base evaluated with it."""
-    key, recipe, store, bandwidth, spec, seed, progress = job
-    backend = _BACKENDS.get(key)
-    if backend is None:
-        backend = _BACKENDS[key] = recipe.build()
+def _seed_runs(job: tuple[Any, Any, float, GS1StudySpec, int, Any]) -> dict[str, Any]:
+    """One seed of ``study_seeds``: both arms trained with that seed and the base evaluated with it, on
+    the backend given, or on the one its recipe builds (once per process)."""
+    from rftlab.launch.gs1.backend import BackendRecipe
+
+    source, store, bandwidth, spec, seed, progress = job
+    backend = source
+    if isinstance(source, BackendRecipe):
+        backend = _BUILT.get(source.key())
+        if backend is None:
+            backend = _BUILT[source.key()] = source.build()
     results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=seed)
     results[BASE] = evaluate_base(backend, store, seed=seed)
     return results
