@@ -5,6 +5,8 @@ No box, a wrong or unparseable answer, a grader failure or a timeout all score 0
 
 from __future__ import annotations
 
+import functools
+
 from tinker_cookbook.recipes.math_rl.math_env import safe_grade
 from tinker_cookbook.recipes.math_rl.math_grading import extract_boxed
 
@@ -26,8 +28,14 @@ def grade(response: str, answer: str) -> float:
     """The exact-answer reward of the cookbook's ``rl_loop``: 1.0 when the boxed answer grades equal to
     ``answer``, else 0.0."""
     given = boxed_answer(response)
-    if given is None:
-        return 0.0
+    return 0.0 if given is None else _grade_boxed(given, answer)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _grade_boxed(given: str, answer: str) -> float:
+    """``safe_grade`` of one boxed answer, memoised: a pure function of the two strings, and a study grades
+    the same few hundred pairs over and over: the GS1 runs hold 45,764 responses and 248 distinct
+    (boxed answer, reference) pairs. Each uncached call starts a thread for the timeout."""
     try:
         return 1.0 if safe_grade(given, answer, "sympy", GRADE_TIMEOUT_S) else 0.0
     except Exception:  # the grader's own parse failures on garbage answers

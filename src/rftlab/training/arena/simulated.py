@@ -71,22 +71,27 @@ class _Done:
 
 
 class _MemoTokenizer:
-    """The local arena BPE with ``encode`` memoised by text: the simulation renders the same system prompt
-    and the same validation and frozen prompts many times, and only its speed changes."""
+    """The local arena BPE with ``encode`` memoised by its arguments: the simulation renders the same system
+    prompt and the same validation and frozen prompts many times, and only its speed changes. The
+    renderer's calls with ``split_special_tokens`` are memoised too: a lineage makes 54,126 of them."""
 
     def __init__(self, inner: Any):
         self._inner = inner
-        self._memo: dict[tuple[str, bool], list[int]] = {}
+        self._memo: dict[tuple[object, ...], list[int]] = {}
 
     def encode(self, text: str, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
-        if kwargs:
+        key = (text, add_special_tokens, *sorted(kwargs.items()))
+        try:
+            tokens = self._memo.get(key)
+        except TypeError:  # an unhashable keyword value: not memoised
             return self._inner.encode(text, add_special_tokens=add_special_tokens, **kwargs)
-        key = (text, add_special_tokens)
-        if key not in self._memo:
+        if tokens is None:
             if len(self._memo) > 200_000:
                 self._memo.clear()
-            self._memo[key] = self._inner.encode(text, add_special_tokens=add_special_tokens)
-        return list(self._memo[key])
+            tokens = self._memo[key] = self._inner.encode(
+                text, add_special_tokens=add_special_tokens, **kwargs
+            )
+        return list(tokens)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
