@@ -66,15 +66,18 @@ class StepResult(Generic[ObsT, InfoT]):
 
 
 @runtime_checkable
-class Env(Protocol[ObsT, ActT, InfoT]):
+class Env(Protocol[ObsT, ActT_contra, InfoT]):
     """A stateful, seeded episode. Pure: no network, files or clocks; the same ``reset`` key gives the
     same episode. One env object may be reset and reused for many episodes, one at a time."""
 
-    def reset(self, key: EpisodeKey = None, /, **options: Any) -> ObsT:
-        """Start an episode for ``key`` (seed or row id) and return the first observation."""
+    def reset(self, key: EpisodeKey = None, /) -> ObsT:
+        """Start an episode for ``key`` (seed or row id) and return the first observation.
+
+        An env may add keyword-only options with defaults (an epoch, a salt). ``rollout.episode`` passes
+        its extra keywords on to them."""
         ...
 
-    def step(self, action: ActT) -> StepResult[ObsT, InfoT]:
+    def step(self, action: ActT_contra) -> StepResult[ObsT, InfoT]:
         """Apply one agent action. Malformed actions are scored as the env's spec says; they never
         raise. Raises ``RuntimeError`` only for misuse (``step`` before ``reset`` or after ``done``)."""
         ...
@@ -97,7 +100,7 @@ class Policy(Protocol[ObsT_contra, ActT_co]):
         """Forget the previous episode; reseed the policy's generator when ``seed`` is given."""
         ...
 
-    def act(self, observation: ObsT_contra) -> ActT_co:
+    def act(self, observation: ObsT_contra, /) -> ActT_co:
         """The action for ``observation`` (the env's action type: centres, a tool call, a JSON reply)."""
         ...
 

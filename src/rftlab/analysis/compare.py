@@ -353,7 +353,7 @@ def _eval_contrast(x: Records, y: Records, names: tuple[str, str], name: str, le
 
 # -- paired contrasts --------------------------------------------------------------------------------
 def cluster_robust_mean(
-    d: Sequence[float], groups: Sequence[Any], level: float = 0.95
+    d: Sequence[float] | np.ndarray, groups: Sequence[Any] | np.ndarray, level: float = 0.95
 ) -> tuple[float, float, tuple[float, float], float, int]:
     """Mean of ``d`` with the CR1 cluster-robust standard error (``groups`` the clusters):
     ``se² = G/(G−1) · Σ_g (Σ_{i∈g} (d_i − d̄))² / N²``; interval and two-sided ``p`` on ``t(G − 1)``.

@@ -166,7 +166,10 @@ class ContrastFit:
 
 
 def cluster_robust_slope(
-    x: Sequence[float], y: Sequence[float], groups: Sequence[Any], level: float = 0.95
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    groups: Sequence[Any] | np.ndarray,
+    level: float = 0.95,
 ) -> tuple[float, float, float, float, int]:
     """OLS of ``y`` on ``[1, x]`` with the CR1 cluster-robust covariance (statsmodels' ``cov_type="cluster"``):
     ``V = c·(X'X)⁻¹ (Σ_g X_g'u_g u_g'X_g) (X'X)⁻¹``, ``c = G/(G−1)·(N−1)/(N−2)``.
@@ -197,7 +200,7 @@ def contrast_slope(diffs: PairedDifferences, level: float = 0.95) -> ContrastFit
     if not 0.0 < level < 1.0:
         raise ValueError(f"level={level} must be in (0, 1)")
     intercept, slope, se, p, groups = cluster_robust_slope(diffs.epoch, diffs.d, diffs.row, level)
-    half = sps.t.ppf(0.5 + level / 2.0, groups - 1) * se
+    half = float(sps.t.ppf(0.5 + level / 2.0, groups - 1)) * se
     means = diffs.epoch_means()
     h = means.size // 2
     return ContrastFit(
@@ -319,7 +322,7 @@ def random_effects_pool(
     mu = float(np.sum(ws * b) / np.sum(ws))
     hk_q = float(np.sum(ws * (b - mu) ** 2) / (k - 1))
     se = math.sqrt((max(1.0, hk_q) if truncate else hk_q) / float(np.sum(ws)))
-    tq = sps.t.ppf(0.5 + level / 2.0, k - 1)
+    tq = float(sps.t.ppf(0.5 + level / 2.0, k - 1))
     p = float(2 * sps.t.sf(abs(mu) / se, k - 1)) if se > 0 else (0.0 if mu != 0 else 1.0)
     if dfs is None:
         crit = np.full(k, sps.norm.ppf(0.5 + level / 2.0))

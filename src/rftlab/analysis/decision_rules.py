@@ -317,7 +317,7 @@ def resolve_permutation_seed(rule: DecisionRule, requested: int | None) -> int |
 
 def _load_arm(path: str | Path, criterion: Criterion) -> dict[str, float]:
     field = criterion.metric if _records_have_field(path, criterion.metric) else None
-    return load_item_outcomes(path, bounds=tuple(criterion.bounds), field=field)
+    return load_item_outcomes(path, bounds=criterion.bounds, field=field)
 
 
 def _records_have_field(path: str | Path, name: str) -> bool:

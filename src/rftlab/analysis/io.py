@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard, TypeVar
 
 import numpy as np
 
@@ -102,7 +103,16 @@ def _parse_int(text: str) -> int | _HugeInt:
     return _HugeInt(digits) if digits > MAX_INT_DIGITS else int(text)
 
 
-def _find(value: object, bad, where: str = "") -> tuple[str, object] | None:
+def _is_huge(value: object) -> TypeGuard[_HugeInt]:
+    return isinstance(value, _HugeInt)
+
+
+_Found = TypeVar("_Found")
+
+
+def _find(
+    value: object, bad: Callable[[object], TypeGuard[_Found]], where: str = ""
+) -> tuple[str, _Found] | None:
     """``(dotted path, value)`` (``eval.n_examples``, ``arms[1].name``) of the first value or key that
     ``bad`` accepts, depth first; ``None`` when there is none."""
     if isinstance(value, dict):
@@ -121,7 +131,7 @@ def _find(value: object, bad, where: str = "") -> tuple[str, object] | None:
     return (where or "the top-level value", value) if bad(value) else None
 
 
-def _undecodable(value: object) -> bool:
+def _undecodable(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and any("\udc80" <= ch <= "\udcff" for ch in value)
 
 
@@ -175,7 +185,7 @@ def parse_json_bytes(raw: bytes, path: Path, what: str = "file") -> object:
     except ValueError as exc:
         raise AnalysisInputError(f"{what} {path}: not valid JSON ({exc})") from None
     try:
-        huge = _find(value, lambda v: isinstance(v, _HugeInt))
+        huge = _find(value, _is_huge)
     except RecursionError:
         raise AnalysisInputError(f"{what} {path}: JSON nested too deeply") from None
     if huge is not None:
@@ -380,14 +390,16 @@ def load_metric_series(
 def validation_message(exc: Exception, limit: int = 3) -> str:
     """One line for a ``pydantic.ValidationError`` (``field.path: message; ...``, the first ``limit``
     errors), else ``str(exc)``."""
-    errors = getattr(exc, "errors", None)
-    if not callable(errors):
+    from pydantic import ValidationError  # here, not at the top: reading JSON does not load pydantic
+
+    if not isinstance(exc, ValidationError):
         return " ".join(str(exc).split())
+    errors = exc.errors()
     parts = []
-    for error in errors()[:limit]:
+    for error in errors[:limit]:
         where = ".".join(str(part) for part in error.get("loc", ()))
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{where}: {message}" if where else message)
-    more = len(errors()) - limit
+    more = len(errors) - limit
     text = "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
     return " ".join(text.split())  # field names from the input may hold newlines: keep it one line

@@ -595,7 +595,8 @@ def _paired_t_statsmodels(d: np.ndarray, margin: float, alpha: float) -> tuple[f
     if d.size < 2 or stats.std == 0.0:  # degenerate: every item has the same difference
         mean = float(np.mean(d))
         return mean, mean, None
-    _, p_value, _ = stats.ttest_mean(value=-margin, alternative="larger")
+    # statsmodels is unannotated: pyright reads `value: int` from its default 0, but any real is meant
+    _, p_value, _ = stats.ttest_mean(value=-margin, alternative="larger")  # pyright: ignore[reportArgumentType]
     lower = float(stats.tconfint_mean(alpha=alpha, alternative="larger")[0])
     upper = float(stats.tconfint_mean(alpha=alpha, alternative="smaller")[1])
     return lower, upper, float(p_value)
@@ -659,7 +660,7 @@ def bound_result(
             p_value = float(sps.norm.sf(z))
     if lower is None and (note.startswith("degenerate") or note.startswith("the paired t test needs")):
         decision = "inconclusive"
-    elif lower is not None and method in ("betting", "tango"):
+    elif lower is not None and upper is not None and method in ("betting", "tango"):
         # direct test of -margin: the same decision as comparing the bisected bound, without its rounding
         claimed = bool(batch_noninferior(method, d, margin, alpha, low, high, horizon)[0])
         decision = "noninferior" if claimed else ("inferior" if upper < -margin else "inconclusive")

@@ -64,7 +64,7 @@ class RunLevelEstimate:
     unit: str = "run"
 
 
-def _strata(scores: Mapping[str, Sequence[float]] | Sequence[float]) -> list[np.ndarray]:
+def _strata(scores: Mapping[str, Sequence[float]] | Sequence[float] | np.ndarray) -> list[np.ndarray]:
     groups = scores.values() if isinstance(scores, Mapping) else [scores]
     out = [np.asarray(list(group), dtype=float) for group in groups]
     if not out or any(group.size == 0 for group in out):
@@ -84,7 +84,7 @@ def _check(statistic: str, reps: int, level: float) -> None:
 
 
 def stratified_bootstrap(
-    scores: Mapping[str, Sequence[float]] | Sequence[float],
+    scores: Mapping[str, Sequence[float]] | Sequence[float] | np.ndarray,
     statistic: str = "iqm",
     reps: int = 10_000,
     seed: int = 0,
@@ -114,7 +114,7 @@ def stratified_bootstrap(
     )
 
 
-def sign_flip_exact_p(differences: Sequence[float]) -> float:
+def sign_flip_exact_p(differences: Sequence[float] | np.ndarray) -> float:
     """Two-sided exact randomisation p-value of the mean of paired differences: the share of all
     ``2**n`` sign patterns whose |mean| is at least the observed one (1 when the mean is 0).
 

@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check",
         help="check metrics against a spec's gate; exit 0 pass, 1 fail, 2 bad input",
-        description=__doc__.replace("``", ""),
+        description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("spec", help='spec JSON with activation_gate.checks, or {"checks": [...]}')

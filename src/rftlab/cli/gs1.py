@@ -358,7 +358,8 @@ def run_command(args: argparse.Namespace) -> int:
 def print_summary(summary: GS1Summary) -> None:
     """The study's outcome in a few lines (``rftlab gs1 run`` without ``--json``)."""
     pre = summary.preflight
-    print(f"preflight: {pre.status} ({pre.path})")
+    if pre is not None:
+        print(f"preflight: {pre.status} ({pre.path})")
     if summary.gate is not None:
         print(
             f"activation gate: {'passed' if summary.gate.passed else 'FAILED'} "

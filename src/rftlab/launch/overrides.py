@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -116,10 +116,16 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str | Override]
     return out
 
 
+@runtime_checkable
+class _DictSpec(Protocol):
+    """A spec whose hashed data is its own ``to_dict()``."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 def spec_data(spec: BaseModel) -> dict[str, Any]:
     """The spec as the JSON data its hash is taken over (``to_dict()`` where the model has one)."""
-    to_dict = getattr(spec, "to_dict", None)
-    return to_dict() if callable(to_dict) else spec.model_dump(mode="json")
+    return spec.to_dict() if isinstance(spec, _DictSpec) else spec.model_dump(mode="json")
 
 
 def _field_names(model: type[BaseModel], key: Sequence[str]) -> list[str]:

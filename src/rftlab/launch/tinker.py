@@ -146,6 +146,10 @@ class TinkerArmLauncher:
 
     backend = "tinker"
     family: str
+    # the family's hooks, set by each subclass (as staticmethods)
+    train: Callable[..., Any]
+    trainer_config: Callable[..., Any]
+    default_base_model: Callable[[Any, str], str]
 
     def __init__(
         self,

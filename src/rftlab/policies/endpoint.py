@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from rftlab.envs.spectrum.rft import AssistantTurn, SpectrumRFTConfig, ToolCall, tool_schemas
 
@@ -29,6 +29,25 @@ CHECK_SYSTEM_PROMPT = (
     "Answer with the tool call only. /no_think"
 )
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+class ChatCompletions(Protocol):
+    """The ``create`` of an OpenAI-compatible client. Its signature is left open: the SDK's typed request
+    overloads do not take the plain message and tool dicts this policy keeps."""
+
+    def create(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class ChatNamespace(Protocol):
+    @property
+    def completions(self) -> ChatCompletions: ...
+
+
+class ChatClient(Protocol):
+    """What ``EndpointPolicy`` needs of a client: ``chat.completions.create`` (``openai.OpenAI`` has it)."""
+
+    @property
+    def chat(self) -> ChatNamespace: ...
 
 
 class EndpointKeyError(ValueError):
@@ -113,7 +132,7 @@ class EndpointPolicy:
         self.sampling = {
             k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items() if v is not None
         }
-        self.client = client or make_client(base_url, api_key_env=api_key_env, timeout=timeout)
+        self.client: ChatClient = client or make_client(base_url, api_key_env=api_key_env, timeout=timeout)
         self.session_prefix = session or f"endpoint-{id(self):x}"
         self.episodes = 0
         self.reset()

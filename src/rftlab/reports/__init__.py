@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rftlab.reports.exports import split_row, take_svg_figures, write_table_exports
 from rftlab.reports.inputs import (
@@ -57,6 +57,9 @@ from rftlab.reports.inputs import (
 )
 from rftlab.runs.atomic import atomic_write_bytes, atomic_write_text
 from rftlab.runs.paths import NOTEBOOKS_DIR, PROJECT_ROOT, REPORTS_DIR
+
+if TYPE_CHECKING:
+    from jupyter_client.manager import AsyncKernelManager
 
 NOTEBOOK_RE = re.compile(r"^\d\d_(?P<name>[A-Za-z0-9_]+)\.py$")
 # The folders a report can be built from (its own inputs, ``rftlab.reports.inputs``, are files in these).
@@ -201,6 +204,11 @@ class Timings:
         return "seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())
 
 
+async def _shutdown_kernel(km: AsyncKernelManager) -> None:
+    """Stop the notebook's kernel (jupyter_client types the coroutine as a bare ``Awaitable``)."""
+    await km.shutdown_kernel(now=False)
+
+
 def execute_notebook(
     notebook: Path,
     quick: bool,
@@ -267,7 +275,7 @@ def execute_notebook(
         raise NotebookFailed(f"{notebook} failed:\n{exc}") from None
     finally:
         if km.has_kernel:
-            asyncio.run(km.shutdown_kernel(now=False))
+            asyncio.run(_shutdown_kernel(km))
         sockets.cleanup()
         bar.close()
         for key, value in previous.items():
@@ -592,7 +600,8 @@ def _positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rftlab.reports", description=__doc__.splitlines()[0])
+    summary = __doc__.splitlines()[0] if __doc__ else None
+    parser = argparse.ArgumentParser(prog="python -m rftlab.reports", description=summary)
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all)")
     parser.add_argument("--out", type=Path, default=REPORTS_DIR, help="report folder (default: reports/)")
     parser.add_argument("--quick", action="store_true", help="smoke-size run (RFTLAB_QUICK=1)")

@@ -121,7 +121,8 @@ def environment_change(record: dict) -> str | None:
     for key in ("python", "machine", "cpu"):
         if old.get(key) != new[key]:
             return f"built with {key} {old.get(key)!r}, this is {new[key]!r}"
-    packages = old.get("packages") if isinstance(old.get("packages"), dict) else {}
+    recorded = old.get("packages")
+    packages = recorded if isinstance(recorded, dict) else {}
     for name, version in new["packages"].items():
         if packages.get(name) != version:
             return f"built with {name} {packages.get(name)}, this has {version}"

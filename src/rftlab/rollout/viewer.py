@@ -187,7 +187,8 @@ def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int
     experiment, arm = str(tags.get("experiment") or "?"), str(tags.get("arm") or "?")
     run_id, epoch = str(tags.get("run_id") or "-"), tags.get("epoch")
     row_id = next((str(record[k]) for k in ID_KEYS if record.get(k) is not None), None)
-    meta = record.get("input_metadata") if isinstance(record.get("input_metadata"), Mapping) else {}
+    found = record.get("input_metadata")
+    meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     row_id = str(meta.get("row_id") or row_id or (f"case-{record['case_index']}" if "case_index" in record
                                                    else f"row-{index}"))  # fmt: skip
     rollout_id = f"{experiment}/{arm}/{run_id}/e{epoch if epoch is not None else '-'}/{index}"
@@ -212,24 +213,27 @@ def record_to_row(record: Mapping[str, Any], tags: Mapping[str, Any], index: int
         )
     evaluation, values = _viewer_metrics(evaluation)
     session["values"] = values
-    return EvaluationRow(
-        messages=_messages(record),
-        input_metadata={
-            "row_id": row_id,
-            "session_data": session,
-            "dataset_info": {"experiment": experiment, "arm": arm, "run_id": run_id, "epoch": epoch},
-        },
-        evaluation_result=evaluation,
-        execution_metadata={"rollout_id": rollout_id, "experiment_id": experiment, "run_id": run_id},
-        eval_metadata={
-            "name": f"{experiment}/{arm}",
-            "description": f"rftlab {experiment} arm {arm}, run {run_id}",
-            "version": str(run_id),
-            "status": {"code": 100, "message": "finished"},
-            "num_runs": 1,
-            "aggregation_method": "mean",
-        },
-        rollout_status={"code": 100, "message": "finished"},
+    # JSON-shaped fields, validated into eval-protocol's models as the constructor would
+    return EvaluationRow.model_validate(
+        {
+            "messages": _messages(record),
+            "input_metadata": {
+                "row_id": row_id,
+                "session_data": session,
+                "dataset_info": {"experiment": experiment, "arm": arm, "run_id": run_id, "epoch": epoch},
+            },
+            "evaluation_result": evaluation,
+            "execution_metadata": {"rollout_id": rollout_id, "experiment_id": experiment, "run_id": run_id},
+            "eval_metadata": {
+                "name": f"{experiment}/{arm}",
+                "description": f"rftlab {experiment} arm {arm}, run {run_id}",
+                "version": str(run_id),
+                "status": {"code": 100, "message": "finished"},
+                "num_runs": 1,
+                "aggregation_method": "mean",
+            },
+            "rollout_status": {"code": 100, "message": "finished"},
+        }
     )
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from rftlab.analysis.spectrum.plan import LoadedPlan, StudyPlan, load_study_plan
 from rftlab.analysis.spectrum.power import ReplicateDesign, replicates_for_power
@@ -80,6 +80,13 @@ def as_spec(spec: SpectrumArmSpec | str | Path) -> SpectrumArmSpec:
     return spec if isinstance(spec, SpectrumArmSpec) else load_arm_spec(spec)
 
 
+@runtime_checkable
+class _RecordsProvenance(Protocol):
+    """A launcher that records ``provenance`` in a new run's ``provider`` (local, tinker)."""
+
+    provenance: dict[str, Any]
+
+
 def launch_arm(
     spec: SpectrumArmSpec | str | Path,
     backend: str | None = None,
@@ -101,7 +108,7 @@ def launch_arm(
     backend = backend or spec.backend or "local"
     root = runs_root() if root is None else root
     launcher = launcher_for(backend, **launcher_options)
-    if provenance:
+    if provenance and isinstance(launcher, _RecordsProvenance):  # Fireworks gets it after the launch
         launcher.provenance = dict(provenance)
     before = RunStore(root).find_run(spec.experiment, spec.arm, spec.to_dict(), "finished", backend)
     extra: dict[str, Any] = {"force": True} if force else {}
@@ -317,7 +324,7 @@ def audit_statement(study: MemoryStudy) -> AuditStatement:
     if study.audit is None:
         raise ValueError("the study has no audit (run it with run_memory_study)")
     registry = find_registry(study.plan.path)
-    versions = tuple(registry.versions) if registry is not None else ()
+    versions = tuple(registry.versions if registry is not None else ())
     plan = study.plan.plan
     rows = tuple(
         {
@@ -443,9 +450,9 @@ def more_pairs(
     covers: dict[str, tuple[bool, bool] | None] = {}
     for row in rows:
         value = truths.get(row["id"])
-        covers[row["id"]] = (
-            None
-            if value is None
-            else tuple(bool(lo <= value <= hi) for lo, hi in (row["CI, plan (HK)"], row["CI, truncated HK"]))
-        )
+        if value is None:
+            covers[row["id"]] = None
+        else:
+            (plan_lo, plan_hi), (hk_lo, hk_hi) = row["CI, plan (HK)"], row["CI, truncated HK"]
+            covers[row["id"]] = (bool(plan_lo <= value <= plan_hi), bool(hk_lo <= value <= hk_hi))
     return MorePairs(pairs, rows, covers)

@@ -68,8 +68,10 @@ class ReferenceTurn:
         return types.Datum(
             model_input=types.ModelInput.from_ints(tokens[:-1]),
             loss_fn_inputs={
-                "target_tokens": torch.tensor(tokens[1:], dtype=torch.long),
-                "weights": torch.tensor([0.0] * (n_prompt - 1) + [1.0] * len(self.reply)),
+                "target_tokens": types.TensorData.from_torch(torch.tensor(tokens[1:], dtype=torch.long)),
+                "weights": types.TensorData.from_torch(
+                    torch.tensor([0.0] * (n_prompt - 1) + [1.0] * len(self.reply))
+                ),
             },
         )
 

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, Trajectory
 
@@ -72,6 +72,13 @@ def numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, bool | int | float)}
 
 
+@runtime_checkable
+class EpisodeMetricsEnv(Protocol):
+    """An env that reports its finished episode's metrics (the family envs here do)."""
+
+    def episode_metrics(self) -> dict[str, float]: ...
+
+
 class EpisodeRewardGroup(EnvGroupBuilder):
     """A group builder whose envs pay the episode's reward on their last step and report their episode's
     metrics (``episode_metrics()``): the group adds no reward of its own."""
@@ -79,7 +86,9 @@ class EpisodeRewardGroup(EnvGroupBuilder):
     async def compute_group_rewards(
         self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
     ) -> list[tuple[float, dict[str, float]]]:
-        return [(0.0, env.episode_metrics() if hasattr(env, "episode_metrics") else {}) for env in env_group]
+        return [
+            (0.0, env.episode_metrics() if isinstance(env, EpisodeMetricsEnv) else {}) for env in env_group
+        ]
 
 
 class ArmRowsDataset(RLDataset):

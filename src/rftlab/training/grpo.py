@@ -22,7 +22,7 @@ import numpy as np
 ADVANTAGE_KINDS = ("grpo", "mean_only")
 
 
-def group_mean(rewards: Sequence[float], group_ids: Sequence[Any]) -> np.ndarray:
+def group_mean(rewards: Sequence[float] | np.ndarray, group_ids: Sequence[Any] | np.ndarray) -> np.ndarray:
     """``r - mean(r over the rollouts with the same group id)`` in float64 (the cookbook's GRPO)."""
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 1:

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rftlab.envs.arena.cases import FROZEN_SEEDS
 from rftlab.envs.arena.oracle import JointSolution, solve_joint_action
@@ -134,7 +134,7 @@ class _States:
         return self._solutions[key]
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -411,7 +411,8 @@ def _check_files(
     root: Path, manifest: Mapping[str, Any], expected_files: Mapping[str, bytes], failures: list[str]
 ) -> None:
     """Every data file's bytes against the manifest's SHA-256 and against the canonical rebuild."""
-    recorded = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    files = manifest.get("files")
+    recorded: Mapping[str, Any] = files if isinstance(files, dict) else {}
     for name, data in expected_files.items():
         file = root / name
         if not file.is_file():

@@ -411,6 +411,13 @@ def _frozen_counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] |
     return replies[phase][key], replies[phase]["n"]
 
 
+def _declared_bound(bound: float | None, check: CheckSpec, name: str) -> float:
+    """The check's ``min`` or ``max``. The spec's validator requires it of every rate or count check."""
+    if bound is None:
+        raise GateSpecError(f"check {check.metric!r} declares no {name!r}")
+    return bound
+
+
 def _rate_result(check: CheckSpec, counts: tuple[int, int] | str) -> CheckResult:
     if isinstance(counts, str):
         return _missing(check, counts)
@@ -418,10 +425,13 @@ def _rate_result(check: CheckSpec, counts: tuple[int, int] | str) -> CheckResult
     if n == 0:
         return _result(check, 0, None, INSUFFICIENT, f"no observations (needs {check.min_n})", {})
     if check.rule == "count":
-        oc = count_gate(k, n, int(check.max), check.min_n)
-        observed, reason = float(k), f"{k} of {n} failed (at most {int(check.max)} allowed)"
+        limit = int(_declared_bound(check.max, check, "max"))
+        oc = count_gate(k, n, limit, check.min_n)
+        observed, reason = float(k), f"{k} of {n} failed (at most {limit} allowed)"
+    elif check.rule == "value":
+        raise GateSpecError(f"check {check.metric!r} has rule 'value': it is not a rate or count check")
     else:
-        oc = rate_gate(k, n, check.min, check.rule, check.min_n)
+        oc = rate_gate(k, n, _declared_bound(check.min, check, "min"), check.rule, check.min_n)
         observed = oc.decided_on
         label = "point estimate" if check.rule == "point" else "Wilson 95% lower bound"
         reason = f"{label} {observed:.4f} from {k}/{n}"
@@ -532,7 +542,12 @@ def evaluate_checks(
     is the reason there is none (e.g. the comparison's refusal)."""
     results = tuple(_check_result(c, candidate, validation, comparison) for c in checks)
     return GateEvaluation(
-        spec.name, spec_sha256, results, tuple(spec.claim_gates), dict(spec.licenses), spec_path
+        spec.name,
+        spec_sha256,
+        results,
+        tuple(spec.claim_gates),
+        {gate: claim for gate, claim in spec.licenses.items()},
+        spec_path,
     )
 
 

@@ -96,6 +96,9 @@ def compare_epochs(
     if x.size < 2 or y.size < 2:
         return None
     welch = sps.ttest_ind(y, x, equal_var=False)
+    # scipy makes TtestResult's fields with `_make_tuple_bunch`, which pyright cannot see through
+    welch_t: float = welch.statistic  # pyright: ignore[reportAttributeAccessIssue]
+    welch_p: float = welch.pvalue  # pyright: ignore[reportAttributeAccessIssue]
     both_constant = np.ptp(np.concatenate([x, y])) == 0
     mwu_p = 1.0 if both_constant else float(sps.mannwhitneyu(y, x, alternative="two-sided").pvalue)
     return {
@@ -105,8 +108,8 @@ def compare_epochs(
         "mean_first": float(x.mean()),
         "mean_last": float(y.mean()),
         "diff": float(y.mean() - x.mean()),
-        "welch_t": float(welch.statistic) if np.isfinite(welch.statistic) else 0.0,
-        "welch_p": float(welch.pvalue) if np.isfinite(welch.pvalue) else 1.0,
+        "welch_t": float(welch_t) if np.isfinite(welch_t) else 0.0,
+        "welch_p": float(welch_p) if np.isfinite(welch_p) else 1.0,
         "mannwhitney_p": mwu_p,
     }
 

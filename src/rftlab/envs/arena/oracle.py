@@ -166,6 +166,13 @@ class _Combinations:
     choices_of: dict[str, list[Action]]
 
 
+def _target(action: Action) -> str:
+    """The target of a SCAN, CAPTURE or TRANSFER action (every legal one has a target)."""
+    if action.target is None:
+        raise ValueError(f"a {action.kind} action without a target")
+    return action.target
+
+
 def _enumerate_actions(
     state: GameState, members: Sequence[str], legal: Sequence[tuple[Action, ...]], choice: np.ndarray, fixed
 ) -> _Combinations:
@@ -194,7 +201,8 @@ def _enumerate_actions(
         node_target[i] = np.array(
             [node_index[a.target] if a.target in node_index and a.kind != TRANSFER else 0 for a in table]
         )[pick]
-        agent_target[i] = np.array([agent_index[a.target] if a.kind == TRANSFER else 0 for a in table])[pick]
+        receivers = [agent_index[_target(a)] if a.kind == TRANSFER else 0 for a in table]
+        agent_target[i] = np.array(receivers)[pick]
     team_code = np.array([_OWNER_CODE[state.agents[a].team] for a in order])
     return _Combinations(
         order, node_index, np.arange(count), team_code, kind, node_target, agent_target, choices_of
@@ -402,7 +410,9 @@ def _potential(state: GameState, t_code: int, after: _PostTurn, node_index: dict
             continue
         known_before = state.knowledge[agent_id]
         candidates = {node_index[nid] for nid in known_before}
-        candidates |= {node_index[a.target] for a in after.choices_of[agent_id] if a.kind in (SCAN, CAPTURE)}
+        candidates |= {
+            node_index[_target(a)] for a in after.choices_of[agent_id] if a.kind in (SCAN, CAPTURE)
+        }
         scanned = np.where(after.kind[i] == _KIND_CODE[SCAN], after.node_target[i], -1)
         pos = after.position[:, i]
         best = np.zeros(count, dtype=np.int64)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from functools import cache
 from itertools import combinations
 
-from texasholdem import TexasHoldEm
+from texasholdem import ActionType, TexasHoldEm
 from texasholdem.card.card import Card
 from texasholdem.evaluator import evaluator
 from texasholdem.evaluator.lookup_table import LOOKUP_TABLE
@@ -28,7 +28,8 @@ SYSTEM, BOT = 0, 1
 MAX_RANK = 7462
 _ENGINE_LOCK = threading.Lock()
 # The package re-exports names over its submodules (``texasholdem.card.card`` shadows ``.deck`` as an
-# attribute path), so take the two modules from the import system directly.
+# attribute path), so take the two modules from the import system directly. Their globals are set
+# through ``vars``: a module loaded by name has no typed attributes.
 _game_module = importlib.import_module("texasholdem.game.game")
 _deck_module = importlib.import_module("texasholdem.card.deck")
 
@@ -39,13 +40,13 @@ RngState = tuple
 def engine_rng(rng: random.Random) -> Iterator[None]:
     """Within the block, the engine's two draws come from ``rng`` (and nothing else changes)."""
     with _ENGINE_LOCK:
-        saved = _game_module.random, _deck_module.random
-        _game_module.random = rng  # type: ignore[assignment]
-        _deck_module.random = rng  # type: ignore[assignment]
+        game_globals, deck_globals = vars(_game_module), vars(_deck_module)
+        saved = game_globals["random"], deck_globals["random"]
+        game_globals["random"] = deck_globals["random"] = rng
         try:
             yield
         finally:
-            _game_module.random, _deck_module.random = saved
+            game_globals["random"], deck_globals["random"] = saved
 
 
 def new_hand(rng: random.Random) -> TexasHoldEm:
@@ -54,6 +55,20 @@ def new_hand(rng: random.Random) -> TexasHoldEm:
         game = TexasHoldEm(buyin=BUYIN, big_blind=BIG_BLIND, small_blind=SMALL_BLIND, max_players=PLAYERS)
         game.start_hand()
     return game
+
+
+def min_raise_total(game: TexasHoldEm, player_id: int) -> int:
+    """The smallest total ``player_id`` may raise to: ``value_to_total(min_raise())``."""
+    total = game.value_to_total(game.min_raise(), player_id)
+    if total is None:  # the engine's minimum raise is at least the big blind, never 0
+        raise RuntimeError("the engine gave no minimum raise")
+    return total
+
+
+def is_legal_move(game: TexasHoldEm, player_id: int, action: ActionType, total: int | None) -> bool:
+    """The engine's ``validate_move`` for a move whose raise total (if any) is ``total``."""
+    # texasholdem's untyped `deprecated` decorators hide validate_move's parameters from pyright
+    return game.validate_move(player_id, action, total=total)  # pyright: ignore[reportCallIssue]
 
 
 def deal_from_state(state: RngState) -> TexasHoldEm:

@@ -124,7 +124,7 @@ class PokerEnv:
             # every hand ended before the system's first decision: the episode ends on this step
             self._stepped = True
             obs = PokerObservation("", True, None, done=True)
-            self._append_profits(obs)
+            self._append_profits(obs, self.task)
             return StepResult(obs, 0.0, True, PokerStepInfo(False, None, None, 0, (), self.task.position))
         self._stepped = True
         before = len(self.task.records)
@@ -135,7 +135,7 @@ class PokerEnv:
         if obs.forced:
             self.forced += 1
         if obs.done:
-            self._append_profits(obs)
+            self._append_profits(obs, self.task)
         reason = None
         if obs.illegal and obs.content.startswith("Invalid poker action: "):
             reason = obs.content.split("\n", 1)[0].removeprefix("Invalid poker action: ")
@@ -150,9 +150,9 @@ class PokerEnv:
         reward = round(sum(r.profit for r in new) / 10, 6)
         return StepResult(obs, reward, obs.done, info)
 
-    def _append_profits(self, obs: PokerObservation) -> None:
+    def _append_profits(self, obs: PokerObservation, task: PokerTask) -> None:
         if self.config.mode == "rft":
-            profits = ",".join(f"{r.profit / 10:.4f}" for r in self.task.records)
+            profits = ",".join(f"{r.profit / 10:.4f}" for r in task.records)
             obs.content = f"{obs.content}\n\nHAND_PROFITS_BB: {profits}\nOPPONENT_POLICY: {self.opponent}"
 
     def metrics(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from texasholdem.card.card import Card
 from texasholdem.game.hand_phase import HandPhase
 from texasholdem.game.player_state import PlayerState
 
-from rftlab.envs.poker.engine import strength
+from rftlab.envs.poker.engine import is_legal_move, min_raise_total, strength
 
 Decision = tuple[ActionType, int | None]
 Opponent = Callable[[TexasHoldEm], Decision]
@@ -80,8 +80,8 @@ def fold_or_check(game: TexasHoldEm) -> Decision:
 def raise_to_min(game: TexasHoldEm) -> Decision:
     """RAISE to ``value_to_total(min_raise())`` if legal; else ``call_or_check`` preflop, CHECK postflop."""
     pid = game.current_player
-    total = game.value_to_total(game.min_raise(), pid)
-    if game.validate_move(pid, ActionType.RAISE, total=total):
+    total = min_raise_total(game, pid)
+    if is_legal_move(game, pid, ActionType.RAISE, total):
         return ActionType.RAISE, total
     if game.hand_phase == HandPhase.PREFLOP:
         return call_or_check(game)

@@ -27,7 +27,15 @@ from typing import Any
 from texasholdem import ActionType, TexasHoldEm
 from texasholdem.game.player_state import PlayerState
 
-from rftlab.envs.poker.engine import BOT, BUYIN, SYSTEM, cards_text, deal_from_state
+from rftlab.envs.poker.engine import (
+    BOT,
+    BUYIN,
+    SYSTEM,
+    cards_text,
+    deal_from_state,
+    is_legal_move,
+    min_raise_total,
+)
 from rftlab.envs.poker.opponents import OPPONENTS
 from rftlab.envs.poker.render import (
     ACTION_TAKEN,
@@ -359,11 +367,11 @@ class PokerTask:
         game = self.game
         assert game is not None
         own, stack = game.player_bet_amount(SYSTEM), game.players[SYSTEM].chips
-        min_total = game.value_to_total(game.min_raise(), SYSTEM)
+        min_total = min_raise_total(game, SYSTEM)
         out = []
         for name in ACTION_NAMES:
             total = min(min_total, own + stack) if name == "RAISE" else None
-            if game.validate_move(SYSTEM, ACTION_TYPES[name], total=total):
+            if is_legal_move(game, SYSTEM, ACTION_TYPES[name], total):
                 out.append(name)
         return out
 
@@ -374,7 +382,7 @@ class PokerTask:
         stage = self._stage(self.position)
         own, stack = game.player_bet_amount(SYSTEM), game.players[SYSTEM].chips
         to_call = game.chips_to_call(SYSTEM)
-        min_total = game.value_to_total(game.min_raise(), SYSTEM)
+        min_total = min_raise_total(game, SYSTEM)
         position_text = "Button / small blind" if game.btn_loc == SYSTEM else "Big blind"
         notice = self._notice if fresh else None
         brief = self.text.brief if (fresh and self._show_brief) else None

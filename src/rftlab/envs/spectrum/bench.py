@@ -255,6 +255,8 @@ class SpectrumBenchEnv:
         if self.done:
             raise RuntimeError("episode finished: call reset() (or build a new env) before stepping again")
         q = self.current_query
+        if q is None:  # reset() and every step that leaves scans to go set the next query
+            raise RuntimeError("no current query: call reset() before stepping")
         if timed_out:
             report, warning = ScanReport(transmitters=[]), "latency_timeout"
         else:

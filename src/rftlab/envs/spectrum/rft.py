@@ -451,7 +451,7 @@ class SpectrumRFTEnv:
             msg["scan_boundary"] = True
         return msg
 
-    def _score_and_advance(self, centres: list[float], note: dict[str, Any], *, submitted: bool):
+    def _score_and_advance(self, centres: list[float], note: ReportNote, *, submitted: bool):
         # = self.score_report(centres), without the extra call
         occ = self._occ.score(centres, CH_BW) if centres else 0.0
         avail = self._avail.score(centres, CH_BW)

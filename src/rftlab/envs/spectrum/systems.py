@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -30,6 +30,16 @@ class ScanReportWithNotepad(ScanReport):
         default=None,
         description="Optional new notepad text. When given it replaces the whole notepad; null keeps it.",
     )
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _feedback(observation: BenchObservation) -> str:
+    """The feedback in ``observation``; only the observation right after ``reset`` has none."""
+    if observation.content is None:
+        raise ValueError("the observation carries no feedback (the first one of a run)")
+    return observation.content
 
 
 def _approx_tokens(text: str) -> int:
@@ -59,7 +69,7 @@ class IclContext:
         self.messages: list[dict[str, str]] = []
         self.truncations = 0
 
-    response_schema: type[BaseModel] = ScanReport
+    response_schema: type[ScanReport] = ScanReport
 
     def _system(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
@@ -86,7 +96,7 @@ class IclContext:
         self.messages.append({"role": "assistant", "content": action.model_dump_json()})
 
     def record_observation(self, observation: BenchObservation) -> None:
-        self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + observation.content})
+        self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + _feedback(observation)})
 
 
 class IclNotepadContext:
@@ -96,7 +106,7 @@ class IclNotepadContext:
     joined by blank lines. A non-null ``notepad_update`` replaces the notepad (no cap). ``stateless``
     also clears the notepad and drops cross-instance feedback."""
 
-    response_schema: type[BaseModel] = ScanReportWithNotepad
+    response_schema: type[ScanReport] = ScanReportWithNotepad
 
     def __init__(
         self,
@@ -135,17 +145,17 @@ class IclNotepadContext:
     def record_observation(self, observation: BenchObservation) -> None:
         if observation.instance_complete and self.clear_context:
             self.messages = []
-            self.stashed = None if self.stateless else observation.content.strip()
+            self.stashed = None if self.stateless else _feedback(observation).strip()
             if self.clear_notepad:
                 self.notepad = ""
         else:
-            self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + observation.content})
+            self.messages.append({"role": "user", "content": FEEDBACK_PREFIX + _feedback(observation)})
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 
 
-def parse_structured(raw: Any, schema: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+def parse_structured(raw: Any, schema: type[ModelT]) -> tuple[ModelT | None, str | None]:
     """Parse a model reply (dict or text) into ``schema``; unwraps a one-key provider envelope and a fenced
     or bare JSON object in text. Returns ``(action, error)``."""
     obj: Any = raw

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rftlab.envs.gs1.task import MathTask, cookbook_math_prompt_format, gsm8k_problems, local_task
 from rftlab.launch.gs1.spec import GS1Spec
@@ -254,6 +254,7 @@ def _gsm8k_cached(dataset: str, config: str) -> Any:
     """``dataset`` from the local Hugging Face cache only, at once (``datasets`` in offline mode for this
     call), with ``BackendUnavailable`` saying what to do on a miss."""
     import datasets
+    import datasets.config
 
     offline = datasets.config.HF_HUB_OFFLINE
     datasets.config.HF_HUB_OFFLINE = True
@@ -284,8 +285,11 @@ def load_gsm8k_task(*, reachable: Callable[[], bool] = hub_reachable) -> MathTas
         ds = _gsm8k_cached("openai/gsm8k", "main")
     from rftlab.envs.gs1.task import GSM8KRowError
 
+    # `datasets` leaves Dataset.__iter__ unannotated, so pyright infers list rows too; a split with no
+    # format set (as here) yields one dict per row, like the local files
+    splits = cast(Mapping[str, Iterable[Mapping[str, Any]]], ds)
     try:
-        train, test = gsm8k_problems(ds["train"], "train"), gsm8k_problems(ds["test"], "test")
+        train, test = gsm8k_problems(splits["train"], "train"), gsm8k_problems(splits["test"], "test")
     except GSM8KRowError as exc:  # rows from the Hub or its cache (local files are checked as read)
         raise BackendUnavailable(f"openai/gsm8k {exc}") from None
     return MathTask("gsm8k", train, test, **cookbook_math_prompt_format())

@@ -53,13 +53,18 @@ NOTE_FILL = "n"  # the notepad each rendered reply writes: NOTEPAD_MAX_CHARS of 
 EXPLOIT_SAMPLES = 16  # the exploit strategy's equity samples: its decisions only shape the hands (speed: 4x fewer than the preflight)
 
 
+def _object_field(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``obj[key]`` when it is a JSON object, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def first_user_text(row: Mapping[str, Any], initial: str) -> str:
     """The first user message eval-protocol sends: the row's template formatted as its default
     formatter does (``template.format(observation=..., **environment_context)``; no template → ``""``)."""
-    meta = row.get("input_metadata") if isinstance(row.get("input_metadata"), Mapping) else {}
-    info = meta.get("dataset_info") if isinstance(meta.get("dataset_info"), Mapping) else {}
+    info = _object_field(_object_field(row, "input_metadata"), "dataset_info")
     template = info.get("user_prompt_template") or ""
-    context = info.get("environment_context") if isinstance(info.get("environment_context"), Mapping) else {}
+    context = _object_field(info, "environment_context")
     try:
         return str(template).format(observation=initial, **context)
     except (KeyError, IndexError, ValueError) as exc:  # eval-protocol would fail on the same row
@@ -69,8 +74,7 @@ def first_user_text(row: Mapping[str, Any], initial: str) -> str:
 
 
 def row_key(row: Mapping[str, Any]) -> str:
-    meta = row.get("input_metadata") if isinstance(row.get("input_metadata"), Mapping) else {}
-    return str(meta.get("row_id") or "row")
+    return str(_object_field(row, "input_metadata").get("row_id") or "row")
 
 
 def play_transcript(

@@ -22,7 +22,8 @@ def rendered_episodes(rows: Iterable[Mapping[str, Any]]) -> list[list[dict[str, 
 
     episodes = []
     for row in rows:
-        meta = row.get("input_metadata") if isinstance(row.get("input_metadata"), Mapping) else {}
+        found = row.get("input_metadata")
+        meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         env = SpectrumRFTEnv(turn_config(meta.get("dataset_info")))
         observation = env.reset(str(meta.get("row_id") or "row"), salt=RENDER_SALT)
         policy = RFT_POLICIES["accumulate"]()

@@ -102,17 +102,19 @@ def local_priority(
     """The sort key ``(score, kind, target or position)`` of the local-priority table; larger is preferred."""
     bonus = _check_style(style)
     agent = state.agents[agent_id]
-    obs = state.knowledge[agent_id].get(action.target) if action.kind != TRANSFER else None
+    target = action.target
+    obs = state.knowledge[agent_id].get(target) if target is not None and action.kind != TRANSFER else None
+    receiver = state.agents[target].resource if target is not None and action.kind == TRANSFER else None
     score = priority_score(
         action.kind,
         value=obs.value if obs is not None else 0,
         critical=int(obs.critical) if obs is not None else 0,
         exposed=obs is not None and obs.status == EXPOSED,
-        receiver_resource=state.agents[action.target].resource if action.kind == TRANSFER else None,
+        receiver_resource=receiver,
         own_resource=agent.resource,
     )
     score += bonus.get(action.kind, 0)
-    return (score, action.kind, action.target if action.target is not None else agent.position)
+    return (score, action.kind, target if target is not None else agent.position)
 
 
 def ranked_actions(state: GameState, agent_id: str, style: str = "balanced") -> list[Action]:

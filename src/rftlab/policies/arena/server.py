@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from rftlab.policies.arena.providers import ScriptedProvider
 from rftlab.policies.server import CONTEXT_TOKENS, PolicyServer, quiet_disconnects, token_limit_refusal
@@ -30,7 +30,7 @@ def _error(status: int, message: str, kind: str = "invalid_request_error"):
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
 
-def _is_arena_prompt(messages: Any) -> bool:
+def _is_arena_prompt(messages: Any) -> TypeGuard[list[dict[str, str]]]:
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return False
     try:

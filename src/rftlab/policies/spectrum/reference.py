@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rftlab.envs.spectrum.bench import BenchObservation
+from rftlab.envs.spectrum.bench import BenchObservation, ScanReport
 from rftlab.envs.spectrum.official import BAND_WIDTH as BENCH_BAND
 from rftlab.envs.spectrum.official import W, ground_truth_channels
 from rftlab.envs.spectrum.rft import MAX_REPORT, normalize_center_freqs
@@ -332,9 +332,11 @@ class ChatBenchPolicy:
     def act(self, obs: BenchObservation) -> dict[str, Any]:
         if obs.content is not None:  # feedback on the previous scan (none right after reset)
             self.context.record_observation(obs)
+        if obs.next_query is None:
+            raise RuntimeError("the run is over: there is no scan to answer")
         messages = self.context.query_messages(obs.next_query)
         schema = self.context.response_schema
-        action: BaseModel | None = None
+        action: ScanReport | None = None
         for _ in range(self.retries + 1):
             action, err = parse_structured(self.chat(messages, schema), schema)
             if action is not None:

@@ -16,7 +16,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from rftlab.envs.arena.cases import FROZEN_MANIFEST_SHA256, FrozenCase, frozen_cases
 from rftlab.envs.arena.oracle import OPTIMAL_REGRET_TOLERANCE, solve_joint_action
@@ -71,12 +71,18 @@ GENERATIONS_PER_CASE = 4 + 4 * (PERMUTATIONS + len(CONDITIONS) - 1)
 Request = tuple[list[dict[str, str]], str]
 
 
+@runtime_checkable
+class BatchProvider(Protocol):
+    """A provider that answers many requests in one call (the tinker sampler's ``complete_batch``)."""
+
+    def complete_batch(self, requests: Sequence[Request]) -> Sequence[str]: ...
+
+
 def complete_all(provider: Provider, requests: Sequence[Request]) -> list[str]:
     """Replies to ``(messages, target)`` requests in order: one ``complete_batch`` call when the provider
     has one, else one ``complete`` call per request."""
-    batch = getattr(provider, "complete_batch", None)
-    if callable(batch):
-        replies = list(batch(list(requests)))
+    if isinstance(provider, BatchProvider):
+        replies = list(provider.complete_batch(list(requests)))
         if len(replies) != len(requests):
             raise RuntimeError(f"provider returned {len(replies)} replies for {len(requests)} prompts")
         return replies
@@ -276,15 +282,19 @@ def reply_object(text: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def reply_schema_valid(phase: str, text: Any) -> bool:
-    """The scorer's ``schema_valid`` (§11), which needs only the reply: ACT = exactly ``{"action_id":
-    <string>}``; BROADCAST = exactly the keys ``facts``, ``intent``, ``request_resource``."""
-    predicted = reply_object(text)
+def _schema_valid(phase: str, predicted: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    """ACT = exactly ``{"action_id": <string>}``; BROADCAST = exactly the keys ``facts``, ``intent``,
+    ``request_resource``."""
     if predicted is None:
         return False
     if phase == ACT_PHASE:
         return set(predicted) == {"action_id"} and isinstance(predicted["action_id"], str)
     return set(predicted) == {"facts", "intent", "request_resource"}
+
+
+def reply_schema_valid(phase: str, text: Any) -> bool:
+    """The scorer's ``schema_valid`` (§11), which needs only the reply (``_schema_valid`` of its object)."""
+    return _schema_valid(phase, reply_object(text))
 
 
 def score_validation_reply(row: Mapping[str, Any], text: Any) -> dict[str, Any]:
@@ -294,31 +304,31 @@ def score_validation_reply(row: Mapping[str, Any], text: Any) -> dict[str, Any]:
     target = json.loads(row["messages"][2]["content"])
     predicted = reply_object(text)
     out = {"phase": phase, "parsed": predicted is not None, "unsupported_fact_response": False}
+    valid = predicted if _schema_valid(phase, predicted) else None  # the reply, when schema-valid
+    schema = valid is not None
     if phase == ACT_PHASE:
-        schema = reply_schema_valid(phase, text)
-        legal = schema and predicted["action_id"] in {e["id"] for e in user["legal_actions"]}
+        legal = valid is not None and valid["action_id"] in {e["id"] for e in user["legal_actions"]}
         exact = predicted is not None and _canon(predicted) == _canon(target)
         out.update(schema_valid=schema, legal=legal, supported=legal, exact=exact, ordered_exact=exact)
         return out
-    schema = reply_schema_valid(phase, text)
     known = {_canon(n) for n in user["observation"]["known_nodes"]}
     facts_ok = False
-    if schema:
-        facts = predicted["facts"]
+    if valid is not None:
+        facts = valid["facts"]
         if isinstance(facts, list) and len(facts) <= 3 and all(isinstance(f, dict) for f in facts):
             canon = [_canon(f) for f in facts]
             facts_ok = len(set(canon)) == len(canon) and all(c in known for c in canon)
         out["unsupported_fact_response"] = not facts_ok
     intents = {_canon(action_json(e)) for e in user["legal_actions"]}
-    intent_ok = schema and (predicted["intent"] is None or _canon(predicted["intent"]) in intents)
-    request = predicted.get("request_resource") if schema else None
+    intent_ok = valid is not None and (valid["intent"] is None or _canon(valid["intent"]) in intents)
+    request = valid.get("request_resource") if valid is not None else None
     request_ok = type(request) is int and request in (0, 1)
     supported = bool(schema and facts_ok and intent_ok and request_ok)
     exact = False
-    if schema and isinstance(predicted["facts"], list):
+    if valid is not None and isinstance(valid["facts"], list):
         exact = (
-            Counter(_canon(f) for f in predicted["facts"]) == Counter(_canon(f) for f in target["facts"])
-            and _canon(predicted["intent"]) == _canon(target["intent"])
+            Counter(_canon(f) for f in valid["facts"]) == Counter(_canon(f) for f in target["facts"])
+            and _canon(valid["intent"]) == _canon(target["intent"])
             and request_ok
             and request == target["request_resource"]
         )

@@ -79,7 +79,7 @@ class PokerAdapter(EnvironmentAdapter):
     def create_environment(self, config: dict[str, Any] | None = None, key: Any = PLACEHOLDER_KEY):
         return PokerSession(self.config, key)
 
-    def create_environment_with_seed(self, config, *, seed=None):
+    def create_environment_with_seed(self, config: dict[str, Any] | None = None, seed: int | None = None):
         env = self.create_environment(config, seed if seed else PLACEHOLDER_KEY)
         return env, env, {"opponent": env.env.opponent}
 

@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from rftlab.envs.spectrum.rft import SpectrumRFTConfig, SpectrumRFTEnv, normalize_center_freqs, tool_schemas
 from rftlab.policies.endpoint import DEFAULT_KEY_ENV, EndpointKeyError, make_client, resolve_key
@@ -202,7 +202,7 @@ def check_tool_call(
     )
 
 
-def _number_list(value: object) -> bool:
+def _number_list(value: object) -> TypeGuard[list[float]]:
     import math
 
     return isinstance(value, list) and all(

@@ -75,7 +75,7 @@ class SpectrumAdapter(EnvironmentAdapter):
     def create_environment(self, config: dict[str, Any] | None = None) -> SpectrumRFTEnv:
         return SpectrumRFTEnv(self.config)
 
-    def create_environment_with_seed(self, config, *, seed=None):
+    def create_environment_with_seed(self, config: dict[str, Any] | None = None, seed: int | None = None):
         env = self.create_environment(config)
         obs, info = self.reset_environment(env, seed)
         return env, obs, info

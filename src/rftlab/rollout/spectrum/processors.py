@@ -47,7 +47,7 @@ from rftlab.rollout.spectrum.turns import (
     system_messages,
     turn_config,
 )
-from rftlab.rollout.windowing import window_chat
+from rftlab.rollout.windowing import SCAN_MARKER, window_chat
 
 __all__ = [
     "NO_THINK",
@@ -187,6 +187,8 @@ async def run_turn_episode(
     while not env.done and calls < budget:
         model_input = window_chat(system + chat, window=cfg.window)
         response = await litellm.acompletion(messages=model_input, tools=tools, **params)
+        if not isinstance(response, litellm.ModelResponse):
+            raise RuntimeError("litellm answered with a stream: the turn loop needs one whole reply per call")
         calls += 1
         u = getattr(response, "usage", None)
         for k in usage:
@@ -216,7 +218,11 @@ async def run_turn_episode(
     try:
         from openai.types import CompletionUsage
 
-        row.execution_metadata.usage = CompletionUsage(**usage)
+        row.execution_metadata.usage = CompletionUsage(
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            total_tokens=usage["total_tokens"],
+        )
     except Exception:  # usage is informative only
         pass
     row.rollout_status = Status.rollout_finished()
@@ -316,6 +322,6 @@ class SpectrumMcpGymProcessor(MCPGymRolloutProcessor):
             # the rollout tasks have not run yet (no await since they were created), so every model call
             # of this run goes through the windowed cleaner
             clean = policy._clean_messages_for_api
-            marker = {"marker": self.marker} if self.marker else {}
-            policy._clean_messages_for_api = lambda messages: clean(window_chat(messages, **marker))
+            marker = self.marker or SCAN_MARKER
+            policy._clean_messages_for_api = lambda messages: clean(window_chat(messages, marker=marker))
         return tasks

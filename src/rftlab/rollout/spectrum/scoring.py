@@ -140,9 +140,11 @@ def mcp_session_id(row: Any) -> str:
     info = row.input_metadata.dataset_info or {}
     ctx = info.get("environment_context") or {}
     model = (row.input_metadata.completion_params or {}).get("model")
+    # eval-protocol types DatasetRow.seed as int, yet its own client passes environment_context.get("seed"),
+    # None included (mcp_env.make); the session id must be derived the same way
     dataset_row = DatasetRow(
         id=row.input_metadata.row_id,
-        seed=ctx.get("seed"),
+        seed=ctx.get("seed"),  # pyright: ignore[reportArgumentType]
         system_prompt="",
         user_prompt_template=info.get("user_prompt_template", ""),
         environment_context=ctx,
@@ -156,11 +158,11 @@ def _metric_results(metrics: Mapping[str, Any]):
     out = {}
     for k in METRIC_KEYS:
         v = metrics.get(k)
-        ok = isinstance(v, int | float) and math.isfinite(float(v))
+        score = float(v) if isinstance(v, int | float) and math.isfinite(float(v)) else None
         out[k] = MetricResult(
-            score=float(v) if ok else 0.0,
-            is_score_valid=ok,
-            reason=f"{k} = {v}" if ok else f"{k} is undefined for this episode",
+            score=0.0 if score is None else score,
+            is_score_valid=score is not None,
+            reason=f"{k} = {v}" if score is not None else f"{k} is undefined for this episode",
             data={"value": v},
         )
     return out

@@ -36,7 +36,7 @@ def turn_config(
         cfg = SpectrumRFTConfig.from_dict(cfg_dict)
     else:
         memory = ctx.get("memory", default_memory) if isinstance(ctx, Mapping) else default_memory
-        cfg = SpectrumRFTConfig(memory=memory)
+        cfg = SpectrumRFTConfig.from_dict({"memory": memory})  # the row's string, checked by the config
     if delivery == "user":
         return replace(cfg, delivery="user", render=True)
     return replace(cfg, delivery="tool", render=True, max_calls_per_scan=None)

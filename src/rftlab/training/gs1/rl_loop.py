@@ -155,13 +155,15 @@ def estimate(batch: SampledBatch, estimator: AdvantageEstimator) -> AdvantageOut
     for n, rec in enumerate(batch.records):
         rec["advantage"] = float(est.advantages[n])
         rec["baseline"] = float(est.baselines[n])
-        if est.effective_neighbors is not None:
+        if est.effective_neighbors is not None and est.fallback is not None:  # the kernel estimator's
             rec["effective_neighbors"] = float(est.effective_neighbors[n])
             rec["kernel_fallback"] = bool(est.fallback[n])
     return est
 
 
-def batch_datums(batch: SampledBatch, advantages: Sequence[float]) -> tuple[list[Datum], int, int]:
+def batch_datums(
+    batch: SampledBatch, advantages: Sequence[float] | np.ndarray
+) -> tuple[list[Datum], int, int]:
     """Step 6: ``(datums, n skipped as an all-zero-advantage group, n skipped as empty responses)``.
     Marks ``in_batch`` on the records that became datums."""
     ids = [r["prompt_id"] for r in batch.records]

@@ -101,8 +101,8 @@ def sft_datum(
     return types.Datum(
         model_input=prompt.append(types.EncodedTextChunk(tokens=response[:-1])),
         loss_fn_inputs={
-            "target_tokens": torch.tensor([0] * ob + response, dtype=torch.long),
-            "weights": torch.tensor([0.0] * ob + [1.0] * len(response)),
+            "target_tokens": types.TensorData.from_torch(torch.tensor([0] * ob + response, dtype=torch.long)),
+            "weights": types.TensorData.from_torch(torch.tensor([0.0] * ob + [1.0] * len(response))),
         },
     )
 

@@ -275,9 +275,9 @@ def run_generation(
     if want_prompt:
         lps, lasts = _prompt_forward(model, [r.prompt for r in want_prompt], pad_id)
         for r, lp, last in zip(want_prompt, lps, lasts, strict=True):
-            prompt_lps[id(r)] = lp
+            prompt_lps[id(r)] = [None, *lp]
             last_logits[id(r)] = last
-            if not all(math.isfinite(v) for v in lp[1:]):
+            if not all(math.isfinite(v) for v in lp):
                 errors[id(r)] = NonFiniteError(
                     "the model's logits are not finite (NaN or infinity) on the prompt: its prompt "
                     "logprobs would be NaN, so the request is refused"
@@ -519,10 +519,10 @@ class _LiveBatch:
 def run_logprobs(model: Any, requests: Sequence[LogprobRequest], pad_id: int) -> None:
     """Resolve each ``compute_logprobs`` request with its prompt logprobs (``NonFiniteError`` when they are
     not finite: NaN would read as "not computed" on the wire)."""
-    lps = prompt_logprobs(model, [r.prompt for r in requests], pad_id)
+    lps = _prompt_forward(model, [r.prompt for r in requests], pad_id)[0]
     for r, lp in zip(requests, lps, strict=True):
-        if all(math.isfinite(v) for v in lp[1:]):
-            r.future.set_result(lp)
+        if all(math.isfinite(v) for v in lp):
+            r.future.set_result([None, *lp])
         else:
             r.future.set_exception(
                 NonFiniteError(
@@ -535,15 +535,16 @@ def run_logprobs(model: Any, requests: Sequence[LogprobRequest], pad_id: int) ->
 @torch.no_grad()
 def prompt_logprobs(model: Any, prompts: Sequence[Sequence[int]], pad_id: int) -> list[list[float | None]]:
     """``[None, logp(t1 | t0), logp(t2 | t0 t1), ...]`` for each prompt (right-padded batches)."""
-    return _prompt_forward(model, prompts, pad_id)[0]
+    return [[None, *lp] for lp in _prompt_forward(model, prompts, pad_id)[0]]
 
 
 @torch.no_grad()
 def _prompt_forward(
     model: Any, prompts: Sequence[Sequence[int]], pad_id: int
-) -> tuple[list[list[float | None]], list[torch.Tensor]]:
-    """Each prompt's logprobs (as ``prompt_logprobs``) and its last position's next-token logits."""
-    results: list[list[float | None]] = [[] for _ in prompts]
+) -> tuple[list[list[float]], list[torch.Tensor]]:
+    """Each prompt's logprobs from its second token on (``prompt_logprobs`` without the leading ``None``)
+    and its last position's next-token logits."""
+    results: list[list[float]] = [[] for _ in prompts]
     lasts: list[torch.Tensor] = [torch.empty(0) for _ in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     for start in range(0, len(order), MAX_BATCH_ROWS):
@@ -557,6 +558,6 @@ def _prompt_forward(
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         for j, i in enumerate(chunk):
             n = len(prompts[i])
-            results[i] = [None] + logp[j, : n - 1].tolist()
+            results[i] = logp[j, : n - 1].tolist()
             lasts[i] = logits[j, n - 1]
     return results, lasts

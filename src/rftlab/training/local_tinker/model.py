@@ -277,19 +277,21 @@ def tokenizer_dir(base_model: str, root: str | os.PathLike[str]) -> str:
 def tiny_config(spec: TinyModelSpec, vocab_size: int, pad_token_id: int, eos_token_id: int) -> Any:
     from transformers import Qwen3Config
 
+    # transformers builds Qwen3Config's fields with huggingface_hub's @strict dataclass decorator, which
+    # pyright cannot see: it knows only the base PreTrainedConfig's parameters
     return Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        head_dim=spec.head_dim,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=False,
-        pad_token_id=pad_token_id,
-        eos_token_id=eos_token_id,
-        bos_token_id=None,
+        vocab_size=vocab_size,  # pyright: ignore[reportCallIssue]
+        hidden_size=spec.hidden_size,  # pyright: ignore[reportCallIssue]
+        intermediate_size=spec.intermediate_size,  # pyright: ignore[reportCallIssue]
+        num_hidden_layers=spec.num_hidden_layers,  # pyright: ignore[reportCallIssue]
+        num_attention_heads=spec.num_attention_heads,  # pyright: ignore[reportCallIssue]
+        num_key_value_heads=spec.num_key_value_heads,  # pyright: ignore[reportCallIssue]
+        head_dim=spec.head_dim,  # pyright: ignore[reportCallIssue]
+        max_position_embeddings=spec.max_position_embeddings,  # pyright: ignore[reportCallIssue]
+        tie_word_embeddings=False,  # pyright: ignore[reportCallIssue]
+        pad_token_id=pad_token_id,  # pyright: ignore[reportCallIssue]
+        eos_token_id=eos_token_id,  # pyright: ignore[reportCallIssue]
+        bos_token_id=None,  # pyright: ignore[reportCallIssue]
     )
 
 
@@ -306,7 +308,8 @@ def build_tiny_model(name: str = TINY_MODEL, dtype: torch.dtype = torch.float32)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed)
         model = Qwen3ForCausalLM(config)
-    return model.to(dtype).eval(), tokenizer
+    # transformers' typing of Module.to on its models is mangled by a decorator (it reads dtype as self)
+    return model.to(dtype).eval(), tokenizer  # pyright: ignore[reportArgumentType]
 
 
 def load_base_model(base_model: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:

@@ -91,6 +91,7 @@ from tinker_cookbook.rl.types import (
 from rftlab.envs.model_json import load_model_json
 from rftlab.envs.spectrum.rft import (
     AssistantTurn,
+    ReportNote,
     SpectrumRFTConfig,
     SpectrumRFTEnv,
     ToolCall,
@@ -428,7 +429,7 @@ class SpectrumCookbookEnv(Env):
 def _jsonable_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """A per-scan record of the env with its ``ReportNote`` as a dict."""
     note = record.get("action")
-    return {**record, "action": note.to_dict() if hasattr(note, "to_dict") else note}
+    return {**record, "action": note.to_dict() if isinstance(note, ReportNote) else note}
 
 
 def _jsonable(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def run_epoch(
     epoch: int,
     sampler: GroupSampler,
     band_assignment: BandAssignment = band_per_row,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[np.ndarray, list[dict[str, Any]], dict[str, Any]]:
     """One epoch of batches → ``(theta, rollout records, update stats)``; ``adam`` is updated in place."""
     salt = config.salt(epoch)

@@ -115,9 +115,10 @@ class GroupSampler:
         self.k = candidates
         self.merge_tol = merge_tol
         self.notepad_write_cost = float(notepad_write_cost)
-        cfg = SpectrumRFTConfig(
-            memory=memory, render=False, num_scans=num_scans, salt_namespace=salt_namespace
-        )  # type: ignore[arg-type]
+        # from_dict: ``memory`` is a caller's string, checked by the config like a row's value
+        cfg = SpectrumRFTConfig.from_dict(
+            {"memory": memory, "render": False, "num_scans": num_scans, "salt_namespace": salt_namespace}
+        )
         self.envs = [SpectrumRFTEnv(cfg) for _ in range(candidates)]
 
     def run(
