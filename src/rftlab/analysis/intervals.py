@@ -22,8 +22,9 @@ Z_95 = 1.96
 T_BELOW_N = 30  # below this many values the mean interval uses t_{0.975, n-1} instead of 1.96
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float, float]:
     """Wilson score interval ``[c − r, c + r]`` for ``successes`` out of ``n`` (docs/arena.md §10.3 formula).
+    Both may be effective counts, not whole numbers (``rate_gates.effective_wilson_lower``).
 
     ``d = 1 + z²/n``, ``c = (p + z²/(2n))/d``, ``r = z·sqrt(p(1−p)/n + z²/(4n²))/d`` with ``p = k/n``.
     """

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 from scipy import stats as sps
@@ -72,7 +73,10 @@ class TrendFit:
 
 
 def fit_trend(
-    x: Sequence[float], y: Sequence[float], level: float = 0.95, hac_maxlags: int | None = None
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+    hac_maxlags: int | None = None,
 ) -> TrendFit:
     """OLS slope of ``y`` on ``x`` with CI/p/R², early/late halves and the Theil–Sen slope.
 
@@ -169,7 +173,24 @@ class Flatness:
         return out
 
 
-def slope_flatness(trend: TrendFit, epsilon: float) -> Flatness:
+class SlopeFit(Protocol):
+    """What ``slope_flatness`` reads of a fitted slope (``TrendFit``, ``contrasts.ContrastFit``)."""
+
+    @property
+    def slope(self) -> float: ...
+    @property
+    def slope_se(self) -> float: ...
+    @property
+    def slope_ci(self) -> tuple[float, float]: ...
+    @property
+    def df_resid(self) -> float: ...
+    @property
+    def p_value(self) -> float: ...
+    @property
+    def level(self) -> float: ...
+
+
+def slope_flatness(trend: SlopeFit, epsilon: float) -> Flatness:
     """Is the trend flat within ``±epsilon`` (declared before seeing data), and is it non-zero?"""
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon={epsilon} must be a finite number > 0")

@@ -87,7 +87,7 @@ def initial_params(variant: str = "weak", carry_bias: float | None = None) -> np
     return np.array([values[n] for n in PARAM_NAMES], dtype=np.float64)
 
 
-def params_dict(theta: Sequence[float]) -> dict[str, float]:
+def params_dict(theta: Sequence[float] | np.ndarray) -> dict[str, float]:
     return {n: float(v) for n, v in zip(PARAM_NAMES, theta, strict=True)}
 
 

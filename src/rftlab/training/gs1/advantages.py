@@ -127,8 +127,8 @@ class KernelBaselineResult:
 
 
 def kernel_baseline(
-    rewards: Sequence[float],
-    phi: Sequence[Sequence[float]],
+    rewards: Sequence[float] | np.ndarray,
+    phi: Sequence[Sequence[float]] | np.ndarray,
     prompt_ids: Sequence[Any],
     history: WindowRollouts | None = None,
     bandwidth: float = 0.5,
