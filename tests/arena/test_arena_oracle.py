@@ -141,7 +141,9 @@ def test_seed0_oracle_vector():
 def test_frozen_manifest_hash():
     cases = frozen_cases()
     assert len(cases) == 60 and manifest_sha256(cases) == FROZEN_MANIFEST_SHA256
-    assert cases[0][1:] == (1000003, 12, "balanced") and cases[-1][1:] == (1008086, 14, "defensive")
+    first, last = cases[0], cases[-1]
+    assert (first.seed, first.size, first.style) == (1000003, 12, "balanced")
+    assert (last.seed, last.size, last.style) == (1008086, 14, "defensive")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """What the project's local services (``rftlab serve tinker``, ``rftlab serve fireworks``) share: a JSON-lines
 log, the loopback check, and SIGINT/SIGTERM as a graceful uvicorn shutdown.
 
-    log = Log(level="info"); log("info", "listening", always=True, url=url)
+    log = Log(level="info"); log.always("info", "listening", url=url)
     is_loopback("127.0.0.1")                      # True; a service refuses any other host
     with stop_on_signals(uvicorn_server, log): ...  # the first signal stops, a second one forces
 """
@@ -31,11 +31,16 @@ class Log:
         self.threshold = self.LEVELS[level]
         self._lock = threading.Lock()
 
-    def __call__(self, level: str, event: str, *, always: bool = False, **fields: Any) -> None:
-        """Write one record at ``level`` (``always``: whatever the threshold, e.g. the ``listening`` line
-        that tells a supervising process where the server is)."""
-        if self.LEVELS[level] < self.threshold and not always:
-            return
+    def __call__(self, level: str, event: str, **fields: Any) -> None:
+        """Write one record at ``level`` when the level reaches the threshold."""
+        if self.LEVELS[level] >= self.threshold:
+            self.always(level, event, **fields)
+
+    def always(self, level: str, event: str, **fields: Any) -> None:
+        """Write one record whatever the threshold: e.g. the ``listening`` line that tells a supervising
+        process where the server is."""
+        if level not in self.LEVELS:
+            raise KeyError(level)
         record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "level": level, "event": event}
         record.update(fields)
         line = json.dumps(record, default=str, separators=(",", ":"))

@@ -182,7 +182,7 @@ def baseline_study(case_stride: int, random_repeats: int) -> BaselineStudy:
     from rftlab.policies.arena.scripted import evaluate_baselines
 
     cases = frozen_cases()[::case_stride]
-    case_info = pd.DataFrame([c._asdict() for c in cases]).rename(columns={"index": "case_index"})
+    case_info = pd.DataFrame([asdict(c) for c in cases]).rename(columns={"index": "case_index"})
     outcomes = evaluate_baselines(BASELINE_POLICIES, cases, random_repeats=random_repeats)
     scores = pd.DataFrame([asdict(o) for o in outcomes]).merge(case_info, on="case_index")
     case_of = {c.index: c for c in cases}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import NamedTuple
+from dataclasses import dataclass
 
 STYLES: tuple[str, ...] = ("balanced", "aggressive", "defensive")
 """RED's scripted styles (§6); the local-priority table of each is in ``rftlab.policies.arena.scripted``."""
@@ -14,7 +14,8 @@ FROZEN_CASE_COUNT = 60
 _FIRST_SEED, _SEED_STRIDE, _CASES_PER_SIZE = 1_000_003, 137, 20
 
 
-class FrozenCase(NamedTuple):
+@dataclass(frozen=True)
+class FrozenCase:
     """One frozen evaluation case: generator seed, graph size and RED's scripted style."""
 
     index: int

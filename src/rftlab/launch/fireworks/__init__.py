@@ -51,6 +51,7 @@ from rftlab.launch.firectl import (
     TERMINAL_JOB_STATES,
     WANDB_KEY_ENV,
     Firectl,
+    FirectlClient,
     FirectlError,
     job_create_flags,
     job_id_for,
@@ -232,7 +233,7 @@ class FireworksLauncher(Generic[ArmT]):
     account_id: str | None = None
     style: str = "noun-verb"
     key_via: str = "auth-file"  # how firectl gets the key (rftlab.launch.firectl module docstring)
-    firectl_factory: Callable[..., Firectl] = Firectl
+    firectl_factory: Callable[..., FirectlClient] = Firectl
     preflight: Callable[[ArmT], object] | None = None  # None: rftlab.launch.spectrum.preflight
     dataset_rows: Callable[[ArmT], Iterable[Mapping[str, Any]]] | None = None
     # evaluator check before anything is created (rftlab.launch.evaluators): lookup, wait bound, pauses
@@ -251,7 +252,7 @@ class FireworksLauncher(Generic[ArmT]):
 
     def _firectl(
         self, log: Callable[[dict[str, Any]], None] | None = None, *, need_key: bool = True
-    ) -> Firectl:
+    ) -> FirectlClient:
         key = os.environ.get(KEY_ENV) or None
         if need_key and not key:
             raise LaunchRefused(f"{KEY_ENV} is not set: export it in your shell (never write it to a file)")
@@ -480,7 +481,7 @@ class FireworksLauncher(Generic[ArmT]):
             run.save_provider_snapshot("failed_attempt.json", links["attempts"][-1]["job"])
 
     def _choose_attempt(
-        self, spec: ArmT, fc: Firectl, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
+        self, spec: ArmT, fc: FirectlClient, store: RunStore, failed_job: str, dataset_id: str, ev_name: str
     ) -> tuple[int, Mapping[str, Any] | None, dict[str, Any]]:
         """``(attempt, existing job or None, run.json links)`` for this launch: the latest attempt of the
         spec that exists on Fireworks is reused when it is alive or completed (and matches the spec); one

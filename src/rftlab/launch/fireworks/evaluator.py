@@ -15,7 +15,7 @@ from typing import Any
 
 from rftlab.launch import evaluators
 from rftlab.launch.firectl import (
-    Firectl,
+    FirectlClient,
     FirectlError,
 )
 from rftlab.launch.fireworks.common import (
@@ -72,7 +72,7 @@ EPISODE_RENDERERS = {
 }
 
 
-def _firectl_version(fc: Firectl) -> str:
+def _firectl_version(fc: FirectlClient) -> str:
     """``firectl version`` for ``run.json`` (the failure's text when it cannot be read)."""
     try:
         return fc.version() or "unknown (firectl version printed nothing)"

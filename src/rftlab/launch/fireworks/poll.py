@@ -16,7 +16,7 @@ from rftlab.launch.firectl import (
     MAX_EPOCHS,
     RESUMABLE_JOB_STATES,
     TERMINAL_JOB_STATES,
-    Firectl,
+    FirectlClient,
     FirectlError,
     accelerator_seconds,
     job_id_for,
@@ -42,7 +42,7 @@ from rftlab.runs.secrets import redact_text
 from rftlab.types import RunStatus
 
 
-def _job_or_none(fc: Firectl, job_id: str) -> Mapping[str, Any] | None:
+def _job_or_none(fc: FirectlClient, job_id: str) -> Mapping[str, Any] | None:
     try:
         job = fc.job_get(job_id)
     except FirectlError:
@@ -52,7 +52,7 @@ def _job_or_none(fc: Firectl, job_id: str) -> Mapping[str, Any] | None:
     return job
 
 
-def _latest_attempt(fc: Firectl, spec: FireworksArmSpec) -> tuple[int, Mapping[str, Any] | None]:
+def _latest_attempt(fc: FirectlClient, spec: FireworksArmSpec) -> tuple[int, Mapping[str, Any] | None]:
     """``(n, job)`` of the highest attempt of the spec that exists on Fireworks (``(1, None)``: none)."""
     latest: tuple[int, Mapping[str, Any] | None] = (1, None)
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -182,7 +182,7 @@ def _failure_reason(exc: BaseException) -> str:
 
 
 def _download_epoch(
-    fc: Firectl, handle, job_id: str, epoch: int
+    fc: FirectlClient, handle, job_id: str, epoch: int
 ) -> tuple[list[dict[str, Any]], list[int] | None] | None:
     """``(rows, chunk numbers)`` of epoch ``epoch``'s rollout dataset (plain id, ``None`` chunks; else
     every ``-chunk-<n>`` dataset found in the whole ``dataset list``), kept raw under ``provider/``;

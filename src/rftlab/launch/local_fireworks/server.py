@@ -265,10 +265,9 @@ def prepare(config: FireworksServeConfig, log: Log) -> Prepared:
     )
     log("info", "configured", url=url, storage=str(storage), auth=source, accounts=sorted(set(keys.values())))
     if source.startswith("the key file"):
-        log(
+        log.always(
             "info",
             "api_key",
-            always=True,
             key_file=str(storage / KEY_FILE),
             hint="export FIREWORKS_API_KEY=$(cat <key_file>)",
         )
@@ -279,14 +278,14 @@ def _shutdown(p: Prepared, log: Log) -> None:
     p.runner.stop()
     p.policy.stop()
     p.sock.close()
-    log("info", "stopped", always=True, url=p.url)
+    log.always("info", "stopped", url=p.url)
 
 
 def serve_fireworks(config: FireworksServeConfig, log: Log | None = None) -> int:
     """Run until SIGINT/SIGTERM (or ``stop_after_s``); returns the exit code."""
     log = log or Log(level=config.log_level)
     p = prepare(config, log)
-    log("info", "listening", always=True, url=p.url, base_url_env=f"FIREWORKS_BASE_URL={p.url}")
+    log.always("info", "listening", url=p.url, base_url_env=f"FIREWORKS_BASE_URL={p.url}")
     if config.stop_after_s is not None:
         timer = threading.Timer(config.stop_after_s, lambda: setattr(p.uvicorn, "should_exit", True))
         timer.daemon = True

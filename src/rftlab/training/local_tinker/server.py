@@ -159,10 +159,9 @@ def prepare(config: ServeConfig, log: Log):
     )
     if keys.source.startswith("the key file"):  # its owner reads it there; the key is never logged
         key_file = str(storage / KEY_FILE)
-        log(
+        log.always(
             "info",
             "api_key",
-            always=True,
             key_file=key_file,
             generated=generated,
             hint=f"export {config.api_key_env}=$(cat {key_file})",
@@ -175,7 +174,7 @@ def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
     whole on disk). Returns the exit code."""
     log = log or Log(level=config.log_level)
     uv, sock, service, url = prepare(config, log)
-    log("info", "listening", always=True, url=url, base_url_env=f"TINKER_BASE_URL={url}")
+    log.always("info", "listening", url=url, base_url_env=f"TINKER_BASE_URL={url}")
     if config.stop_after_s is not None:
         timer = threading.Timer(config.stop_after_s, lambda: setattr(uv, "should_exit", True))
         timer.daemon = True
@@ -185,7 +184,7 @@ def serve_tinker(config: ServeConfig, log: Log | None = None) -> int:
         uv.run(sockets=[sock])
     finally:
         sock.close()
-    log("info", "stopped", always=True, url=url)
+    log.always("info", "stopped", url=url)
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from tinker import types
 from tinker.proto import tinker_public_pb2 as pb
+from tinker.types import TensorDtype
 
 from .limits import LimitError, check_finite, check_shape
 
@@ -27,7 +28,7 @@ class WireError(ValueError):
     """A request body the service cannot decode (the reason is returned to the client)."""
 
 
-_DTYPES: dict[int, tuple[str, np.dtype]] = {
+_DTYPES: dict[int, tuple[TensorDtype, np.dtype]] = {
     pb.DTYPE_FLOAT32: ("float32", np.dtype(np.float32)),
     pb.DTYPE_INT64: ("int64", np.dtype(np.int64)),
 }
