@@ -491,21 +491,14 @@ def _run(todo: list[_Job], jobs: int, out_dir: Path, quick: bool, progress: bool
         return
     from concurrent.futures import as_completed
 
-    from rftlab.runs.parallel import spawn_executor, terminate
+    from rftlab.runs.parallel import worker_pool
 
-    with spawn_executor(min(jobs, len(todo))) as pool:
+    with worker_pool(min(jobs, len(todo))) as pool:
         futures = {
             pool.submit(_execute_and_render, job, out_dir, quick, False, cwd, env): job for job in todo
         }
-        try:
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-        except Exception:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        except BaseException:  # an interrupt: stop the notebooks under way too
-            terminate(pool)
-            raise
+        for future in as_completed(futures):
+            yield futures[future], future.result()
 
 
 def _log_entry(job: _Job, quick: bool, **fields: Any) -> dict:

@@ -20,10 +20,11 @@ restarted by the next launch, as after any crash; a finished run is kept, so a s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
@@ -92,14 +93,22 @@ def map_processes(fn: Callable[[T], R], items: Iterable[T], workers: int | None 
     n = worker_count(len(todo), workers)
     if n <= 1:
         return [fn(item) for item in todo]
-    with spawn_executor(n, nested_workers=1) as pool:
+    with worker_pool(n, nested_workers=1) as pool:
         futures = [pool.submit(fn, item) for item in todo]
+        return [future.result() for future in futures]
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, nested_workers: int | None = None) -> Iterator[ProcessPoolExecutor]:
+    """``spawn_executor`` with the failure rules of the module docstring: an error in the block cancels
+    the work not yet started and waits for the work under way; an interrupt stops the workers at once."""
+    with spawn_executor(workers, nested_workers) as pool:
         try:
-            return [future.result() for future in futures]
+            yield pool
         except Exception:
-            pool.shutdown(wait=True, cancel_futures=True)  # the runs not started are not started
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
-        except BaseException:  # an interrupt: stop the runs under way too
+        except BaseException:  # an interrupt (or a closed generator): stop the work under way too
             terminate(pool)
             raise
 
