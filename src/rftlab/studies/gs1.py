@@ -461,9 +461,10 @@ def _seed_runs(job: tuple[Any, Any, float, GS1StudySpec, int, Any]) -> dict[str,
     source, store, bandwidth, spec, seed, progress = job
     backend = source
     if isinstance(source, BackendRecipe):
-        backend = _BUILT.get(source.key())
+        key = source.key()
+        backend = _BUILT.get(key)
         if backend is None:
-            backend = _BUILT[source.key()] = source.build()
+            backend = _BUILT[key] = source.build()
     results = train_arms(backend, store, ARMS, bandwidth, spec, progress, seed=seed)
     results[BASE] = evaluate_base(backend, store, seed=seed)
     return results

@@ -4,6 +4,7 @@ layer's job: ``rftlab.launch.gs1.backend``)."""
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,13 +38,18 @@ class MathTask:
         returns a new one). Memoised per renderer: a study renders each problem hundreds of times, and
         the renderer's tokenizer calls were a tenth of the GS1 study's time."""
         content = problem.question + self.question_suffix
-        key = (repr(self.convo_prefix), content)
+        key = (self._prefix_key, content)
         memo = _PROMPTS.setdefault(renderer, {})
         if key not in memo:
             convo = [dict(m) for m in (self.convo_prefix or ())]
             convo.append({"role": "user", "content": content})
             memo[key] = renderer.build_generation_prompt(convo)
         return memo[key]
+
+    @functools.cached_property
+    def _prefix_key(self) -> str:
+        """The few-shot prefix as text, once per task (part of ``prompt``'s memo key)."""
+        return repr(self.convo_prefix)
 
 
 _PROMPTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
